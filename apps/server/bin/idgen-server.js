@@ -1,0 +1,3 @@
+#!/usr/bin/env node
+// The `idgen-server` command: runs the compiled generator node (`npm run build` builds it).
+require('../dist/main.js');

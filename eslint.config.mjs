@@ -1,0 +1,82 @@
+// Lint for every project. The layering is enforced here, not just declared (STYLE.md "The house"):
+//   type:core    depends on nothing
+//   type:lib     depends on core and libs (and the test harness, for its specs)
+//   type:app     composes core and libs; nothing depends on an app
+//   type:tool    benchmarks, chaos: anything but apps (which they start as processes, never import)
+// Packages may use only the OpenTelemetry API; the SDK and exporters belong to apps.
+import nx from '@nx/eslint-plugin';
+
+const sdkOnlyInApps = [
+  '@opentelemetry/sdk-*',
+  '@opentelemetry/exporter-*',
+  '@opentelemetry/resources',
+];
+
+export default [
+  ...nx.configs['flat/base'],
+  ...nx.configs['flat/typescript'],
+  {
+    ignores: ['**/dist', '**/node_modules', '**/src/gen/**', '**/coverage', '**/*.js', '**/*.mjs', '**/*.cjs'],
+  },
+  {
+    files: ['**/*.ts'],
+    rules: {
+      '@nx/enforce-module-boundaries': [
+        'error',
+        {
+          enforceBuildableLibDependency: false,
+          allow: [],
+          depConstraints: [
+            {
+              sourceTag: 'type:core',
+              onlyDependOnLibsWithTags: ['type:core'],
+              notDependOnLibsWithTags: ['type:lib', 'type:app', 'type:tool', 'type:testing'],
+            },
+            {
+              sourceTag: 'type:lib',
+              onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing'],
+              bannedExternalImports: sdkOnlyInApps,
+            },
+            {
+              sourceTag: 'type:testing',
+              onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing'],
+              bannedExternalImports: sdkOnlyInApps,
+            },
+            { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing'] },
+            { sourceTag: 'type:tool', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing', 'type:tool'] },
+          ],
+        },
+      ],
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'ExportAllDeclaration', message: 'Name each export (STYLE.md: no `export *`).' },
+        {
+          selector: "CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(skip|only)$/]",
+          message: 'No skipped or focused tests on main.',
+        },
+      ],
+    },
+  },
+  {
+    // The core is pure (DESIGN §2): no I/O, no clock, no dependency. Its specs may read the vectors.
+    files: ['packages/core/src/**/*.ts'],
+    ignores: ['**/*.spec.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(?!\\.)', message: '@idgen/core imports nothing but its own files.' }] },
+      ],
+      'no-restricted-globals': [
+        'error',
+        { name: 'performance', message: 'The core keeps no clock: time is an argument.' },
+        { name: 'process', message: 'The core does no I/O.' },
+      ],
+      'no-restricted-properties': [
+        'error',
+        { object: 'Date', property: 'now', message: 'The core keeps no clock: time is an argument.' },
+      ],
+    },
+  },
+];

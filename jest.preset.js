@@ -1,0 +1,24 @@
+// Shared jest settings: swc transforms TypeScript (type-checking is the `typecheck` target),
+// workspace packages resolve to their sources through the `@idgen/source` export condition,
+// and generated protobuf code's `.js` import suffixes are stripped.
+const path = require('node:path');
+
+/** @param {string} dir the project's directory (pass __dirname) */
+module.exports = function preset(dir, overrides = {}) {
+  return {
+    rootDir: dir,
+    displayName: require(path.join(dir, 'package.json')).name,
+    testEnvironment: 'node',
+    testEnvironmentOptions: { customExportConditions: ['@idgen/source', 'node', 'require', 'default'] },
+    transform: {
+      '^.+\\.ts$': [
+        '@swc/jest',
+        { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' }, sourceMaps: 'inline' },
+      ],
+    },
+    moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+    testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
+    moduleFileExtensions: ['ts', 'js', 'json'],
+    ...overrides,
+  };
+};

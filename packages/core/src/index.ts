@@ -1,0 +1,32 @@
+/**
+ * `@idgen/core`: the ID layout and the pure minting state machine (DESIGN §1, §4).
+ * No I/O, no clock of its own, no dependencies.
+ *
+ * @packageDocumentation
+ */
+export {
+  DEFAULT_EPOCH_MS,
+  DEFAULT_LAYOUT,
+  DEFAULT_REGION_BITS,
+  DEFAULT_SEQUENCE_BITS,
+  DEFAULT_TIMESTAMP_BITS,
+  DEFAULT_WORKER_BITS,
+  ID_BITS,
+  Layout,
+  MAX_ID,
+  createLayout,
+} from './layout.js';
+export type { IdFields, LayoutOptions, LayoutRecord } from './layout.js';
+export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
+export type { InvalidIdReason } from './id.js';
+export { Minter, createMinter, isMintVerdict } from './minter.js';
+export type {
+  BelowFloor,
+  ClockBehind,
+  ClockOutOfRange,
+  MintVerdict,
+  MintedBlock,
+  MinterOptions,
+  MinterSnapshot,
+  SequenceExhausted,
+} from './minter.js';
