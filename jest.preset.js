@@ -19,6 +19,7 @@ module.exports = function preset(dir, overrides = {}) {
     moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
     testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
     moduleFileExtensions: ['ts', 'js', 'json'],
+    reporters: ['default', [path.join(__dirname, 'tools/scripts/jest-results-reporter.js'), { name: require(path.join(dir, 'package.json')).name }]],
     ...overrides,
   };
 };

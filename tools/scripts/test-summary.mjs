@@ -1,0 +1,18 @@
+// Prints one closing line over every project's jest run and fails when a project ran no test,
+// skipped one, or failed one. Used by the root `npm test` after `nx run-many`.
+import { readdirSync, readFileSync, existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = new URL('../../.jest-results/', import.meta.url).pathname;
+const rows = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8'))) : [];
+let passed = 0, failed = 0, skipped = 0, bad = [];
+for (const r of rows) {
+  passed += r.passed; failed += r.failed; skipped += r.skipped;
+  console.log(`${r.project.padEnd(22)} ${String(r.passed).padStart(5)} passed ${String(r.failed).padStart(3)} failed ${String(r.skipped).padStart(3)} skipped`);
+  if (r.passed === 0) bad.push(`${r.project} ran no test`);
+  if (r.skipped > 0) bad.push(`${r.project} skipped ${r.skipped} test(s)`);
+}
+if (rows.length === 0) bad.push('no project reported test results');
+for (const b of bad) console.error(`test-summary: ${b}`);
+console.log(`jest: ${passed} passed, ${failed} failed`);
+process.exit(failed > 0 || bad.length > 0 ? 1 : 0);
