@@ -1,1 +1,35 @@
-export const PLACEHOLDER = true;
+/**
+ * `@idgen/clock-guard`: the clock minting trusts, and the rules for when it cannot be trusted
+ * (DESIGN §4). The server and the embedded mode mint through a {@link GuardedMinter}.
+ *
+ * @packageDocumentation
+ */
+export { createTestClock, systemClock } from './clock.js';
+export type { ClockSource, TestClock } from './clock.js';
+export { FENCE_REASONS, FencedError, isFencedError } from './errors.js';
+export type { FenceReason } from './errors.js';
+export {
+  DEFAULT_MAX_FENCE_MS,
+  DEFAULT_MAX_ROLLBACK_MS,
+  GuardedMinter,
+  MAX_BLOCK_REQUEST,
+  createGuardedMinter,
+} from './guard.js';
+export type { GuardStatus, GuardedMinterOptions, TimeSourceHealth, WorkerAssignment } from './guard.js';
+export { ClockGuardAttributes, ClockGuardMetrics } from './metrics.js';
+export type { GuardCounters } from './metrics.js';
+export {
+  DEFAULT_MAX_OFFSET_MS,
+  DEFAULT_TIME_SOURCE_INTERVAL_MS,
+  createTimeSourceCheck,
+  judgeTracking,
+  parseChronyTracking,
+  readChrony,
+} from './time-source.js';
+export type {
+  ChronyTracking,
+  TimeSourceCheck,
+  TimeSourceCheckOptions,
+  TimeSourceLogger,
+  TimeSourceReading,
+} from './time-source.js';

@@ -1,0 +1,212 @@
+import { execFile } from 'node:child_process';
+import type { GuardedMinter } from './guard.js';
+
+/** The clock bound of DESIGN §3-4: chrony keeps clocks within 10 ms of the reference. */
+export const DEFAULT_MAX_OFFSET_MS = 10;
+/** How often the time source is read while running. */
+export const DEFAULT_TIME_SOURCE_INTERVAL_MS = 5_000;
+
+/** The fields of one `chronyc -c tracking` line that decide whether the clock may be trusted. */
+export interface ChronyTracking {
+  /** Reference ID, hex (`7F7F0101` is chrony's local clock; `00000000` none). */
+  readonly referenceId: string;
+  readonly referenceName: string;
+  readonly stratum: number;
+  /** Offset of the system clock from chrony's estimate of true time, seconds (the "System time" field). */
+  readonly systemTimeOffsetSeconds: number;
+  readonly lastOffsetSeconds: number;
+  readonly rootDelaySeconds: number;
+  readonly rootDispersionSeconds: number;
+  /** `Normal`, `Insert second`, `Delete second` or `Not synchronised`. */
+  readonly leapStatus: string;
+}
+
+/** One reading of the time source and the verdict on it. */
+export interface TimeSourceReading {
+  readonly healthy: boolean;
+  /** Why: what was read, or what went wrong reading it. */
+  readonly message: string;
+  readonly offsetSeconds?: number;
+  readonly tracking?: ChronyTracking;
+}
+
+const LEAP_STATUSES = new Set(['Normal', 'Insert second', 'Delete second', 'Not synchronised']);
+
+/**
+ * Parses one line of `chronyc -c tracking` (CSV: reference ID, reference name, stratum, reference time,
+ * system time, last offset, RMS offset, frequency, residual frequency, skew, root delay, root dispersion,
+ * update interval, leap status). Throws `Error` saying what is wrong with the line.
+ */
+export function parseChronyTracking(output: string): ChronyTracking {
+  const line = output.trim().split('\n')[0] ?? '';
+  const f = line.split(',');
+  if (f.length < 14) {
+    throw new Error(`expected 14 comma-separated fields from chronyc -c tracking, got ${f.length}: ${clip(line)}`);
+  }
+  const num = (i: number, name: string): number => {
+    const v = f[i] ?? '';
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isFinite(n)) throw new Error(`field ${i + 1} (${name}) is not a number: ${clip(v)}`);
+    return n;
+  };
+  const referenceId = f[0] ?? '';
+  if (!/^[0-9A-Fa-f]{1,8}$/.test(referenceId)) throw new Error(`field 1 (reference ID) is not hex: ${clip(referenceId)}`);
+  const leapStatus = (f[13] ?? '').trim();
+  if (!LEAP_STATUSES.has(leapStatus)) throw new Error(`field 14 (leap status) is unknown: ${clip(leapStatus)}`);
+  return {
+    referenceId: referenceId.toUpperCase(),
+    referenceName: f[1] ?? '',
+    stratum: num(2, 'stratum'),
+    systemTimeOffsetSeconds: num(4, 'system time'),
+    lastOffsetSeconds: num(5, 'last offset'),
+    rootDelaySeconds: num(10, 'root delay'),
+    rootDispersionSeconds: num(11, 'root dispersion'),
+    leapStatus,
+  };
+}
+
+/**
+ * Decides whether a clock chrony describes may fill the timestamp field (DESIGN §4): synchronised to a
+ * real reference and |system time offset| within `maxOffsetMs`.
+ */
+export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSET_MS): TimeSourceReading {
+  const offsetMs = t.systemTimeOffsetSeconds * 1000;
+  const where = `reference ${t.referenceName || t.referenceId}, stratum ${t.stratum}, offset ${offsetMs.toFixed(3)} ms`;
+  const base = { offsetSeconds: t.systemTimeOffsetSeconds, tracking: t };
+  if (t.leapStatus === 'Not synchronised' || t.stratum === 0 || t.stratum >= 16 || /^0+$/.test(t.referenceId)) {
+    return { healthy: false, message: `chrony is not synchronised (${where}, leap status ${t.leapStatus})`, ...base };
+  }
+  if (Math.abs(offsetMs) > maxOffsetMs) {
+    return {
+      healthy: false,
+      message: `the system clock is ${offsetMs.toFixed(3)} ms off its reference, more than the ${maxOffsetMs} ms bound (${where})`,
+      ...base,
+    };
+  }
+  return { healthy: true, message: `synchronised (${where})`, ...base };
+}
+
+/** Runs `chronyc -c tracking` and judges it. Never throws: every failure is an unhealthy reading saying which. */
+export function readChrony(options: { chronycPath?: string; maxOffsetMs?: number; timeoutMs?: number } = {}): Promise<TimeSourceReading> {
+  const path = options.chronycPath ?? 'chronyc';
+  return new Promise((resolve) => {
+    execFile(path, ['-c', 'tracking'], { timeout: options.timeoutMs ?? 2_000, encoding: 'utf8' }, (err, stdout, stderr) => {
+      if (err !== null) {
+        const e = err as NodeJS.ErrnoException & { killed?: boolean; code?: string | number };
+        if (e.code === 'ENOENT') {
+          resolve({
+            healthy: false,
+            message: `${path} not found: install chrony (apt-get install chrony), or run with --time-source none for development`,
+          });
+        } else if (e.killed === true) {
+          resolve({ healthy: false, message: `${path} -c tracking did not answer within ${options.timeoutMs ?? 2_000} ms` });
+        } else {
+          resolve({
+            healthy: false,
+            message: `${path} -c tracking failed (exit code ${String(e.code)}): ${clip(String(stderr || stdout || e.message).trim())}`,
+          });
+        }
+        return;
+      }
+      try {
+        resolve(judgeTracking(parseChronyTracking(stdout), options.maxOffsetMs));
+      } catch (parseError) {
+        resolve({ healthy: false, message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}` });
+      }
+    });
+  });
+}
+
+/** Where the check reports; a pino logger fits. */
+export interface TimeSourceLogger {
+  info(obj: object, msg: string): void;
+  warn(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+/** Options of {@link createTimeSourceCheck}. */
+export interface TimeSourceCheckOptions {
+  /** `chrony` reads chronyc; `none` trusts the clock blindly (development only, said loudly). */
+  readonly mode: 'chrony' | 'none';
+  /** The guard to fence while the time source is unhealthy. */
+  readonly guard: Pick<GuardedMinter, 'setTimeSource'>;
+  readonly intervalMs?: number;
+  readonly maxOffsetMs?: number;
+  readonly chronycPath?: string;
+  readonly logger?: TimeSourceLogger;
+}
+
+/** A running time-source check. */
+export interface TimeSourceCheck {
+  /** Reads once and reports to the guard; then polls every `intervalMs`. Resolves with the first reading. */
+  start(): Promise<TimeSourceReading>;
+  /** Reads once now and reports to the guard. */
+  readNow(): Promise<TimeSourceReading>;
+  /** The last reading. */
+  last(): TimeSourceReading;
+  stop(): void;
+}
+
+/**
+ * Keeps the guard informed of the time source (DESIGN §4): unhealthy fences minting with reason
+ * `time-source`, and a node does not become ready on an unhealthy clock.
+ */
+export function createTimeSourceCheck(options: TimeSourceCheckOptions): TimeSourceCheck {
+  const maxOffsetMs = options.maxOffsetMs ?? DEFAULT_MAX_OFFSET_MS;
+  let last: TimeSourceReading = { healthy: false, message: 'not read yet' };
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let reading: Promise<TimeSourceReading> | undefined;
+
+  const report = (r: TimeSourceReading) => {
+    const changed = r.healthy !== last.healthy;
+    last = r;
+    options.guard.setTimeSource(r.healthy, r.message, r.offsetSeconds);
+    if (changed || !r.healthy) {
+      const log = options.logger;
+      if (r.healthy) log?.info({ timeSource: r.message }, 'time source healthy');
+      else log?.error({ timeSource: r.message }, 'time source unhealthy: minting is fenced');
+    }
+    return r;
+  };
+
+  const readNow = (): Promise<TimeSourceReading> => {
+    if (options.mode === 'none') {
+      return Promise.resolve(
+        report({ healthy: true, message: 'time-source check turned off (--time-source none): development only, the clock is trusted blindly' }),
+      );
+    }
+    // One read at a time: a slow chronyc must not pile up processes.
+    reading ??= readChrony({ chronycPath: options.chronycPath, maxOffsetMs }).then((r) => {
+      reading = undefined;
+      return report(r);
+    });
+    return reading;
+  };
+
+  return {
+    async start() {
+      if (options.mode === 'none') {
+        options.logger?.warn(
+          { timeSource: 'none' },
+          'TIME SOURCE CHECK TURNED OFF: the clock is trusted without chrony. Development only: never in production.',
+        );
+      }
+      const first = await readNow();
+      if (timer === undefined && options.mode !== 'none') {
+        timer = setInterval(() => void readNow(), options.intervalMs ?? DEFAULT_TIME_SOURCE_INTERVAL_MS);
+        timer.unref();
+      }
+      return first;
+    },
+    readNow,
+    last: () => last,
+    stop() {
+      if (timer !== undefined) clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}
+
+function clip(s: string): string {
+  return JSON.stringify(s.length > 120 ? `${s.slice(0, 120)}…` : s);
+}
