@@ -1,1 +1,15 @@
-export const PLACEHOLDER = true;
+/**
+ * `@idgen/testing`: the test harness. Real parts, really started (preamble): a real `etcd` (one member or a
+ * cluster) and real child processes on loopback, on free ports and temp dirs, always cleaned up, even when
+ * a test fails (`cleanupAll()` in `afterAll`, plus a process `exit` hook).
+ *
+ * @packageDocumentation
+ */
+export { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, findOnPath, startEtcd, startEtcdCluster } from './etcd.js';
+export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdOptions } from './etcd.js';
+export { freePort, tempDir, tempDirSync } from './net.js';
+export type { TempDir } from './net.js';
+export { spawnProcess } from './process.js';
+export type { ProcessExit, ProcessHandle, SpawnProcessOptions } from './process.js';
+export { cleanupAll, liveCount } from './registry.js';
+export { REGISTER_TS_PATH, tsNodeArgs } from './ts-node.js';

@@ -1,0 +1,318 @@
+import { accessSync, constants } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { delimiter, join } from 'node:path';
+import { freePort, tempDir } from './net.js';
+import type { TempDir } from './net.js';
+import { spawnProcess } from './process.js';
+import type { ProcessExit, ProcessHandle } from './process.js';
+import { track } from './registry.js';
+
+/** The message when `etcd` is missing: tests fail and say what to install, never skip (preamble). */
+export const ETCD_MISSING_MESSAGE =
+  "etcd not found on PATH: install Debian's etcd-server (apt-get install etcd-server etcd-client)";
+
+/** Finds `name` on `pathEnv` (default `process.env.PATH`); `undefined` when absent. */
+export function findOnPath(name: string, pathEnv = process.env['PATH'] ?? ''): string | undefined {
+  for (const dir of pathEnv.split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, name);
+    try {
+      accessSync(candidate, constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function etcdBinary(): string {
+  const found = findOnPath('etcd');
+  if (found === undefined) throw new Error(ETCD_MISSING_MESSAGE);
+  return found;
+}
+
+/** Options of {@link startEtcd}. */
+export interface StartEtcdOptions {
+  /** Data directory (created mode 700 if missing, kept on stop); default a temp dir removed on stop. */
+  dataDir?: string;
+  /** Member name; default `n1`. */
+  name?: string;
+  /** How long to wait for `/health`; default 15000 ms. */
+  readyTimeoutMs?: number;
+}
+
+/** A running single-member etcd. */
+export interface EtcdServer {
+  /** `127.0.0.1:PORT` (client port). */
+  readonly endpoint: string;
+  /** `http://127.0.0.1:PORT`, what the `etcd3` client takes as a host. */
+  readonly clientUrl: string;
+  readonly pid: number;
+  readonly dataDir: string;
+  readonly process: ProcessHandle;
+  /** SIGTERM, wait, remove the data dir if the harness created it. */
+  stop(): Promise<void>;
+  /** SIGSTOP: etcd stops answering but keeps its connections, like a stalled server. */
+  pause(): void;
+  /** SIGCONT. */
+  resume(): void;
+  /** SIGKILL (data dir kept until stop/cleanup). */
+  kill(): Promise<ProcessExit>;
+}
+
+interface MemberPorts {
+  name: string;
+  clientPort: number;
+  peerPort: number;
+}
+
+function memberArgs(m: MemberPorts, dataDir: string, initialCluster: string, clusterToken: string): string[] {
+  const client = `http://127.0.0.1:${m.clientPort}`;
+  const peer = `http://127.0.0.1:${m.peerPort}`;
+  return [
+    '--name', m.name,
+    '--data-dir', dataDir,
+    '--listen-client-urls', client,
+    '--advertise-client-urls', client,
+    '--listen-peer-urls', peer,
+    '--initial-advertise-peer-urls', peer,
+    '--initial-cluster', initialCluster,
+    '--initial-cluster-state', 'new',
+    '--initial-cluster-token', clusterToken,
+    '--log-level', 'warn',
+    '--logger', 'zap',
+  ];
+}
+
+/** Asks `GET {clientUrl}/health`; true when etcd says `"health":"true"`. */
+export async function etcdHealthy(clientUrl: string, timeoutMs = 1000): Promise<boolean> {
+  try {
+    const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
+    const body = (await res.json()) as { health?: unknown };
+    return body.health === 'true' || body.health === true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: number, what: string): Promise<void> {
+  const start = Date.now();
+  for (;;) {
+    const ended = proc.exitStatus();
+    if (ended !== undefined) {
+      throw new Error(
+        `${what} exited before it was healthy (code ${ended.code}, signal ${ended.signal}); stderr tail:\n` +
+          proc.stderrLines.slice(-20).join('\n'),
+      );
+    }
+    if (await etcdHealthy(clientUrl, 500)) return;
+    if (Date.now() - start > timeoutMs) {
+      throw new Error(
+        `${what} not healthy at ${clientUrl}/health after ${timeoutMs} ms; stderr tail:\n` +
+          proc.stderrLines.slice(-20).join('\n'),
+      );
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function prepareDataDir(dataDir: string | undefined, prefix: string): Promise<{ dir: string; owned?: TempDir }> {
+  if (dataDir !== undefined) {
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    return { dir: dataDir };
+  }
+  const owned = await tempDir(prefix);
+  return { dir: owned.path, owned };
+}
+
+/**
+ * Starts one real `etcd` on free 127.0.0.1 ports with a temporary data directory (mode 700) and waits until
+ * `/health` says healthy. Throws {@link ETCD_MISSING_MESSAGE} when `etcd` is not on PATH.
+ */
+export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdServer> {
+  const binary = etcdBinary();
+  const name = options.name ?? 'n1';
+  const ports: MemberPorts = { name, clientPort: await freePort(), peerPort: await freePort() };
+  const { dir, owned } = await prepareDataDir(options.dataDir, 'idgen-etcd');
+  const clientUrl = `http://127.0.0.1:${ports.clientPort}`;
+  const proc = spawnProcess(
+    binary,
+    memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`),
+  );
+  let stopped = false;
+  const stop = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    untrack();
+    await proc.stop(5000);
+    await owned?.remove();
+  };
+  const untrack = track({ cleanup: stop, cleanupSync: () => undefined /* the process and dir hooks cover it */ });
+  try {
+    await waitHealthy(proc, clientUrl, options.readyTimeoutMs ?? 15_000, `etcd ${name}`);
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return {
+    endpoint: `127.0.0.1:${ports.clientPort}`,
+    clientUrl,
+    pid: proc.pid,
+    dataDir: dir,
+    process: proc,
+    stop,
+    pause: () => proc.signal('SIGSTOP'),
+    resume: () => proc.signal('SIGCONT'),
+    kill: () => proc.kill(),
+  };
+}
+
+/** One member of a {@link EtcdCluster}. */
+export interface EtcdMember {
+  readonly name: string;
+  readonly endpoint: string;
+  readonly clientUrl: string;
+  /** Pid of the current process (changes after `start()`). */
+  readonly pid: number;
+  readonly dataDir: string;
+  /** Whether a process is running (possibly paused). */
+  running(): boolean;
+  /** SIGTERM and wait; the data dir stays, so `start()` rejoins as the same member. */
+  stop(): Promise<void>;
+  /** Starts the member again on its data dir and waits until it is healthy. */
+  start(): Promise<void>;
+  pause(): void;
+  resume(): void;
+  kill(): Promise<void>;
+}
+
+/** A running etcd cluster. */
+export interface EtcdCluster {
+  readonly members: readonly EtcdMember[];
+  /** Client URLs of all members, for the `etcd3` client's `hosts`. */
+  readonly endpoints: readonly string[];
+  /** The member that is leader now, asked of each running member; rejects if none knows within `timeoutMs`. */
+  leader(timeoutMs?: number): Promise<EtcdMember>;
+  /** Stops every member and removes the data dirs. */
+  stopAll(): Promise<void>;
+}
+
+interface StatusResponse {
+  header?: { member_id?: string };
+  leader?: string;
+}
+
+/** `POST {clientUrl}/v3/maintenance/status` on the gRPC-JSON gateway: `{ memberId, leaderId }`. */
+export async function etcdStatus(clientUrl: string, timeoutMs = 1000): Promise<{ memberId: string; leaderId: string }> {
+  const res = await fetch(`${clientUrl}/v3/maintenance/status`, {
+    method: 'POST',
+    body: '{}',
+    headers: { 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  const body = (await res.json()) as StatusResponse;
+  const memberId = body.header?.member_id;
+  const leaderId = body.leader;
+  if (typeof memberId !== 'string' || typeof leaderId !== 'string') {
+    throw new Error(`unexpected status from ${clientUrl}: ${JSON.stringify(body)}`);
+  }
+  return { memberId, leaderId };
+}
+
+/**
+ * Starts an `n`-member etcd cluster (default 3) on free loopback ports, each with its own temp data dir, and
+ * waits until every member is healthy (which needs an elected leader).
+ */
+export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number } = {}): Promise<EtcdCluster> {
+  const binary = etcdBinary();
+  const readyTimeoutMs = options.readyTimeoutMs ?? 20_000;
+  const ports: MemberPorts[] = [];
+  for (let i = 0; i < n; i++) {
+    ports.push({ name: `m${i + 1}`, clientPort: await freePort(), peerPort: await freePort() });
+  }
+  const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peerPort}`).join(',');
+  const token = `idgen-test-${ports[0]?.clientPort ?? 0}`;
+  const dirs = await Promise.all(ports.map((p) => tempDir(`idgen-etcd-${p.name}`)));
+
+  const members = ports.map((p, i): EtcdMember & { spawn(): void; wait(): Promise<void> } => {
+    const dir = dirs[i] as TempDir;
+    const clientUrl = `http://127.0.0.1:${p.clientPort}`;
+    let proc: ProcessHandle | undefined;
+    const member = {
+      name: p.name,
+      endpoint: `127.0.0.1:${p.clientPort}`,
+      clientUrl,
+      dataDir: dir.path,
+      get pid() {
+        return proc?.pid ?? -1;
+      },
+      running: () => proc !== undefined && proc.exitStatus() === undefined,
+      spawn() {
+        proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token));
+      },
+      async wait() {
+        if (proc === undefined) throw new Error(`member ${p.name} not started`);
+        await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd member ${p.name}`);
+      },
+      async stop() {
+        await proc?.stop(5000);
+      },
+      async start() {
+        if (member.running()) return;
+        member.spawn();
+        await member.wait();
+      },
+      pause: () => proc?.signal('SIGSTOP'),
+      resume: () => proc?.signal('SIGCONT'),
+      async kill() {
+        await proc?.kill();
+      },
+    };
+    return member;
+  });
+
+  let stopped = false;
+  const stopAll = async (): Promise<void> => {
+    if (stopped) return;
+    stopped = true;
+    untrack();
+    await Promise.all(members.map((m) => m.stop()));
+    await Promise.all(dirs.map((d) => d.remove()));
+  };
+  const untrack = track({ cleanup: stopAll, cleanupSync: () => undefined });
+  try {
+    for (const m of members) m.spawn();
+    await Promise.all(members.map((m) => m.wait()));
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+
+  return {
+    members,
+    endpoints: members.map((m) => m.clientUrl),
+    stopAll,
+    async leader(timeoutMs = 10_000) {
+      const start = Date.now();
+      for (;;) {
+        for (const m of members) {
+          if (!m.running()) continue;
+          try {
+            const s = await etcdStatus(m.clientUrl, 500);
+            if (s.leaderId === '0') continue;
+            for (const other of members) {
+              if (!other.running()) continue;
+              const o = await etcdStatus(other.clientUrl, 500).catch(() => undefined);
+              if (o?.memberId === s.leaderId) return other;
+            }
+          } catch {
+            // member paused or not answering: ask the next
+          }
+        }
+        if (Date.now() - start > timeoutMs) throw new Error(`no etcd member knows a running leader after ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+  };
+}
