@@ -1,0 +1,66 @@
+import { DEFAULT_LAYOUT, createLayout } from '@idgen/core';
+import { ceilingIdsPerSecond, parseBenchArgs } from './environment.js';
+import { runRounds } from './rounds.js';
+
+const defaults = { rounds: 5, roundMs: 500, check: 4_096_000, seconds: 10 };
+
+describe('ceilingIdsPerSecond', () => {
+  it('is 4,096,000 IDs/s for the default 12-bit sequence (DESIGN §1)', () => {
+    expect(ceilingIdsPerSecond(DEFAULT_LAYOUT)).toBe(4_096_000);
+  });
+
+  it('follows the sequence width of a custom layout', () => {
+    const layout = createLayout({ timestampBits: 43, regionBits: 3, workerBits: 7, sequenceBits: 10 });
+    expect(ceilingIdsPerSecond(layout)).toBe(1_024_000);
+  });
+});
+
+describe('parseBenchArgs', () => {
+  it('keeps the defaults when no flag is given', () => {
+    expect(parseBenchArgs([], defaults)).toEqual(defaults);
+  });
+
+  it('reads each flag', () => {
+    expect(parseBenchArgs(['--rounds', '3', '--round-ms=200', '--check', '1000', '--seconds', '2'], defaults)).toEqual({
+      rounds: 3,
+      roundMs: 200,
+      check: 1000,
+      seconds: 2,
+    });
+  });
+
+  it.each([['--rounds', '0'], ['--check', '1e3x'], ['--round-ms=-5'], ['--seconds', '1.5']])(
+    'rejects %s %s',
+    (...argv: string[]) => {
+      expect(() => parseBenchArgs(argv, defaults)).toThrow(RangeError);
+    },
+  );
+
+  it('rejects an unknown flag', () => {
+    expect(() => parseBenchArgs(['--round', '3'], defaults)).toThrow();
+  });
+});
+
+describe('runRounds', () => {
+  it('runs the warm-up rounds untimed and reports the median of the timed ones', () => {
+    const elapsed = [1e9, 1e9, 2e9, 4e9]; // warm-up, then 1 s, 2 s, 4 s for 1,000 IDs each
+    let call = 0;
+    const report = runRounds(
+      (budgetMs) => {
+        expect(budgetMs).toBe(50);
+        return { ids: 1000, calls: 100, elapsedNs: elapsed[call++] as number };
+      },
+      { rounds: 3, warmupRounds: 1, roundMs: 50 },
+    );
+    expect(call).toBe(4);
+    expect(report.idsPerSecond).toEqual([1000, 500, 250]);
+    expect(report.medianIdsPerSecond).toBe(500);
+    expect(report.minIdsPerSecond).toBe(250);
+    expect(report.maxIdsPerSecond).toBe(1000);
+    expect(report.medianNsPerCall).toBe(2e7);
+  });
+
+  it('rejects zero rounds', () => {
+    expect(() => runRounds(() => ({ ids: 1, calls: 1, elapsedNs: 1 }), { rounds: 0 })).toThrow(RangeError);
+  });
+});

@@ -1,0 +1,70 @@
+import { cpus, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import type { Layout } from '@idgen/core';
+
+/**
+ * The physical ceiling of one worker under `layout`: its sequence values per millisecond, times 1,000
+ * (4,096,000 IDs/s for the default 12-bit sequence: DESIGN §1). Faster than this from one worker means
+ * a duplicate or another layout.
+ */
+export function ceilingIdsPerSecond(layout: Layout): number {
+  return (layout.maxSequence + 1) * 1000;
+}
+
+/**
+ * One line naming what the figures were measured on: Node version, CPU model and count, load average.
+ * Benchmarks print it first because a figure without its machine cannot be compared.
+ */
+export function describeMachine(): string {
+  const cpuList = cpus();
+  const model = cpuList[0]?.model.trim() ?? 'unknown CPU';
+  const load = loadavg()
+    .map((value) => value.toFixed(2))
+    .join(' ');
+  return `node ${process.version}, ${cpuList.length} × ${model}, load average ${load}`;
+}
+
+/** Command-line knobs every benchmark takes. */
+export interface BenchArgs {
+  /** Timed rounds per case (median reported). */
+  readonly rounds: number;
+  /** Length of one round, milliseconds. */
+  readonly roundMs: number;
+  /** IDs collected per implementation for the duplicate pass. */
+  readonly check: number;
+  /** Seconds per load-generator case (server and client benchmarks). */
+  readonly seconds: number;
+}
+
+/**
+ * Parses `--rounds N`, `--round-ms N`, `--check N` and `--seconds N` from `argv` over `defaults`. A value
+ * that is not a positive integer throws a `RangeError` naming the flag: a benchmark run with a mistyped
+ * knob should stop, not print figures measured some other way.
+ */
+export function parseBenchArgs(argv: readonly string[], defaults: BenchArgs): BenchArgs {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      rounds: { type: 'string' },
+      'round-ms': { type: 'string' },
+      check: { type: 'string' },
+      seconds: { type: 'string' },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  const positive = (flag: string, raw: string | undefined, fallback: number): number => {
+    if (raw === undefined) return fallback;
+    const value = Number(raw);
+    if (!Number.isSafeInteger(value) || value < 1) {
+      throw new RangeError(`--${flag} must be a positive integer, got ${JSON.stringify(raw)}`);
+    }
+    return value;
+  };
+  return {
+    rounds: positive('rounds', values.rounds, defaults.rounds),
+    roundMs: positive('round-ms', values['round-ms'], defaults.roundMs),
+    check: positive('check', values.check, defaults.check),
+    seconds: positive('seconds', values.seconds, defaults.seconds),
+  };
+}
