@@ -1,1 +1,20 @@
-export const PLACEHOLDER = true;
+/**
+ * `@idgen/client`: the buffered client every caller embeds (DESIGN §7). Most calls take an ID from a
+ * local buffer with no network hop; refills balance across the region's healthy nodes, skip failed
+ * ones at once, fail over to neighbouring regions, and never invent an ID.
+ *
+ * @packageDocumentation
+ */
+export { MAX_NEXT_IDS, createIdClient } from './id-client.js';
+export type { CallOptions, IdClient, IdClientOptions, IdClientStats, NodeStats, RegionNodes } from './id-client.js';
+export { IdClientError, IdsUnavailableError, isIdClientError, isIdsUnavailableError } from './errors.js';
+export type { AttemptFailure, IdClientErrorCode } from './errors.js';
+export { systemClientClock } from './clock.js';
+export type { ClientClock } from './clock.js';
+export { createConnectTransport } from './connect-transport.js';
+export type { ClientProtocol, ClientTlsOptions, ConnectTransportOptions, KeepAliveOptions } from './connect-transport.js';
+export { classifyFailure } from './transport.js';
+export type { AttemptOptions, ClassifiedFailure, IdTransport, IdTransportFactory, NodeTarget } from './transport.js';
+export type { BackoffOptions, DiscoveredNode, NodeDiscovery } from './node-pool.js';
+export type { IdBlock } from './id-buffer.js';
+export { CLIENT_METRIC_ATTRIBUTES, CLIENT_METRIC_NAMES } from './metrics.js';

@@ -1,0 +1,21 @@
+/**
+ * The client's view of time: a monotonic clock that can also schedule callbacks on itself.
+ * Buffer ages, backoffs, per-attempt timeouts and call deadlines are all measured on it, never on the
+ * wall clock, so a wall-clock jump cannot make a stale ID look fresh (DESIGN §7: "age measured on the
+ * monotonic clock from arrival"). Tests inject a manual clock and drive every timer by hand.
+ */
+export interface ClientClock {
+  /** Monotonic milliseconds (any origin; only differences matter). */
+  monoMs(): number;
+  /** Runs `fn` once, `delayMs` from now on this clock. Returns a function that cancels it. */
+  schedule(fn: () => void, delayMs: number): () => void;
+}
+
+/** The process's monotonic clock (`performance.now()`) with `setTimeout` timers. */
+export const systemClientClock: ClientClock = Object.freeze({
+  monoMs: () => performance.now(),
+  schedule(fn: () => void, delayMs: number): () => void {
+    const timer = setTimeout(fn, Math.max(0, delayMs));
+    return () => clearTimeout(timer);
+  },
+});

@@ -1,0 +1,726 @@
+import { metrics, type Meter } from '@opentelemetry/api';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { MAX_ID } from '@idgen/core';
+import { systemClientClock, type ClientClock } from './clock.js';
+import {
+  createConnectTransport,
+  type ClientProtocol,
+  type ClientTlsOptions,
+  type KeepAliveOptions,
+} from './connect-transport.js';
+import { IdClientError, IdsUnavailableError, type AttemptFailure } from './errors.js';
+import { IdBuffer, type IdBlock } from './id-buffer.js';
+import {
+  CLIENT_METRIC_ATTRIBUTES,
+  createClientInstruments,
+  type ClientCounters,
+  type ClientInstruments,
+} from './metrics.js';
+import { NodeGroup, toBaseUrl, type BackoffOptions, type DiscoveredNode, type NodeDiscovery, type NodeState } from './node-pool.js';
+import { classifyFailure, type IdTransport, type IdTransportFactory } from './transport.js';
+
+/** Where a region's nodes come from: a static list of addresses, or discovery. */
+export interface RegionNodes {
+  /** The region code (its IDs carry it). */
+  readonly region: number;
+  /** Static node addresses: base URLs (`http://10.0.0.5:8080`) or `host:port`. */
+  readonly nodes?: readonly string[];
+  /** The region's serving nodes, kept current (the lease package's `createDiscoveryReader`). */
+  readonly discovery?: NodeDiscovery;
+}
+
+/** Options of {@link createIdClient}. Every duration is in milliseconds on the monotonic clock. */
+export interface IdClientOptions extends RegionNodes {
+  /**
+   * Neighbouring regions, tried in this order when every home node has failed and the buffer is
+   * empty (DESIGN §7). Their IDs carry their own region code, so uniqueness holds.
+   */
+  readonly fallbackRegions?: readonly RegionNodes[];
+  /** IDs to keep at hand (default 100, DESIGN §3); grows with observed demand up to `maxBatch`. */
+  readonly bufferSize?: number;
+  /** Refill in the background once fewer IDs than this are left (default half of `bufferSize`). */
+  readonly lowWater?: number;
+  /** IDs not handed out within this long of arriving are discarded (default 1000, DESIGN §3). */
+  readonly maxAgeMs?: number;
+  /** Largest `NextIds` count; must not exceed the servers' `--max-count` (default 4096). */
+  readonly maxBatch?: number;
+  /** Default deadline of one `nextId()` / `nextIds()` call (default 2000). */
+  readonly deadlineMs?: number;
+  /** Time budget of one attempt on one node before the next node is tried (default 500). */
+  readonly attemptTimeoutMs?: number;
+  /** How long a failed node is left alone (default 200 doubling to 2000). */
+  readonly backoff?: BackoffOptions;
+  /** Wire protocol (default `connect`, over HTTP/2). */
+  readonly protocol?: ClientProtocol;
+  /** TLS for the nodes (`host:port` addresses then become `https://`). */
+  readonly tls?: ClientTlsOptions;
+  /** HTTP/2 PING keep-alive (default every 10 s with a 5 s timeout). */
+  readonly keepAlive?: KeepAliveOptions;
+  /** Fill the buffer at once rather than at the first call (default `true`). */
+  readonly prefill?: boolean;
+  /** Where the metrics go (default `metrics.getMeter('@idgen/client')`). */
+  readonly meter?: Meter;
+  /** Monotonic clock and timers (default the process's). */
+  readonly clock?: ClientClock;
+  /** Creates the transport of one node (default Connect/gRPC over HTTP/2); tests pass a fake. */
+  readonly transport?: IdTransportFactory;
+  /** Random numbers in [0, 1) for the balancing start and backoff jitter (default `Math.random`). */
+  readonly random?: () => number;
+}
+
+/** Options of one call. */
+export interface CallOptions {
+  /** Abandons the call: it rejects with `signal.reason`. */
+  readonly signal?: AbortSignal;
+  /** This call's deadline in milliseconds (default: the client's `deadlineMs`). */
+  readonly deadlineMs?: number;
+}
+
+/** A node as {@link IdClient.stats} reports it. */
+export interface NodeStats {
+  readonly url: string;
+  readonly region: number;
+  readonly healthy: boolean;
+  readonly failures: number;
+  readonly lastFailure: AttemptFailure | undefined;
+}
+
+/** Counters and state of one client (the metrics, readable without an SDK). */
+export interface IdClientStats extends Readonly<ClientCounters> {
+  /** IDs in the buffer now (including any not yet noticed to have expired). */
+  readonly buffered: number;
+  /** Calls waiting for a refill. */
+  readonly waiting: number;
+  /** `NextIds` requests that succeeded. */
+  readonly refills: number;
+  readonly nodes: readonly NodeStats[];
+}
+
+/** The buffered ID client (DESIGN §7). */
+export interface IdClient {
+  /** One new ID: from the buffer when it has one (no network hop), else after a refill. */
+  nextId(options?: CallOptions): Promise<bigint>;
+  /** `count` new IDs (1 … 65,536), in the order handed out. */
+  nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
+  /** One new ID as a decimal string, for JSON and logs (a `number` would lose precision above 2^53). */
+  nextIdString(options?: CallOptions): Promise<string>;
+  /** An ID from the buffer if it holds one, else `undefined` (and a refill starts); never waits. */
+  tryNextId(): bigint | undefined;
+  stats(): IdClientStats;
+  /** Stops refills, rejects waiting calls with code `closed`, closes connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Largest `nextIds` count: bigger batches are a loop of calls away, and hold the buffer less long. */
+export const MAX_NEXT_IDS = 65_536;
+
+/** How many of the most recent failed attempts an {@link IdsUnavailableError} reports. */
+const FAILURES_KEPT = 16;
+
+interface Waiter {
+  /** IDs still wanted. */
+  need: number;
+  readonly count: number;
+  /** Collected so far (only for `nextIds`). */
+  ids: bigint[] | undefined;
+  oldestArrivalMs: number;
+  readonly startedMs: number;
+  settled: boolean;
+  resolve(value: bigint | bigint[]): void;
+  reject(e: unknown): void;
+  cleanup(): void;
+}
+
+type RoundOutcome =
+  | { kind: 'ok'; blocks: readonly IdBlock[]; arrivalMs: number }
+  | { kind: 'rejected'; error: IdClientError }
+  | { kind: 'failed' }
+  | { kind: 'closed' };
+
+type AttemptOutcome =
+  | { kind: 'ok'; blocks: readonly IdBlock[]; arrivalMs: number }
+  | { kind: 'rejected'; error: IdClientError }
+  | { kind: 'failed' };
+
+interface RegionGroup {
+  readonly group: NodeGroup;
+  ready: Promise<void>;
+  /** Set once `ready` has resolved: static regions are ready from the start. */
+  isReady: boolean;
+  unwatch: (() => void) | undefined;
+}
+
+/**
+ * Creates the client. It fills its buffer in the background at once (unless `prefill: false`).
+ *
+ * Guarantees: an ID is handed out at most once per client, never older than `maxAgeMs` since it
+ * arrived, and never invented: when no node of any configured region answers before a call's deadline
+ * the call rejects with {@link IdsUnavailableError}.
+ */
+export function createIdClient(options: IdClientOptions): IdClient {
+  return new BufferedIdClient(options);
+}
+
+class BufferedIdClient implements IdClient {
+  private readonly clock: ClientClock;
+  private readonly buffer: IdBuffer;
+  private readonly bufferSize: number;
+  private readonly lowWater: number;
+  private readonly maxAgeMs: number;
+  private readonly maxBatch: number;
+  private readonly deadlineMs: number;
+  private readonly attemptTimeoutMs: number;
+  private readonly transportFactory: IdTransportFactory;
+  private readonly regions: RegionGroup[];
+  private readonly counters: ClientCounters = { hits: 0, misses: 0, discarded: 0, retries: 0, failovers: 0 };
+  private readonly instruments: ClientInstruments;
+  private readonly recentFailures: AttemptFailure[] = [];
+
+  private waiters: Waiter[] = [];
+  private waiterHead = 0;
+  /** IDs owed to live waiters. */
+  private owed = 0;
+  private liveWaiters = 0;
+  private refilling: Promise<void> | undefined;
+  private currentAttempt: AbortController | undefined;
+  private wake: (() => void) | undefined;
+  private closed = false;
+  private refills = 0;
+
+  // Demand estimate (issue 6: "sized to the demand it sees"): IDs asked for per ms, smoothed.
+  private demanded = 0;
+  private demandSampleMs: number | undefined;
+  private demandSampleCount = 0;
+  private ratePerMs = 0;
+  private capacity: number;
+  private lowWaterNow: number;
+
+  constructor(options: IdClientOptions) {
+    this.clock = options.clock ?? systemClientClock;
+    this.bufferSize = positiveInteger('bufferSize', options.bufferSize ?? 100);
+    this.lowWater = integerIn('lowWater', options.lowWater ?? Math.floor(this.bufferSize / 2), 0, this.bufferSize - 1);
+    this.maxAgeMs = positiveNumber('maxAgeMs', options.maxAgeMs ?? 1000);
+    this.maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 4096);
+    this.deadlineMs = positiveNumber('deadlineMs', options.deadlineMs ?? 2000);
+    this.attemptTimeoutMs = positiveNumber('attemptTimeoutMs', options.attemptTimeoutMs ?? 500);
+    this.buffer = new IdBuffer(this.maxAgeMs);
+    this.capacity = this.bufferSize;
+    this.lowWaterNow = this.lowWater;
+    const tls = options.tls !== undefined;
+    this.transportFactory =
+      options.transport ??
+      ((target) =>
+        createConnectTransport(target, { protocol: options.protocol, tls: options.tls, keepAlive: options.keepAlive }));
+    const random = options.random ?? Math.random;
+    const seen = new Set<number>();
+    this.regions = [options, ...(options.fallbackRegions ?? [])].map((r, i) => {
+      const what = i === 0 ? 'the home region' : `fallback region ${r.region}`;
+      integerIn(i === 0 ? 'region' : 'fallbackRegions[].region', r.region, 0, 1023);
+      if (seen.has(r.region)) throw new RangeError(`region ${r.region} is listed twice (home and fallbacks must differ)`);
+      seen.add(r.region);
+      const group = new NodeGroup(r.region, options.backoff ?? {}, random, (node) => this.closeTransport(node));
+      if ((r.nodes === undefined) === (r.discovery === undefined)) {
+        throw new TypeError(`${what} needs exactly one of \`nodes\` (a static list) or \`discovery\``);
+      }
+      if (r.nodes !== undefined) {
+        if (r.nodes.length === 0) throw new RangeError(`${what}: \`nodes\` is empty`);
+        group.setUrls(r.nodes.map((a) => toBaseUrl(a, tls)));
+        return { group, ready: Promise.resolve(), isReady: true, unwatch: undefined };
+      }
+      return this.watchDiscovery(group, r.discovery as NodeDiscovery, tls);
+    });
+    this.instruments = createClientInstruments(options.meter ?? metrics.getMeter('@idgen/client'), this.counters);
+    if (options.prefill ?? true) this.kick();
+  }
+
+  nextId(options?: CallOptions): Promise<bigint> {
+    if (this.closed) return Promise.reject(closedError());
+    if (this.liveWaiters === 0) {
+      this.expire(this.clock.monoMs());
+      const id = this.buffer.take();
+      if (id !== undefined) {
+        this.counters.hits++;
+        this.demanded++;
+        if (this.buffer.available < this.lowWaterNow) this.kick();
+        return Promise.resolve(id);
+      }
+    }
+    return this.enqueue(1, options) as Promise<bigint>;
+  }
+
+  nextIds(count: number, options?: CallOptions): Promise<bigint[]> {
+    if (!Number.isInteger(count) || count < 1 || count > MAX_NEXT_IDS) {
+      return Promise.reject(new RangeError(`nextIds(count): count must be an integer from 1 to ${MAX_NEXT_IDS}, got ${String(count)}`));
+    }
+    if (this.closed) return Promise.reject(closedError());
+    if (this.liveWaiters === 0) {
+      this.expire(this.clock.monoMs());
+      if (this.buffer.available >= count) {
+        const ids: bigint[] = new Array<bigint>(count);
+        for (let i = 0; i < count; i++) ids[i] = this.buffer.take() as bigint;
+        this.counters.hits += count;
+        this.demanded += count;
+        if (this.buffer.available < this.lowWaterNow) this.kick();
+        return Promise.resolve(ids);
+      }
+    }
+    return this.enqueue(count, options) as Promise<bigint[]>;
+  }
+
+  nextIdString(options?: CallOptions): Promise<string> {
+    return this.nextId(options).then((id) => id.toString());
+  }
+
+  tryNextId(): bigint | undefined {
+    if (this.closed) return undefined;
+    if (this.liveWaiters === 0) {
+      this.expire(this.clock.monoMs());
+      const id = this.buffer.take();
+      if (id !== undefined) {
+        this.counters.hits++;
+        this.demanded++;
+        if (this.buffer.available < this.lowWaterNow) this.kick();
+        return id;
+      }
+    }
+    this.counters.misses++;
+    this.demanded++;
+    this.kick();
+    return undefined;
+  }
+
+  stats(): IdClientStats {
+    const now = this.clock.monoMs();
+    return {
+      ...this.counters,
+      buffered: this.buffer.available,
+      waiting: this.liveWaiters,
+      refills: this.refills,
+      nodes: this.regions.flatMap((r) =>
+        r.group.list().map((n) => ({
+          url: n.url,
+          region: n.region,
+          healthy: n.unhealthyUntilMs <= now,
+          failures: n.failures,
+          lastFailure: n.lastFailure,
+        })),
+      ),
+    };
+  }
+
+  async close(): Promise<void> {
+    if (!this.closed) {
+      this.closed = true;
+      const error = closedError();
+      for (let i = this.waiterHead; i < this.waiters.length; i++) this.settle(this.waiters[i] as Waiter, error, true);
+      this.waiters = [];
+      this.waiterHead = 0;
+      this.currentAttempt?.abort(error);
+      this.wake?.();
+      for (const r of this.regions) {
+        r.unwatch?.();
+        r.group.closeAll();
+      }
+      this.buffer.clear();
+      this.instruments.close();
+    }
+    await this.refilling;
+  }
+
+  // ---- waiting callers ---------------------------------------------------------------------------
+
+  private enqueue(count: number, options: CallOptions | undefined): Promise<bigint | bigint[]> {
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    const deadlineMs = options?.deadlineMs ?? this.deadlineMs;
+    if (!(deadlineMs > 0)) return Promise.reject(new RangeError(`deadlineMs must be above 0, got ${String(deadlineMs)}`));
+    this.counters.misses++;
+    this.demanded += count;
+    return new Promise<bigint | bigint[]>((resolve, reject) => {
+      const startedMs = this.clock.monoMs();
+      const waiter: Waiter = {
+        need: count,
+        count,
+        ids: count === 1 ? undefined : [],
+        oldestArrivalMs: Infinity,
+        startedMs,
+        settled: false,
+        resolve,
+        reject,
+        cleanup: () => undefined,
+      };
+      const cancelTimer = this.clock.schedule(() => this.settle(waiter, this.unavailableError(waiter), true), deadlineMs);
+      const onAbort = (): void => this.settle(waiter, signal?.reason, true);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      waiter.cleanup = () => {
+        cancelTimer();
+        signal?.removeEventListener('abort', onAbort);
+      };
+      this.waiters.push(waiter);
+      this.liveWaiters++;
+      this.owed += count;
+      // nextIds(n) takes what the buffer holds now and waits for the rest.
+      if (this.buffer.available > 0) this.serveWaiters(startedMs);
+      this.kick();
+    });
+  }
+
+  /** Settles a waiter once: with its IDs (`error` undefined) or with `error`. */
+  private settle(w: Waiter, error: unknown, rejecting = error !== undefined): void {
+    if (w.settled) return;
+    w.settled = true;
+    w.cleanup();
+    this.liveWaiters--;
+    this.owed -= w.need;
+    if (w.ids !== undefined && rejecting && w.ids.length > 0) {
+      // IDs already taken for a call that gave up are never handed to anyone else: drop them.
+      this.counters.discarded += w.ids.length;
+    }
+    if (rejecting) w.reject(error);
+  }
+
+  /** Hands buffered IDs to the waiters, oldest call first (waiters exist only while the buffer is empty). */
+  private serveWaiters(nowMs: number): void {
+    this.expire(nowMs);
+    while (this.waiterHead < this.waiters.length && this.buffer.available > 0) {
+      const w = this.waiters[this.waiterHead] as Waiter;
+      if (w.settled) {
+        this.waiterHead++;
+        continue;
+      }
+      if (w.ids === undefined) {
+        const id = this.buffer.take() as bigint;
+        this.settle(w, undefined);
+        this.waiterHead++;
+        w.resolve(id);
+        continue;
+      }
+      const arrival = this.buffer.oldestArrivalMs() ?? nowMs;
+      if (arrival < w.oldestArrivalMs) w.oldestArrivalMs = arrival;
+      while (w.need > 0) {
+        const id = this.buffer.take();
+        if (id === undefined) break;
+        w.ids.push(id);
+        w.need--;
+        this.owed--;
+      }
+      if (w.need > 0) break;
+      if (nowMs - w.oldestArrivalMs >= this.maxAgeMs) {
+        // Collected across refills for longer than maxAgeMs: too old to hand out (DESIGN §3).
+        this.counters.discarded += w.ids.length;
+        w.ids = [];
+        w.need = w.count;
+        this.owed += w.count;
+        w.oldestArrivalMs = Infinity;
+        continue;
+      }
+      const ids = w.ids;
+      this.settle(w, undefined);
+      this.waiterHead++;
+      w.resolve(ids);
+    }
+    if (this.waiterHead === this.waiters.length) {
+      this.waiters = [];
+      this.waiterHead = 0;
+    } else if (this.waiterHead > 1024 && this.waiterHead * 2 > this.waiters.length) {
+      this.waiters = this.waiters.slice(this.waiterHead);
+      this.waiterHead = 0;
+    }
+  }
+
+  private unavailableError(w: Waiter): IdsUnavailableError {
+    const waitedMs = Math.round(this.clock.monoMs() - w.startedMs);
+    const regions = this.regions.map((r) => {
+      const nodes = r.group.list();
+      if (nodes.length === 0) return `region ${r.group.region}: no nodes known`;
+      const failed = nodes.filter((n) => n.lastFailure !== undefined && n.failures > 0);
+      const last = failed.map((n) => `${n.url} ${n.lastFailure?.code}`).join(', ');
+      return `region ${r.group.region}: ${failed.length}/${nodes.length} nodes failing${last ? ` (${last})` : ''}`;
+    });
+    return new IdsUnavailableError(
+      `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}`,
+      [...this.recentFailures],
+      waitedMs,
+    );
+  }
+
+  // ---- refills -----------------------------------------------------------------------------------
+
+  private expire(nowMs: number): void {
+    const dropped = this.buffer.expire(nowMs);
+    if (dropped > 0) this.counters.discarded += dropped;
+  }
+
+  /** Starts the refill loop unless it runs already: one request in flight at a time (DESIGN §7). */
+  private kick(): void {
+    if (this.refilling !== undefined || this.closed) return;
+    this.refilling = this.refillLoop()
+      .catch((e: unknown) => this.failAll(IdClientError.from(e)))
+      .finally(() => {
+        this.refilling = undefined;
+      });
+  }
+
+  private async refillLoop(): Promise<void> {
+    // Let the caller that kicked finish its synchronous work (queueing more waiters) first.
+    await Promise.resolve();
+    while (!this.closed) {
+      this.expire(this.clock.monoMs());
+      if (this.liveWaiters === 0 && this.buffer.available >= this.lowWaterNow) return;
+      const outcome = await this.fetchRound(this.requestSize());
+      if (outcome.kind === 'closed' || this.closed) return;
+      if (outcome.kind === 'ok') {
+        this.refills++;
+        this.buffer.push(outcome.blocks, outcome.arrivalMs);
+        this.serveWaiters(this.clock.monoMs());
+        continue;
+      }
+      if (outcome.kind === 'rejected') {
+        this.failAll(outcome.error);
+        return;
+      }
+      // Every node of every usable region failed or is backing off. Without waiters this was a
+      // background refill: stop, the next take starts another. With waiters, keep trying until their
+      // deadlines, which reject them: the client never invents an ID.
+      if (this.liveWaiters === 0) return;
+      await this.sleepUntilRetry();
+    }
+  }
+
+  private failAll(error: IdClientError): void {
+    for (let i = this.waiterHead; i < this.waiters.length; i++) this.settle(this.waiters[i] as Waiter, error, true);
+    this.waiters = [];
+    this.waiterHead = 0;
+  }
+
+  /**
+   * How many IDs to ask for: enough to bring the buffer back to its capacity and serve the waiters.
+   * The capacity is `bufferSize`, or a quarter of `maxAgeMs` worth of the observed demand when that is
+   * more (at most `maxBatch`), so a busy client refills a few times per `maxAgeMs` and its IDs are
+   * used long before they expire.
+   */
+  private requestSize(): number {
+    const now = this.clock.monoMs();
+    if (this.demandSampleMs === undefined) {
+      this.demandSampleMs = now;
+      this.demandSampleCount = this.demanded;
+    } else if (now - this.demandSampleMs >= 10) {
+      const rate = (this.demanded - this.demandSampleCount) / (now - this.demandSampleMs);
+      this.ratePerMs = this.ratePerMs === 0 ? rate : 0.5 * this.ratePerMs + 0.5 * rate;
+      this.demandSampleMs = now;
+      this.demandSampleCount = this.demanded;
+    }
+    const top = Math.max(this.bufferSize, this.maxBatch);
+    this.capacity = Math.min(top, Math.max(this.bufferSize, Math.ceil((this.ratePerMs * this.maxAgeMs) / 4)));
+    this.lowWaterNow = Math.ceil((this.capacity * this.lowWater) / this.bufferSize);
+    const want = this.capacity - this.buffer.available + this.owed;
+    return Math.min(this.maxBatch, Math.max(1, want));
+  }
+
+  /**
+   * One refill: the home region's healthy nodes round-robin, each tried at once after the previous one
+   * failed; then, only if the buffer is empty, each fallback region's in the configured order (DESIGN §7).
+   */
+  private async fetchRound(count: number): Promise<RoundOutcome> {
+    const tried = new Set<NodeState>();
+    for (let i = 0; i < this.regions.length; i++) {
+      const region = this.regions[i] as RegionGroup;
+      if (i > 0) {
+        this.expire(this.clock.monoMs());
+        if (this.buffer.available > 0) break;
+      }
+      await this.waitReady(region);
+      for (;;) {
+        if (this.closed) return { kind: 'closed' };
+        const node = region.group.pick(this.clock.monoMs(), tried);
+        if (node === undefined) break;
+        tried.add(node);
+        const outcome = await this.attempt(region.group, node, count);
+        if (this.closed) return { kind: 'closed' };
+        if (outcome.kind === 'ok') {
+          if (i > 0) {
+            this.counters.failovers++;
+            this.instruments.failoversByRegion.add(1, { [CLIENT_METRIC_ATTRIBUTES.region]: region.group.region });
+          }
+          return outcome;
+        }
+        if (outcome.kind === 'rejected') return outcome;
+        this.counters.retries++;
+      }
+    }
+    return { kind: 'failed' };
+  }
+
+  private async waitReady(region: RegionGroup): Promise<void> {
+    if (region.isReady) return;
+    // Discovery's first list: bounded, so a hanging discovery cannot stall the other regions.
+    let cancel: (() => void) | undefined;
+    await Promise.race([
+      region.ready,
+      new Promise<void>((resolve) => {
+        cancel = this.clock.schedule(resolve, this.attemptTimeoutMs);
+      }),
+    ]);
+    cancel?.();
+  }
+
+  private async attempt(group: NodeGroup, node: NodeState, count: number): Promise<AttemptOutcome> {
+    const timeoutMs = this.attemptTimeoutMs;
+    const controller = new AbortController();
+    this.currentAttempt = controller;
+    node.inFlight++;
+    const startedMs = this.clock.monoMs();
+    let cancelTimer: () => void = () => undefined;
+    try {
+      node.transport ??= this.transportFactory({ url: node.url, region: node.region });
+      const transport: IdTransport = node.transport;
+      const timedOut = new Promise<never>((_, reject) => {
+        cancelTimer = this.clock.schedule(() => {
+          // A frozen node hangs rather than refuses: the attempt's own deadline moves on (DESIGN §7).
+          const e = new ConnectError(`no answer within ${timeoutMs} ms`, Code.DeadlineExceeded);
+          controller.abort(e);
+          reject(e);
+        }, timeoutMs);
+      });
+      const blocks = await Promise.race([transport.nextIds(count, { signal: controller.signal, timeoutMs }), timedOut]);
+      checkBlocks(blocks, count);
+      const arrivalMs = this.clock.monoMs();
+      group.markOk(node);
+      this.instruments.refillLatency.record(arrivalMs - startedMs, {
+        [CLIENT_METRIC_ATTRIBUTES.region]: node.region,
+      });
+      return { kind: 'ok', blocks, arrivalMs };
+    } catch (e) {
+      const now = this.clock.monoMs();
+      const c = classifyFailure(e);
+      const failure: AttemptFailure = { node: node.url, region: node.region, code: c.code, message: c.message, atMonoMs: now };
+      if (!this.closed) {
+        this.recentFailures.push(failure);
+        if (this.recentFailures.length > FAILURES_KEPT) this.recentFailures.shift();
+      }
+      if (c.kind === 'request') {
+        // Every node would say the same: not retried elsewhere (issue 6), the callers get the reason.
+        return {
+          kind: 'rejected',
+          error: new IdClientError('rejected', `${node.url} rejected NextIds(${count}): ${c.code}: ${c.message}`, false, {
+            cause: e,
+          }),
+        };
+      }
+      if (!this.closed) group.markFailed(node, now, failure);
+      return { kind: 'failed' };
+    } finally {
+      cancelTimer();
+      if (this.currentAttempt === controller) this.currentAttempt = undefined;
+      node.inFlight--;
+      if (node.removed && node.inFlight === 0) this.closeTransport(node);
+    }
+  }
+
+  /** Waits until the first backing-off node may be tried again, a discovery change, or close. */
+  private sleepUntilRetry(): Promise<void> {
+    const now = this.clock.monoMs();
+    let earliest: number | undefined;
+    for (const r of this.regions) {
+      const t = r.group.earliestRetryMs();
+      if (t !== undefined && (earliest === undefined || t < earliest)) earliest = t;
+    }
+    const delay = earliest === undefined ? this.attemptTimeoutMs : Math.min(Math.max(1, earliest - now), 1000);
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        cancel();
+        this.wake = undefined;
+        resolve();
+      };
+      const cancel = this.clock.schedule(done, delay);
+      this.wake = done;
+    });
+  }
+
+  // ---- nodes -------------------------------------------------------------------------------------
+
+  private watchDiscovery(group: NodeGroup, discovery: NodeDiscovery, tls: boolean): RegionGroup {
+    let watched = false;
+    let markReady: () => void = () => undefined;
+    const ready = new Promise<void>((resolve) => {
+      markReady = resolve;
+    });
+    const apply = (nodes: readonly DiscoveredNode[]): void => {
+      if (this.closed) return;
+      const urls = nodes.filter((n) => n.region === undefined || n.region === group.region).map((n) => toBaseUrl(n.address, tls));
+      // A new node may be what a sleeping refill waits for.
+      if (group.setUrls(urls)) this.wake?.();
+    };
+    const unwatch = discovery.watch((nodes: readonly DiscoveredNode[]) => {
+      watched = true;
+      apply(nodes);
+      markReady();
+    });
+    discovery.list().then(
+      (nodes) => {
+        // A watch event may have overtaken the first list: the newer one wins.
+        if (!watched) apply(nodes);
+        markReady();
+      },
+      () => markReady(),
+    );
+    const region: RegionGroup = { group, ready, isReady: false, unwatch };
+    void ready.then(() => {
+      region.isReady = true;
+    });
+    return region;
+  }
+
+  private closeTransport(node: NodeState): void {
+    const transport = node.transport;
+    node.transport = undefined;
+    try {
+      transport?.close();
+    } catch {
+      // Closing a broken connection may throw; it is gone either way.
+    }
+  }
+}
+
+/** Rejects a response that is not `1 … count` IDs in increasing, non-overlapping, in-range blocks. */
+function checkBlocks(blocks: readonly IdBlock[], count: number): void {
+  let total = 0;
+  let previousLast = -1n;
+  for (const b of blocks) {
+    if (typeof b.first !== 'bigint' || !Number.isInteger(b.count) || b.count < 1) {
+      throw new ConnectError(`invalid response: block ${String(b.first)}+${String(b.count)}`, Code.Internal);
+    }
+    const last = b.first + BigInt(b.count) - 1n;
+    if (b.first <= previousLast || b.first < 0n || last > MAX_ID) {
+      throw new ConnectError(`invalid response: block ${b.first}+${b.count} overlaps or is out of range`, Code.Internal);
+    }
+    previousLast = last;
+    total += b.count;
+  }
+  if (total < 1 || total > count) {
+    throw new ConnectError(`invalid response: ${total} IDs for a request of ${count}`, Code.Internal);
+  }
+}
+
+function closedError(): IdClientError {
+  return new IdClientError('closed', 'the ID client is closed', false);
+}
+
+function positiveInteger(name: string, value: number): number {
+  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer of at least 1, got ${String(value)}`);
+  return value;
+}
+
+function integerIn(name: string, value: number, min: number, max: number): number {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+function positiveNumber(name: string, value: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new RangeError(`${name} must be a number above 0, got ${String(value)}`);
+  }
+  return value;
+}

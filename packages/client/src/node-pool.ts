@@ -1,0 +1,165 @@
+import type { AttemptFailure } from './errors.js';
+import type { IdTransport } from './transport.js';
+
+/** A node as discovery lists it: the lease package's `ServingNode` fits this shape. */
+export interface DiscoveredNode {
+  /** `host:port` (or a full base URL). */
+  readonly address: string;
+  /** The region the node serves; nodes of another region are ignored. */
+  readonly region?: number;
+}
+
+/**
+ * A live list of a region's serving nodes. Structurally the lease package's discovery reader
+ * (`createDiscoveryReader`), so the client itself needs no etcd: the caller owns (and closes) it.
+ */
+export interface NodeDiscovery {
+  list(): Promise<readonly DiscoveredNode[]>;
+  /** Calls `fn` with the whole current list on every change; returns an unsubscribe function. */
+  watch(fn: (nodes: readonly DiscoveredNode[]) => void): () => void;
+}
+
+/** How long a failed node is left alone (DESIGN §7: "marks the node" unhealthy). */
+export interface BackoffOptions {
+  /** First backoff after a failure, ms (default 200). */
+  readonly initialMs?: number;
+  /** Cap of the doubling backoff, ms (default 2000: a returning node is probed again within 2 s). */
+  readonly maxMs?: number;
+}
+
+/** One node's health as this client sees it. */
+export interface NodeState {
+  readonly url: string;
+  readonly region: number;
+  transport: IdTransport | undefined;
+  /** Consecutive failed attempts; 0 once an attempt succeeds. */
+  failures: number;
+  /** Monotonic ms before which the node is not tried (0: healthy). */
+  unhealthyUntilMs: number;
+  lastFailure: AttemptFailure | undefined;
+  /** Attempts running now (a removed node's transport is closed once this reaches 0). */
+  inFlight: number;
+  removed: boolean;
+}
+
+/** Turns `host:port` into a base URL; full URLs are kept (without a trailing slash). */
+export function toBaseUrl(address: string, tls: boolean): string {
+  const trimmed = address.trim().replace(/\/+$/, '');
+  return /^[a-z][a-z0-9+.-]*:\/\//i.test(trimmed) ? trimmed : `${tls ? 'https' : 'http'}://${trimmed}`;
+}
+
+/**
+ * The nodes of one region with their health, and the balancing policy: round-robin over the healthy
+ * nodes, starting at a random node per client. With one refill in flight per client (issue 6), a
+ * client never has more than one request outstanding, so least-outstanding would see all zeros and
+ * degenerate to "always the first node"; round-robin spreads each client's refills over the pool, and
+ * the random start spreads a fleet of clients. A retry within one refill never repeats a node.
+ */
+export class NodeGroup {
+  private nodes: NodeState[] = [];
+  private cursor: number;
+  private readonly initialMs: number;
+  private readonly maxMs: number;
+
+  constructor(
+    readonly region: number,
+    backoff: BackoffOptions,
+    private readonly random: () => number,
+    private readonly closeTransport: (node: NodeState) => void,
+  ) {
+    this.initialMs = backoff.initialMs ?? 200;
+    this.maxMs = Math.max(this.initialMs, backoff.maxMs ?? 2000);
+    this.cursor = Math.floor(random() * 1_000_000);
+  }
+
+  /** The current nodes (for status and tests). */
+  list(): readonly NodeState[] {
+    return this.nodes;
+  }
+
+  /**
+   * Replaces the node list, keeping the health of nodes that stay; nodes that left are closed (at once,
+   * or when their running attempt ends). Returns whether the set changed.
+   */
+  setUrls(urls: readonly string[]): boolean {
+    const wanted = [...new Set(urls)].sort();
+    const byUrl = new Map(this.nodes.map((n) => [n.url, n]));
+    const next: NodeState[] = [];
+    for (const url of wanted) {
+      const kept = byUrl.get(url);
+      if (kept !== undefined) {
+        byUrl.delete(url);
+        next.push(kept);
+      } else {
+        next.push({
+          url,
+          region: this.region,
+          transport: undefined,
+          failures: 0,
+          unhealthyUntilMs: 0,
+          lastFailure: undefined,
+          inFlight: 0,
+          removed: false,
+        });
+      }
+    }
+    const changed = byUrl.size > 0 || next.length !== this.nodes.length;
+    for (const gone of byUrl.values()) {
+      gone.removed = true;
+      if (gone.inFlight === 0) this.closeTransport(gone);
+    }
+    this.nodes = next;
+    return changed;
+  }
+
+  /** The next healthy node not in `tried`, round-robin; `undefined` when none is left. */
+  pick(nowMs: number, tried: ReadonlySet<NodeState>): NodeState | undefined {
+    const n = this.nodes.length;
+    for (let i = 0; i < n; i++) {
+      const index = (this.cursor + i) % n;
+      const node = this.nodes[index] as NodeState;
+      if (node.unhealthyUntilMs <= nowMs && !tried.has(node)) {
+        this.cursor = index + 1;
+        return node;
+      }
+    }
+    return undefined;
+  }
+
+  /** A failed attempt: back off the node, doubling per consecutive failure, with ±20 % jitter. */
+  markFailed(node: NodeState, nowMs: number, failure: AttemptFailure): void {
+    node.failures++;
+    node.lastFailure = failure;
+    const base = Math.min(this.maxMs, this.initialMs * 2 ** Math.min(node.failures - 1, 20));
+    node.unhealthyUntilMs = nowMs + Math.round(base * (0.8 + 0.4 * this.random()));
+  }
+
+  /** A successful attempt: the node is healthy again. */
+  markOk(node: NodeState): void {
+    node.failures = 0;
+    node.unhealthyUntilMs = 0;
+  }
+
+  /** Whether some node may be tried now. */
+  hasHealthy(nowMs: number): boolean {
+    return this.nodes.some((n) => n.unhealthyUntilMs <= nowMs);
+  }
+
+  /** The earliest moment a backing-off node may be tried again (`undefined`: no nodes at all). */
+  earliestRetryMs(): number | undefined {
+    let earliest: number | undefined;
+    for (const n of this.nodes) {
+      if (earliest === undefined || n.unhealthyUntilMs < earliest) earliest = n.unhealthyUntilMs;
+    }
+    return earliest;
+  }
+
+  /** Closes every node's transport (client close). */
+  closeAll(): void {
+    for (const n of this.nodes) {
+      n.removed = true;
+      this.closeTransport(n);
+    }
+    this.nodes = [];
+  }
+}
