@@ -1,1 +1,231 @@
-export const PLACEHOLDER = true;
+/**
+ * `idgen-server`: the generator node's composition root (DESIGN §5, §6). It parses configuration, wires
+ * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
+ */
+import { hostname } from 'node:os';
+import pino, { type Logger } from 'pino';
+import { createGuardedMinter, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
+import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
+import { Health, IdGenerator, NodeState } from '@idgen/proto';
+import { boot } from './boot.js';
+import { formatHostPort, parseConfig, type ServerConfig } from './config.js';
+import { createServingServer } from './http.js';
+import { createServerMetrics } from './metrics.js';
+import { createHealthService, createIdGeneratorService, nodeState, type Phase } from './service.js';
+
+/** Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration. */
+export const EXIT_FATAL = 1;
+
+function run(config: ServerConfig): void {
+  const logger: Logger = pino({
+    level: config.logLevel,
+    base: { service: 'idgen-server', nodeId: config.nodeId, region: config.region },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  });
+  const exit = (code: number, why: string, fields: Record<string, unknown> = {}): never => {
+    if (code === 0) logger.info({ exitCode: code, ...fields }, why);
+    else logger.fatal({ exitCode: code, ...fields }, why);
+    logger.flush();
+    process.exit(code);
+  };
+  process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
+  process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
+
+  const metrics = createServerMetrics();
+  const guard = createGuardedMinter({
+    region: config.region,
+    maxRollbackMs: config.maxRollbackMs,
+    maxFenceMs: config.maxFenceMs,
+    meter: metrics.meter('@idgen/clock-guard'),
+  });
+  const leaseLogger = logger.child({ component: 'lease' });
+  const workers = { first: config.workers.from, last: config.workers.to };
+  let lease: WorkerLease;
+  if (config.etcd !== undefined) {
+    lease = createEtcdLease(
+      {
+        endpoints: config.etcd,
+        prefix: config.etcdPrefix,
+        region: config.region,
+        workers,
+        nodeId: config.nodeId,
+        ttlSeconds: config.leaseTtlSeconds,
+        fenceMarginMs: config.fenceMarginMs,
+        meter: metrics.meter('@idgen/lease'),
+        logger: leaseLogger,
+      },
+      guard,
+    );
+  } else {
+    logger.warn(
+      { mode: 'standalone' },
+      'STANDALONE MODE: no --etcd given, worker slots are leased from an in-process store. ' +
+        'This is a single-node development mode: two such nodes in one region WILL mint duplicate IDs. ' +
+        'Production runs with --etcd.',
+    );
+    lease = createStandaloneLease(
+      { region: config.region, workers, nodeId: config.nodeId },
+      guard,
+    );
+  }
+  const timeSource = createTimeSourceCheck({
+    mode: config.timeSource,
+    guard,
+    maxOffsetMs: config.maxClockOffsetMs,
+    logger: logger.child({ component: 'time-source' }),
+  });
+
+  let phase: Phase = 'starting';
+  let advertise = config.advertise ?? formatHostPort(config.listen);
+  const ready = (): boolean => phase === 'running' && guard.canMint();
+  const serviceDeps = {
+    guard,
+    lease: () => lease.snapshot(),
+    phase: () => phase,
+    region: config.region,
+    maxCount: config.maxCount,
+    timeSourceMode: config.timeSource,
+    advertise: () => advertise,
+    onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
+  };
+  const server = createServingServer({
+    routes: (router) => {
+      router.service(IdGenerator, createIdGeneratorService(serviceDeps));
+      router.service(Health, createHealthService(ready));
+    },
+    interceptors: [metrics.interceptor],
+    ready,
+    readyDetail: () => {
+      const g = guard.status();
+      return { state: NodeState[nodeState(phase, guard.canMint())]?.toLowerCase(), reason: g.reason, message: g.message };
+    },
+    maxBodyBytes: config.maxBodyBytes,
+    requestTimeoutMs: config.requestTimeoutMs,
+    onRequestTimeout: () => metrics.countTimeout(),
+    onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
+  });
+
+  const bootAbort = new AbortController();
+  let stopping = false;
+  const shutdown = async (signal: string): Promise<void> => {
+    if (stopping) {
+      logger.warn({ signal }, 'second signal while shutting down: still shutting down');
+      return;
+    }
+    stopping = true;
+    const t0 = performance.now();
+    // DESIGN §5 shutdown: stop taking requests (readiness false, every mint refused with UNAVAILABLE
+    // `draining`), finish in-flight requests (bounded), deregister, final `last-ms` released, revoke.
+    phase = 'draining';
+    guard.drain();
+    bootAbort.abort(new Error(`shutting down on ${signal}`));
+    logger.info({ signal, inFlight: server.inFlight() }, 'shutting down: draining');
+    const budget = config.shutdownTimeoutMs;
+    const left = await server.close(Math.max(100, Math.floor(budget / 2)));
+    if (left > 0) logger.warn({ cancelled: left }, 'shutdown: cancelled requests still in flight at the bound');
+    const released = await withTimeout(lease.release(), Math.max(100, budget - (performance.now() - t0)));
+    if (released !== 'ok') {
+      logger.error(
+        { err: released === 'timeout' ? undefined : released.error, timedOut: released === 'timeout' },
+        'shutdown: lease release incomplete; the slot will expire in etcd and its next holder waits out the floor',
+      );
+    }
+    timeSource.stop();
+    guard.close();
+    await metrics.close();
+    exit(0, 'stopped', { signal, shutdownMs: Math.round(performance.now() - t0), released: released === 'ok' });
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+
+  // A clock fence past its bound: exit non-zero so the orchestrator restarts the node on a fresh lease
+  // (DESIGN §4). No release: the lease expires and the next holder waits out last-ms + TTL.
+  guard.on('fatal', (reason) => exit(EXIT_FATAL, 'fatal clock condition', { reason }));
+
+  const start = async (): Promise<void> => {
+    const t0 = performance.now();
+    let bound;
+    try {
+      bound = await server.listen(config.listen);
+    } catch (e) {
+      return exit(EXIT_FATAL, `cannot listen on ${formatHostPort(config.listen)}`, { err: e });
+    }
+    const listen = formatHostPort(bound);
+    if (config.advertise === undefined) {
+      // An unspecified bind address is not dialable: advertise the host name instead.
+      advertise = bound.host === '0.0.0.0' || bound.host === '::' ? formatHostPort({ host: hostname(), port: bound.port }) : listen;
+    }
+    lease.setAddress(advertise);
+    logger.info({ listen, advertise }, 'serving port open (not ready yet)');
+    let metricsAddress: string | undefined;
+    if (config.metricsListen !== undefined) {
+      try {
+        metricsAddress = await metrics.listen(config.metricsListen);
+      } catch (e) {
+        return exit(EXIT_FATAL, `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`, { err: e });
+      }
+      logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
+    }
+
+    let report;
+    try {
+      report = await boot({ timeSource, lease, logger, signal: bootAbort.signal });
+    } catch (e) {
+      if (stopping) return;
+      return exit(EXIT_FATAL, 'boot failed', { err: e });
+    }
+    if (stopping) return;
+    phase = 'running';
+    guard.on('state', (s: GuardStatus) => {
+      if (s.state === 'serving') logger.info({ worker: s.worker }, 'guard: serving');
+      else logger.warn({ reason: s.reason, detail: s.message }, 'guard: fenced');
+    });
+    lease.on('state', (s: LeaseSnapshot) => {
+      const fields = { state: s.state, worker: s.worker, leaseId: s.leaseId, detail: s.message };
+      if (s.state === 'alive' || s.state === 'released') logger.info(fields, `lease: ${s.state}`);
+      else logger.warn(fields, `lease: ${s.state}`);
+    });
+    logger.info(
+      {
+        worker: report.lease.worker,
+        leaseId: report.lease.leaseId,
+        mode: report.lease.mode,
+        listen,
+        advertise,
+        metrics: metricsAddress,
+        bootMs: report.bootMs,
+        sinceProcessStartMs: Math.round(performance.now()),
+        startMs: Math.round(performance.now() - t0),
+        steps: report.steps,
+      },
+      'ready',
+    );
+  };
+  void start();
+}
+
+async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeout' | { error: unknown }> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<'timeout'>((resolve) => {
+    timer = setTimeout(() => resolve('timeout'), ms);
+  });
+  try {
+    return await Promise.race([p.then(() => 'ok' as const, (error: unknown) => ({ error })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Entry point: parse (exit 2 on a bad value, before any I/O: DESIGN §5 step 1), then run. */
+export function main(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
+  const outcome = parseConfig(argv, env);
+  if (outcome.kind === 'exit') {
+    if (outcome.stdout !== '') process.stdout.write(outcome.stdout);
+    if (outcome.stderr !== '') process.stderr.write(outcome.stderr);
+    process.exitCode = outcome.code;
+    return;
+  }
+  run(outcome.config);
+}
+
+if (require.main === module) main(process.argv.slice(2), process.env);

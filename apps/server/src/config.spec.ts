@@ -1,0 +1,170 @@
+import { FLAGS, helpText, parseConfig, type ServerConfig } from './config.js';
+
+function config(argv: string[], env: Record<string, string> = {}): ServerConfig {
+  const outcome = parseConfig(argv, env);
+  if (outcome.kind !== 'config') throw new Error(`expected a config, got exit ${outcome.code}: ${outcome.stderr}`);
+  return outcome.config;
+}
+
+function failure(argv: string[], env: Record<string, string> = {}): string {
+  const outcome = parseConfig(argv, env);
+  if (outcome.kind !== 'exit') throw new Error(`expected exit 2, got a config ${JSON.stringify(outcome.config)}`);
+  expect(outcome.code).toBe(2);
+  expect(outcome.stdout).toBe('');
+  // One line on stderr, no stack trace.
+  expect(outcome.stderr.endsWith('\n')).toBe(true);
+  expect(outcome.stderr.trimEnd().split('\n')).toHaveLength(1);
+  expect(outcome.stderr).not.toMatch(/\bat .*\(.*:\d+:\d+\)/);
+  return outcome.stderr;
+}
+
+describe('parseConfig', () => {
+  it('has the documented defaults (standalone, 127.0.0.1:8080, metrics on 9464)', () => {
+    const c = config([]);
+    expect(c).toMatchObject({
+      region: 0,
+      etcd: undefined,
+      etcdPrefix: '/idgen',
+      listen: { host: '127.0.0.1', port: 8080 },
+      advertise: undefined,
+      metricsListen: { host: '127.0.0.1', port: 9464 },
+      workers: { from: 0, to: 127 },
+      leaseTtlSeconds: 6,
+      fenceMarginMs: 1000,
+      timeSource: 'chrony',
+      maxCount: 4096,
+      logLevel: 'info',
+      maxRollbackMs: 10,
+      maxFenceMs: 30000,
+      maxClockOffsetMs: 10,
+    });
+    expect(c.nodeId).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
+  });
+
+  it('reads every flag from the command line', () => {
+    const c = config([
+      '--region', '2', '--etcd', 'http://127.0.0.1:2379,http://127.0.0.1:2380', '--etcd-prefix', '/x/y',
+      '--listen', '0.0.0.0:0', '--advertise', 'node1.example:8080', '--metrics-listen', 'off', '--workers', '5-9',
+      '--lease-ttl', '10', '--fence-margin-ms', '1500', '--time-source', 'none', '--max-count', '100', '--node-id', 'n-1',
+      '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
+      '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
+    ]);
+    expect(c).toEqual({
+      region: 2,
+      etcd: ['http://127.0.0.1:2379', 'http://127.0.0.1:2380'],
+      etcdPrefix: '/x/y',
+      listen: { host: '0.0.0.0', port: 0 },
+      advertise: 'node1.example:8080',
+      metricsListen: undefined,
+      workers: { from: 5, to: 9 },
+      leaseTtlSeconds: 10,
+      fenceMarginMs: 1500,
+      timeSource: 'none',
+      maxCount: 100,
+      nodeId: 'n-1',
+      logLevel: 'warn',
+      maxRollbackMs: 5,
+      maxFenceMs: 2000,
+      maxClockOffsetMs: 20,
+      requestTimeoutMs: 1000,
+      shutdownTimeoutMs: 3000,
+      maxBodyBytes: 4096,
+    });
+  });
+
+  it('reads every flag from its IDGEN_* variable, and the command line wins', () => {
+    const env = {
+      IDGEN_REGION: '3', IDGEN_ETCD: 'http://10.0.0.1:2379', IDGEN_ETCD_PREFIX: '/p', IDGEN_LISTEN: '[::1]:9000',
+      IDGEN_ADVERTISE: '[::1]:9000', IDGEN_METRICS_LISTEN: '', IDGEN_WORKERS: '7', IDGEN_LEASE_TTL: '8',
+      IDGEN_FENCE_MARGIN_MS: '2000', IDGEN_TIME_SOURCE: 'none', IDGEN_MAX_COUNT: '10', IDGEN_NODE_ID: 'env-node',
+      IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
+      IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
+    };
+    // Every flag has a variable, and this test sets each one.
+    expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).sort());
+    expect(config([], env)).toEqual({
+      region: 3,
+      etcd: ['http://10.0.0.1:2379'],
+      etcdPrefix: '/p',
+      listen: { host: '::1', port: 9000 },
+      advertise: '[::1]:9000',
+      metricsListen: undefined,
+      workers: { from: 7, to: 7 },
+      leaseTtlSeconds: 8,
+      fenceMarginMs: 2000,
+      timeSource: 'none',
+      maxCount: 10,
+      nodeId: 'env-node',
+      logLevel: 'debug',
+      maxRollbackMs: 1,
+      maxFenceMs: 5000,
+      maxClockOffsetMs: 3,
+      requestTimeoutMs: 700,
+      shutdownTimeoutMs: 800,
+      maxBodyBytes: 2048,
+    });
+    expect(config(['--region', '4', '--max-count', '20'], env)).toMatchObject({ region: 4, maxCount: 20 });
+  });
+
+  it('treats an empty variable as unset, except IDGEN_METRICS_LISTEN where empty turns metrics off', () => {
+    expect(config([], { IDGEN_LISTEN: '', IDGEN_MAX_COUNT: '' })).toMatchObject({ listen: { port: 8080 }, maxCount: 4096 });
+    expect(config([], { IDGEN_METRICS_LISTEN: '' }).metricsListen).toBeUndefined();
+    expect(config(['--metrics-listen', '']).metricsListen).toBeUndefined();
+  });
+
+  it.each([
+    [['--region', '8'], /--region must be an integer from 0 to 7, got "8"/],
+    [['--region', '-1'], /--region must be an integer from 0 to 7/],
+    [['--region', '1.5'], /--region must be an integer/],
+    [['--region', 'two'], /--region must be an integer/],
+    [['--etcd', 'http://127.0.0.1:2379'], /--region is required with --etcd/],
+    [['--region', '1', '--etcd', 'localhost:2379'], /--etcd: "localhost:2379" must be http\(s\):\/\/host:port/],
+    [['--region', '1', '--etcd', 'http://127.0.0.1'], /must be http\(s\):\/\/host:port/],
+    [['--region', '1', '--etcd', ','], /--etcd must list at least one etcd URL/],
+    [['--etcd-prefix', 'idgen'], /--etcd-prefix must start with "\/"/],
+    [['--etcd-prefix', '/idgen/'], /--etcd-prefix must start with "\/", not end with "\/"/],
+    [['--listen', '8080'], /--listen must be host:port/],
+    [['--listen', '127.0.0.1:70000'], /--listen must be host:port with a port from 0 to 65535/],
+    [['--advertise', 'host:0'], /--advertise must be host:port with a port from 1 to 65535/],
+    [['--metrics-listen', '127.0.0.1:8080'], /--metrics-listen must differ from --listen/],
+    [['--workers', '5-3'], /--workers must be a range from-to within 0-127/],
+    [['--workers', '0-128'], /--workers must be a range/],
+    [['--workers', 'all'], /--workers must be a range/],
+    [['--lease-ttl', '1'], /--lease-ttl must be an integer from 2 to 60/],
+    [['--lease-ttl', '2', '--fence-margin-ms', '2000'], /--fence-margin-ms \(2000\) must be below the lease TTL \(2000 ms\)/],
+    [['--time-source', 'ntp'], /--time-source must be chrony or none, got "ntp"/],
+    [['--max-count', '0'], /--max-count must be an integer from 1 to 65536, got "0"/],
+    [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],
+    [['--node-id', 'a b'], /--node-id must be 1-128 characters/],
+    [['--log-level', 'loud'], /--log-level must be one of/],
+    [['--request-timeout-ms', '5'], /--request-timeout-ms must be an integer from 100/],
+    [['--max-body-bytes', '1'], /--max-body-bytes must be an integer from 1024/],
+    [['--bogus'], /unknown option '--bogus'/],
+    [['--region'], /option '--region <code>' argument missing/],
+    [['extra'], /too many arguments/],
+  ])('rejects %j with one line and exit 2', (argv, message) => {
+    const line = failure(argv);
+    expect(line).toMatch(message);
+    expect(line.startsWith('idgen-server: ')).toBe(true);
+  });
+
+  it('names the variable when the bad value came from the environment', () => {
+    expect(failure([], { IDGEN_MAX_COUNT: 'lots' })).toMatch(/IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "lots"/);
+    expect(failure([], { IDGEN_TIME_SOURCE: 'sundial' })).toMatch(/IDGEN_TIME_SOURCE must be chrony or none/);
+  });
+
+  it('prints help with every flag, its variable and its default, and exits 0', () => {
+    const outcome = parseConfig(['--help'], {});
+    expect(outcome).toMatchObject({ kind: 'exit', code: 0, stderr: '' });
+    const text = outcome.kind === 'exit' ? outcome.stdout : '';
+    expect(text).toBe(helpText());
+    const help = text.replace(/\s+/g, ' ');
+    for (const f of FLAGS) {
+      const flag = f.flags.split(' ')[0] ?? '';
+      expect(help).toContain(flag);
+      expect(help).toContain(`[${f.env}]`);
+      if (f.defaultValue !== undefined) expect(help).toContain(`(default: "${f.defaultValue}")`);
+      if (f.defaultDescription !== undefined) expect(help).toContain(`(default: ${f.defaultDescription})`);
+    }
+  });
+});

@@ -1,0 +1,419 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { Command, CommanderError, Option } from 'commander';
+import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
+
+/** A `host:port` to listen on or advertise. */
+export interface HostPort {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The validated configuration of one generator node (DESIGN §6). */
+export interface ServerConfig {
+  /** Region code this node mints for. */
+  readonly region: number;
+  /** etcd client URLs; `undefined` runs standalone on the in-process lease store (one node only). */
+  readonly etcd: readonly string[] | undefined;
+  /** Key prefix in etcd (DESIGN §5), no trailing slash. */
+  readonly etcdPrefix: string;
+  /** Where Connect, gRPC, gRPC-Web, `/healthz` and `/readyz` are served. Port 0 picks a free port. */
+  readonly listen: HostPort;
+  /** `host:port` callers should dial (registered in discovery); default the bound listen address. */
+  readonly advertise: string | undefined;
+  /** Where Prometheus scrapes `/metrics`; `undefined` turns metrics serving off. */
+  readonly metricsListen: HostPort | undefined;
+  /** The worker slots this node may claim, inclusive. */
+  readonly workers: { readonly from: number; readonly to: number };
+  /** etcd lease TTL in seconds (DESIGN §3: 6). */
+  readonly leaseTtlSeconds: number;
+  /** Fence this long before the lease TTL runs out, in ms (DESIGN §5: 1 s). */
+  readonly fenceMarginMs: number;
+  /** `chrony` reads `chronyc -c tracking`; `none` turns the check off (development only). */
+  readonly timeSource: 'chrony' | 'none';
+  /** Largest |clock offset| the time source may report before the node fences, in ms (DESIGN §4: 10). */
+  readonly maxClockOffsetMs: number;
+  /** Clock rollbacks up to this are waited out; larger ones fence (DESIGN §4: 10 ms). */
+  readonly maxRollbackMs: number;
+  /** A clock fence longer than this exits the process non-zero (DESIGN §4: 30 s). */
+  readonly maxFenceMs: number;
+  /** Largest `count` NextIds accepts (DESIGN §6: 4096). */
+  readonly maxCount: number;
+  /** This node's id in etcd. */
+  readonly nodeId: string;
+  /** pino log level. */
+  readonly logLevel: LogLevel;
+  /** Longest a request may take, body included, before it is cancelled, in ms. */
+  readonly requestTimeoutMs: number;
+  /** Longest a graceful shutdown waits for in-flight requests and the lease release, in ms. */
+  readonly shutdownTimeoutMs: number;
+  /** Largest request body accepted, in bytes. */
+  readonly maxBodyBytes: number;
+}
+
+/** pino's levels. */
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** What parsing the command line ended in: a configuration, or an exit with text to print. */
+export type ConfigOutcome =
+  | { readonly kind: 'config'; readonly config: ServerConfig }
+  | { readonly kind: 'exit'; readonly code: 0 | 2; readonly stdout: string; readonly stderr: string };
+
+/** Exit code for a bad configuration (DESIGN §5 boot step 1). */
+export const CONFIG_ERROR_EXIT_CODE = 2;
+
+/** A bad configuration value: the message is the one line printed on stderr. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly code = 'config';
+}
+
+interface FlagSpec {
+  /** Commander's flag syntax, e.g. `--region <code>`. */
+  readonly flags: string;
+  /** Key in commander's opts(). */
+  readonly key: string;
+  readonly env: string;
+  readonly description: string;
+  /** Default as shown in --help; undefined: no default. */
+  readonly defaultValue?: string;
+  readonly defaultDescription?: string;
+}
+
+/** Every flag, each also an `IDGEN_*` environment variable (DESIGN §6). The command line wins over the environment. */
+export const FLAGS: readonly FlagSpec[] = [
+  {
+    flags: '--region <code>',
+    key: 'region',
+    env: 'IDGEN_REGION',
+    description: `region code this node mints for, 0-${DEFAULT_LAYOUT.maxRegion}; required with --etcd`,
+    defaultDescription: '0 in standalone mode',
+  },
+  {
+    flags: '--etcd <urls>',
+    key: 'etcd',
+    env: 'IDGEN_ETCD',
+    description: 'comma-separated etcd client URLs (http://host:port); absent: standalone single-node development mode',
+    defaultDescription: 'none (standalone)',
+  },
+  { flags: '--etcd-prefix <prefix>', key: 'etcdPrefix', env: 'IDGEN_ETCD_PREFIX', description: 'key prefix in etcd', defaultValue: '/idgen' },
+  {
+    flags: '--listen <host:port>',
+    key: 'listen',
+    env: 'IDGEN_LISTEN',
+    description: 'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port',
+    defaultValue: '127.0.0.1:8080',
+  },
+  {
+    flags: '--advertise <host:port>',
+    key: 'advertise',
+    env: 'IDGEN_ADVERTISE',
+    description: 'address callers should dial, registered in discovery',
+    defaultDescription: 'the bound --listen address',
+  },
+  {
+    flags: '--metrics-listen <host:port>',
+    key: 'metricsListen',
+    env: 'IDGEN_METRICS_LISTEN',
+    description: 'Prometheus /metrics address; "off" or empty turns it off',
+    defaultValue: '127.0.0.1:9464',
+  },
+  {
+    flags: '--workers <from-to>',
+    key: 'workers',
+    env: 'IDGEN_WORKERS',
+    description: 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)',
+    defaultValue: `0-${DEFAULT_LAYOUT.maxWorker}`,
+  },
+  { flags: '--lease-ttl <seconds>', key: 'leaseTtl', env: 'IDGEN_LEASE_TTL', description: 'etcd lease TTL in seconds, 2-60', defaultValue: '6' },
+  {
+    flags: '--fence-margin-ms <ms>',
+    key: 'fenceMarginMs',
+    env: 'IDGEN_FENCE_MARGIN_MS',
+    description: 'stop minting this long before the lease TTL runs out since the last acknowledged keep-alive',
+    defaultValue: '1000',
+  },
+  {
+    flags: '--time-source <mode>',
+    key: 'timeSource',
+    env: 'IDGEN_TIME_SOURCE',
+    description: 'chrony (read `chronyc -c tracking`) or none (no check: development only)',
+    defaultValue: 'chrony',
+  },
+  {
+    flags: '--max-clock-offset-ms <ms>',
+    key: 'maxClockOffsetMs',
+    env: 'IDGEN_MAX_CLOCK_OFFSET_MS',
+    description: 'largest |offset| from the time source before the node fences',
+    defaultValue: '10',
+  },
+  {
+    flags: '--max-rollback-ms <ms>',
+    key: 'maxRollbackMs',
+    env: 'IDGEN_MAX_ROLLBACK_MS',
+    description: 'clock rollbacks up to this are waited out; larger ones fence',
+    defaultValue: '10',
+  },
+  {
+    flags: '--max-fence-ms <ms>',
+    key: 'maxFenceMs',
+    env: 'IDGEN_MAX_FENCE_MS',
+    description: 'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease',
+    defaultValue: '30000',
+  },
+  { flags: '--max-count <n>', key: 'maxCount', env: 'IDGEN_MAX_COUNT', description: 'largest count NextIds accepts, 1-65536', defaultValue: '4096' },
+  {
+    flags: '--node-id <id>',
+    key: 'nodeId',
+    env: 'IDGEN_NODE_ID',
+    description: "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)",
+    defaultDescription: '<hostname>-<pid>-<random>',
+  },
+  { flags: '--log-level <level>', key: 'logLevel', env: 'IDGEN_LOG_LEVEL', description: LOG_LEVELS.join('|'), defaultValue: 'info' },
+  {
+    flags: '--request-timeout-ms <ms>',
+    key: 'requestTimeoutMs',
+    env: 'IDGEN_REQUEST_TIMEOUT_MS',
+    description: 'longest a request may take, body included, before it is cancelled',
+    defaultValue: '5000',
+  },
+  {
+    flags: '--shutdown-timeout-ms <ms>',
+    key: 'shutdownTimeoutMs',
+    env: 'IDGEN_SHUTDOWN_TIMEOUT_MS',
+    description: 'longest a graceful shutdown waits for in-flight requests and the lease release',
+    defaultValue: '5000',
+  },
+  {
+    flags: '--max-body-bytes <n>',
+    key: 'maxBodyBytes',
+    env: 'IDGEN_MAX_BODY_BYTES',
+    description: 'largest request body accepted',
+    defaultValue: '65536',
+  },
+];
+
+function buildCommand(): Command {
+  const command = new Command('idgen-server')
+    .description(
+      'The idgen generator node: leases a worker slot in etcd and serves unique 64-bit IDs over Connect, gRPC and gRPC-Web.\n' +
+        'Every flag can also be set by the environment variable named in brackets; the command line wins.',
+    )
+    .helpOption('-h, --help', 'print this help and exit')
+    .allowExcessArguments(false)
+    .configureHelp({ helpWidth: 120 })
+    .exitOverride()
+    // Errors are printed by parseConfig as one line; help goes to stdout.
+    .configureOutput({ writeOut: () => undefined, writeErr: () => undefined, outputError: () => undefined });
+  for (const f of FLAGS) {
+    // Flags without a fixed default say what happens without them; commander prints only real defaults.
+    const fallback = f.defaultDescription !== undefined ? ` (default: ${f.defaultDescription})` : '';
+    const option = new Option(f.flags, `${f.description} [${f.env}]${fallback}`);
+    if (f.defaultValue !== undefined) option.default(f.defaultValue);
+    command.addOption(option);
+  }
+  return command;
+}
+
+/** The `--help` text. */
+export function helpText(): string {
+  return buildCommand().helpInformation();
+}
+
+/**
+ * Parses and validates the command line and environment, before any I/O (DESIGN §5 boot step 1).
+ * A bad value gives `{kind: 'exit', code: 2}` with one line for stderr; `--help` gives code 0 and the help.
+ */
+export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, layout: Layout = DEFAULT_LAYOUT): ConfigOutcome {
+  const command = buildCommand();
+  try {
+    command.parse([...argv], { from: 'user' });
+  } catch (e) {
+    if (e instanceof CommanderError) {
+      if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help') {
+        return { kind: 'exit', code: 0, stdout: command.helpInformation(), stderr: '' };
+      }
+      return { kind: 'exit', code: CONFIG_ERROR_EXIT_CODE, stdout: '', stderr: errorLine(e.message.replace(/^error: /, '')) };
+    }
+    throw e;
+  }
+  const opts = command.opts<Record<string, string | undefined>>();
+  // The command line wins; an environment variable fills a flag not given on it (DESIGN §6).
+  const raw = new Map<string, { value: string | undefined; from: string }>();
+  for (const f of FLAGS) {
+    const fromCli = command.getOptionValueSource(f.key) === 'cli';
+    const envValue = env[f.env];
+    if (!fromCli && envValue !== undefined && (envValue !== '' || f.key === 'metricsListen')) {
+      raw.set(f.key, { value: envValue, from: f.env });
+    } else {
+      raw.set(f.key, { value: opts[f.key], from: flagName(f) });
+    }
+  }
+  try {
+    return { kind: 'config', config: validate(raw, layout) };
+  } catch (e) {
+    if (e instanceof ConfigError) return { kind: 'exit', code: CONFIG_ERROR_EXIT_CODE, stdout: '', stderr: errorLine(e.message) };
+    throw e;
+  }
+}
+
+function errorLine(message: string): string {
+  return `idgen-server: ${message.replace(/\s*\n\s*/g, ' ').trim()} (see --help)\n`;
+}
+
+function flagName(f: FlagSpec): string {
+  return f.flags.split(' ')[0] ?? f.key;
+}
+
+type Raw = Map<string, { value: string | undefined; from: string }>;
+
+function validate(raw: Raw, layout: Layout): ServerConfig {
+  const get = (key: string): { value: string | undefined; from: string } => raw.get(key) ?? { value: undefined, from: key };
+  const integer = (key: string, min: number, max: number): number => {
+    const { value, from } = get(key);
+    if (value === undefined || !/^\d+$/.test(value.trim())) {
+      throw new ConfigError(`${from} must be an integer from ${min} to ${max}, got ${JSON.stringify(value ?? '')}`);
+    }
+    const n = Number(value.trim());
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      throw new ConfigError(`${from} must be an integer from ${min} to ${max}, got ${JSON.stringify(value)}`);
+    }
+    return n;
+  };
+
+  const etcdRaw = get('etcd');
+  const etcd = etcdRaw.value === undefined ? undefined : parseEtcd(etcdRaw.value, etcdRaw.from);
+
+  // With etcd a region code is required: two regions that both defaulted to 0 would mint the same IDs
+  // on the same worker numbers (DESIGN §1: the region code is what keeps regions apart).
+  const regionRaw = get('region');
+  if (regionRaw.value === undefined && etcd !== undefined) {
+    throw new ConfigError(`--region is required with --etcd (a region code 0-${layout.maxRegion})`);
+  }
+  const region = regionRaw.value === undefined ? 0 : integer('region', 0, layout.maxRegion);
+
+  const prefixRaw = get('etcdPrefix');
+  const etcdPrefix = prefixRaw.value ?? '/idgen';
+  if (!/^\/[A-Za-z0-9._\-/]*[A-Za-z0-9._-]$/.test(etcdPrefix) || etcdPrefix.includes('//')) {
+    throw new ConfigError(`${prefixRaw.from} must start with "/", not end with "/" and use [A-Za-z0-9._-/], got ${JSON.stringify(etcdPrefix)}`);
+  }
+
+  const listenRaw = get('listen');
+  const listen = parseHostPort(listenRaw.value ?? '', listenRaw.from, true);
+  const advertiseRaw = get('advertise');
+  let advertise: string | undefined;
+  if (advertiseRaw.value !== undefined) {
+    const hp = parseHostPort(advertiseRaw.value, advertiseRaw.from, false);
+    advertise = formatHostPort(hp);
+  }
+  const metricsRaw = get('metricsListen');
+  const metricsValue = (metricsRaw.value ?? '').trim();
+  const metricsListen = metricsValue === '' || metricsValue === 'off' ? undefined : parseHostPort(metricsValue, metricsRaw.from, true);
+  if (metricsListen !== undefined && metricsListen.port !== 0 && metricsListen.port === listen.port && metricsListen.host === listen.host) {
+    throw new ConfigError(`${metricsRaw.from} must differ from --listen (${formatHostPort(listen)})`);
+  }
+
+  const workersRaw = get('workers');
+  const workers = parseWorkers(workersRaw.value ?? '', workersRaw.from, layout.maxWorker);
+
+  const leaseTtlSeconds = integer('leaseTtl', 2, 60);
+  const fenceMarginMs = integer('fenceMarginMs', 100, 59_000);
+  if (fenceMarginMs >= leaseTtlSeconds * 1000) {
+    throw new ConfigError(`${get('fenceMarginMs').from} (${fenceMarginMs}) must be below the lease TTL (${leaseTtlSeconds * 1000} ms)`);
+  }
+
+  const tsRaw = get('timeSource');
+  const timeSource = tsRaw.value;
+  if (timeSource !== 'chrony' && timeSource !== 'none') {
+    throw new ConfigError(`${tsRaw.from} must be chrony or none, got ${JSON.stringify(timeSource ?? '')}`);
+  }
+
+  const logRaw = get('logLevel');
+  const logLevel = LOG_LEVELS.find((l) => l === logRaw.value);
+  if (logLevel === undefined) throw new ConfigError(`${logRaw.from} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logRaw.value ?? '')}`);
+
+  const nodeRaw = get('nodeId');
+  const nodeId = nodeRaw.value ?? defaultNodeId();
+  if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) {
+    throw new ConfigError(`${nodeRaw.from} must be 1-128 characters of [A-Za-z0-9._:-], got ${JSON.stringify(nodeId)}`);
+  }
+
+  return {
+    region,
+    etcd,
+    etcdPrefix,
+    listen,
+    advertise,
+    metricsListen,
+    workers,
+    leaseTtlSeconds,
+    fenceMarginMs,
+    timeSource,
+    maxClockOffsetMs: integer('maxClockOffsetMs', 1, 1000),
+    maxRollbackMs: integer('maxRollbackMs', 0, 1000),
+    maxFenceMs: integer('maxFenceMs', 1000, 3_600_000),
+    // 65536 is the clock guard's largest block request (16 ms of a 12-bit sequence).
+    maxCount: integer('maxCount', 1, 65_536),
+    nodeId,
+    logLevel,
+    requestTimeoutMs: integer('requestTimeoutMs', 100, 600_000),
+    shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
+    maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
+  };
+}
+
+function defaultNodeId(): string {
+  const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'node';
+  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
+}
+
+function parseEtcd(value: string, from: string): string[] {
+  const urls = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (urls.length === 0) throw new ConfigError(`${from} must list at least one etcd URL (http://host:port), got ${JSON.stringify(value)}`);
+  for (const u of urls) {
+    let url: URL;
+    try {
+      url = new URL(u);
+    } catch {
+      throw new ConfigError(`${from}: ${JSON.stringify(u)} is not a URL (expected http://host:port)`);
+    }
+    if (
+      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+      url.hostname === '' ||
+      url.port === '' ||
+      (url.pathname !== '/' && url.pathname !== '') ||
+      url.search !== '' ||
+      url.username !== ''
+    ) {
+      throw new ConfigError(`${from}: ${JSON.stringify(u)} must be http(s)://host:port`);
+    }
+  }
+  return urls;
+}
+
+/** Parses `host:port` (IPv6 as `[::1]:port`); the port 1-65535, or 0 when `allowZero`. */
+export function parseHostPort(value: string, from: string, allowZero: boolean): HostPort {
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(value.trim());
+  const port = m === null ? NaN : Number(m[3]);
+  const min = allowZero ? 0 : 1;
+  if (m === null || !(port >= min && port <= 65_535)) {
+    throw new ConfigError(`${from} must be host:port with a port from ${min} to 65535, got ${JSON.stringify(value)}`);
+  }
+  return { host: m[1] ?? m[2] ?? '', port };
+}
+
+/** `host:port`, bracketing IPv6 hosts. */
+export function formatHostPort(hp: HostPort): string {
+  return hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
+}
+
+function parseWorkers(value: string, from: string, maxWorker: number): { from: number; to: number } {
+  const m = /^(\d{1,5})(?:-(\d{1,5}))?$/.exec(value.trim());
+  const lo = m === null ? NaN : Number(m[1]);
+  const hi = m === null ? NaN : Number(m[2] ?? m[1]);
+  if (m === null || !(lo >= 0 && hi <= maxWorker && lo <= hi)) {
+    throw new ConfigError(`${from} must be a range from-to within 0-${maxWorker} (from <= to), got ${JSON.stringify(value)}`);
+  }
+  return { from: lo, to: hi };
+}

@@ -1,0 +1,229 @@
+import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
+import {
+  constants as h2,
+  createServer as createHttp2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+  type ServerHttp2Session,
+} from 'node:http2';
+import { createServer as createNetServer, type Socket } from 'node:net';
+import type { ConnectRouter, Interceptor } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+
+type NodeServerRequest = IncomingMessage | Http2ServerRequest;
+type NodeServerResponse = ServerResponse | Http2ServerResponse;
+import type { HostPort } from './config.js';
+
+/** Options of {@link createServingServer}. */
+export interface ServingServerOptions {
+  /** Registers the Connect services. */
+  readonly routes: (router: ConnectRouter) => void;
+  readonly interceptors?: Interceptor[];
+  /** May the node mint now? `/readyz` 200 when true, 503 when false (DESIGN §6). Called per probe: keep cheap. */
+  readonly ready: () => boolean;
+  /** Extra JSON for the `/readyz` body (state, reason). */
+  readonly readyDetail?: () => Record<string, unknown>;
+  /** Largest request body, in bytes (decompressed). */
+  readonly maxBodyBytes: number;
+  /** A request still open this long after it arrived is cancelled: nothing a caller sends may stall the node. */
+  readonly requestTimeoutMs: number;
+  /** A connection with no traffic for this long is closed. Default 60 s. */
+  readonly idleTimeoutMs?: number;
+  /** Called when a request is cancelled at its deadline (for a metric). */
+  readonly onRequestTimeout?: () => void;
+  /** Called for connection-level errors worth a debug line (a client's garbage is not an error of ours). */
+  readonly onConnectionError?: (e: Error) => void;
+}
+
+/** The serving port: one node:http2 server, HTTP/1.1 and h2c, Connect + gRPC + gRPC-Web + probes. */
+export interface ServingServer {
+  /** Binds `listen`; resolves with the bound address (port 0 becomes the real port). */
+  listen(listen: HostPort): Promise<HostPort>;
+  /** Requests being handled now. */
+  inFlight(): number;
+  /**
+   * Stops accepting connections, asks HTTP/2 clients to go away (GOAWAY) and HTTP/1.1 clients to close,
+   * waits up to `timeoutMs` for in-flight requests, then closes whatever is left. Resolves with the number
+   * of requests that were still in flight when it gave up.
+   */
+  close(timeoutMs: number): Promise<number>;
+}
+
+/** Paths served as plain HTTP next to the RPCs (DESIGN §6). */
+export const HEALTHZ_PATH = '/healthz';
+export const READYZ_PATH = '/readyz';
+
+/**
+ * Creates the serving server. HTTP/2 settings are bounded so one client cannot hold much memory:
+ * at most 128 concurrent streams per connection, 16 KiB of headers, 64 KiB windows.
+ */
+export function createServingServer(options: ServingServerOptions): ServingServer {
+  const shutdown = new AbortController();
+  const connect = connectNodeAdapter({
+    routes: options.routes,
+    interceptors: options.interceptors ?? [],
+    readMaxBytes: options.maxBodyBytes,
+    writeMaxBytes: 4 * 1024 * 1024,
+    // Caps the deadline a client may ask for; requests with none get the server's own timer below.
+    maxTimeoutMs: options.requestTimeoutMs,
+    shutdownSignal: shutdown.signal,
+  });
+
+  let inFlight = 0;
+  let closing = false;
+  let drained: (() => void) | undefined;
+  const sockets = new Set<Socket>();
+  const sessions = new Set<Http2Session>();
+
+  const plain = (res: NodeServerResponse, status: number, body: Record<string, unknown>): void => {
+    const text = JSON.stringify(body) + '\n';
+    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) });
+    res.end(text);
+  };
+
+  const handler = (req: NodeServerRequest, res: NodeServerResponse): void => {
+    const url = req.url ?? '';
+    const path = url.split('?', 1)[0];
+    if (path === HEALTHZ_PATH || path === READYZ_PATH) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        res.setHeader('allow', 'GET, HEAD');
+        plain(res, 405, { error: 'method not allowed' });
+        return;
+      }
+      if (path === HEALTHZ_PATH) {
+        plain(res, 200, { status: 'alive' });
+        return;
+      }
+      const ready = options.ready();
+      plain(res, ready ? 200 : 503, { ready, ...(options.readyDetail?.() ?? {}) });
+      return;
+    }
+    if (closing && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
+
+    inFlight++;
+    let finished = false;
+    const timer = setTimeout(() => {
+      if (finished) return;
+      options.onRequestTimeout?.();
+      // The request (or its body) did not complete in time: drop it rather than hold the stream.
+      if (req.httpVersionMajor === 2) (req as Http2ServerRequest).stream.close(h2.NGHTTP2_CANCEL);
+      else req.socket.destroy();
+    }, options.requestTimeoutMs);
+    timer.unref();
+    const done = (): void => {
+      if (finished) return;
+      finished = true;
+      clearTimeout(timer);
+      inFlight--;
+      if (inFlight === 0) drained?.();
+    };
+    res.once('finish', done);
+    res.once('close', done);
+    connect(req, res);
+  };
+
+  // HTTP/2 with prior knowledge (h2c: gRPC, Connect over h2) and HTTP/1.1 (Connect JSON from curl and
+  // browsers, gRPC-Web) share one port. Node 20's http2 server takes `allowHTTP1` only with TLS, so a plain
+  // net server sniffs each connection's first bytes: the HTTP/2 preface starts with "PRI", which no
+  // HTTP/1.1 request does (RFC 9113 §3.4), and hands the socket to the matching server.
+  const h2server = createHttp2Server(
+    {
+      settings: {
+        maxConcurrentStreams: 128,
+        maxHeaderListSize: 16 * 1024,
+        initialWindowSize: 64 * 1024,
+        enablePush: false,
+      },
+      maxSessionMemory: 16,
+      maxHeaderListPairs: 64,
+      peerMaxConcurrentStreams: 128,
+    },
+    handler,
+  );
+  const h1server = createHttp1Server(
+    { maxHeaderSize: 16 * 1024, requestTimeout: options.requestTimeoutMs, headersTimeout: Math.min(10_000, options.requestTimeoutMs), keepAliveTimeout: 5_000 },
+    handler,
+  );
+  // Connection bookkeeping of node:http (headersTimeout, requestTimeout) starts on 'listening'; this server
+  // never listens itself (the sniffer hands it sockets), so start it by hand.
+  h1server.emit('listening');
+  h1server.on('clientError', (e, socket) => {
+    options.onConnectionError?.(e);
+    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    else socket.destroy();
+  });
+
+  const idleMs = options.idleTimeoutMs ?? 60_000;
+  const server = createNetServer((socket: Socket) => {
+    sockets.add(socket);
+    socket.once('close', () => sockets.delete(socket));
+    socket.on('error', (e) => options.onConnectionError?.(e));
+    // No traffic for idleMs: close (an idle or half-open connection must not be held forever).
+    socket.setTimeout(idleMs, () => socket.destroy());
+    if (closing) {
+      socket.destroy();
+      return;
+    }
+    let head: Buffer = Buffer.alloc(0);
+    const sniff = (chunk: Buffer): void => {
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+      if (head.length < 3) return;
+      socket.off('data', sniff);
+      socket.pause();
+      socket.unshift(head);
+      if (head.toString('latin1', 0, 3) === 'PRI') {
+        // The http2 session reads the unshifted bytes itself on the next tick: do not resume here.
+        h2server.emit('connection', socket);
+      } else {
+        h1server.emit('connection', socket);
+        socket.resume();
+      }
+    };
+    socket.on('data', sniff);
+  });
+  h2server.on('session', (session: ServerHttp2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    session.on('error', (e) => options.onConnectionError?.(e));
+    if (closing) session.close();
+  });
+  h2server.on('sessionError', (e) => options.onConnectionError?.(e));
+
+  return {
+    listen(listen) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(listen.port, listen.host, () => {
+          server.off('error', reject);
+          const a = server.address();
+          resolve(typeof a === 'object' && a !== null ? { host: a.address, port: a.port } : listen);
+        });
+      });
+    },
+    inFlight: () => inFlight,
+    async close(timeoutMs) {
+      closing = true;
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sessions) s.close();
+      h1server.closeIdleConnections();
+      if (inFlight > 0) {
+        await new Promise<void>((resolve) => {
+          const t = setTimeout(resolve, timeoutMs);
+          t.unref();
+          drained = () => {
+            clearTimeout(t);
+            resolve();
+          };
+        });
+      }
+      const left = inFlight;
+      shutdown.abort();
+      for (const s of sessions) s.destroy();
+      for (const s of sockets) s.destroy();
+      h1server.close(() => undefined);
+      await closed;
+      return left;
+    },
+  };
+}

@@ -1,0 +1,137 @@
+import { createServer, type Server } from 'node:http';
+import { metrics as otelMetrics, type Meter } from '@opentelemetry/api';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
+import { formatHostPort, type HostPort } from './config.js';
+
+/** Metric names the server itself defines (the packages define theirs). */
+export const ServerMetrics = {
+  /** Counter: RPCs handled, by method and code. */
+  requests: 'idgen.server.requests',
+  /** Histogram (seconds): handler latency, by method and code. */
+  duration: 'idgen.server.request.duration',
+  /** Counter: requests cancelled by the server's per-request deadline. */
+  timeouts: 'idgen.server.request.timeouts',
+  /** Counter: IDs handed out by NextIds. */
+  idsServed: 'idgen.server.ids.served',
+} as const;
+
+/** Attribute keys (low cardinality: method names and status codes only). */
+export const ServerAttributes = {
+  method: 'rpc.method',
+  service: 'rpc.service',
+  code: 'rpc.response.status_code',
+} as const;
+
+/** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (DESIGN §3). */
+const LATENCY_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
+
+/** The metrics side of the server: a meter for the packages, an interceptor for RPCs, and /metrics. */
+export interface ServerMetricsHandle {
+  /** Meter to hand to a package (its own scope name). */
+  meter(scope: string): Meter;
+  /** Records each RPC's count and latency by method and code. */
+  readonly interceptor: Interceptor;
+  /** Counts a request the server cancelled at its deadline. */
+  countTimeout(): void;
+  /** Serves Prometheus text at `/metrics` on `listen`; resolves with the bound address. */
+  listen(listen: HostPort): Promise<string>;
+  /** Stops the /metrics listener and the provider. */
+  close(): Promise<void>;
+}
+
+function codeName(code: Code): string {
+  // Code[code] is the enum's name, e.g. "Unavailable"; the wire spells it snake_case.
+  return (Code[code] ?? 'unknown').replace(/([a-z])([A-Z])/g, '$1_$2').toLowerCase();
+}
+
+/**
+ * Creates the OpenTelemetry SDK meter provider with a Prometheus exporter (apps own the SDK: STYLE.md),
+ * and installs it as the global provider so packages that use the API's global meter report here too.
+ */
+export function createServerMetrics(): ServerMetricsHandle {
+  const exporter = new PrometheusExporter({ preventServerStart: true });
+  const provider = new MeterProvider({ readers: [exporter] });
+  otelMetrics.setGlobalMeterProvider(provider);
+  const meter = provider.getMeter('@idgen/server');
+  const requests = meter.createCounter(ServerMetrics.requests, {
+    description: 'RPCs handled by the generator node, by method and status code.',
+    unit: '{request}',
+  });
+  const duration = meter.createHistogram(ServerMetrics.duration, {
+    description: 'Time the generator node spent handling an RPC, by method and status code.',
+    unit: 's',
+    advice: { explicitBucketBoundaries: LATENCY_BUCKETS_S },
+  });
+  const timeouts = meter.createCounter(ServerMetrics.timeouts, {
+    description: 'Requests the generator node cancelled at its per-request deadline.',
+    unit: '{request}',
+  });
+  const idsServed = meter.createCounter(ServerMetrics.idsServed, {
+    description: 'IDs handed out by NextIds.',
+    unit: '{id}',
+  });
+
+  const record = (service: string, method: string, code: string, startNs: bigint): void => {
+    const attributes = { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code };
+    requests.add(1, attributes);
+    duration.record(Number(process.hrtime.bigint() - startNs) / 1e9, attributes);
+  };
+
+  const interceptor: Interceptor = (next) => async (req) => {
+    const start = process.hrtime.bigint();
+    const service = req.service.typeName;
+    const method = req.method.name;
+    try {
+      const res = await next(req);
+      record(service, method, 'ok', start);
+      if (!res.stream && method === 'NextIds') {
+        const message = res.message as { blocks?: { count: number }[] };
+        let n = 0;
+        for (const b of message.blocks ?? []) n += b.count;
+        idsServed.add(n);
+      }
+      return res;
+    } catch (e) {
+      record(service, method, codeName(ConnectError.from(e).code), start);
+      throw e;
+    }
+  };
+
+  let server: Server | undefined;
+  return {
+    meter: (scope) => provider.getMeter(scope),
+    interceptor,
+    countTimeout: () => timeouts.add(1),
+    listen(listen) {
+      return new Promise((resolve, reject) => {
+        const s = createServer((req, res) => {
+          if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
+            exporter.getMetricsRequestHandler(req, res);
+            return;
+          }
+          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics\n');
+        });
+        s.requestTimeout = 10_000;
+        s.headersTimeout = 5_000;
+        s.once('error', reject);
+        s.listen(listen.port, listen.host, () => {
+          s.off('error', reject);
+          server = s;
+          const address = s.address();
+          resolve(typeof address === 'object' && address !== null ? formatHostPort({ host: address.address, port: address.port }) : formatHostPort(listen));
+        });
+      });
+    },
+    async close() {
+      const s = server;
+      server = undefined;
+      if (s !== undefined) {
+        s.closeAllConnections();
+        await new Promise<void>((resolve) => s.close(() => resolve()));
+      }
+      await provider.shutdown().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,166 @@
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { isFencedError, type FenceReason, type GuardedMinter, type GuardStatus } from '@idgen/clock-guard';
+import {
+  ClockState,
+  FenceReason as WireFenceReason,
+  GetStatusResponseSchema,
+  Health,
+  HealthCheckResponse_ServingStatus,
+  IdGenerator,
+  LeaseMode,
+  NodeState,
+  type GetStatusResponse,
+} from '@idgen/proto';
+
+/** The part of the clock guard the handlers use (a {@link GuardedMinter} satisfies it). */
+export type ServingGuard = Pick<GuardedMinter, 'nextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'>;
+
+/** What the status endpoints need from the lease (`WorkerLease.snapshot()` of `@idgen/lease` satisfies it). */
+export interface LeaseView {
+  readonly nodeId: string;
+  readonly leaseId: string | undefined;
+  readonly keepAliveAgeSeconds: number | undefined;
+  readonly deadlineInMs: number | undefined;
+  readonly mode: 'etcd' | 'standalone';
+}
+
+/** Where the process is in its life, as the server (not the guard) knows it. */
+export type Phase = 'starting' | 'running' | 'draining';
+
+/** Everything the handlers read; plain functions so tests and the composition root can supply them. */
+export interface ServiceDeps {
+  readonly guard: ServingGuard;
+  readonly lease: () => LeaseView;
+  readonly phase: () => Phase;
+  readonly region: number;
+  readonly maxCount: number;
+  readonly timeSourceMode: 'chrony' | 'none';
+  readonly advertise: () => string;
+  /** Called with any error the guard throws that is not a fence (a bug): the caller gets INTERNAL. */
+  readonly onUnexpected?: (e: unknown) => void;
+}
+
+/** Response header naming the fence reason on UNAVAILABLE, so clients can log why without parsing text. */
+export const FENCE_REASON_HEADER = 'idgen-fence-reason';
+
+const WIRE_FENCE_REASONS: Record<FenceReason, WireFenceReason> = {
+  'not-assigned': WireFenceReason.NOT_ASSIGNED,
+  'waiting-for-floor': WireFenceReason.WAITING_FOR_FLOOR,
+  'clock-rollback': WireFenceReason.CLOCK_ROLLBACK,
+  'clock-out-of-range': WireFenceReason.CLOCK_OUT_OF_RANGE,
+  lease: WireFenceReason.LEASE,
+  'time-source': WireFenceReason.TIME_SOURCE,
+  draining: WireFenceReason.DRAINING,
+};
+
+/** Maps a guard refusal to UNAVAILABLE: the caller retries another node (DESIGN §6). */
+export function unavailable(reason: FenceReason, message: string): ConnectError {
+  const error = new ConnectError(`fenced (${reason}): ${message}`, Code.Unavailable);
+  error.metadata.set(FENCE_REASON_HEADER, reason);
+  return error;
+}
+
+/**
+ * The `idgen.v1.IdGenerator` handlers. NextIds is synchronous and touches nothing but the guard: no etcd,
+ * no I/O on the path of an ID (DESIGN §2).
+ */
+export function createIdGeneratorService(deps: ServiceDeps): ServiceImpl<typeof IdGenerator> {
+  const { guard, maxCount } = deps;
+  const rangeMessage = `count must be from 1 to ${maxCount}`;
+  return {
+    nextIds(request) {
+      const count = request.count;
+      if (count < 1 || count > maxCount) {
+        throw new ConnectError(`${rangeMessage}, got ${count}`, Code.InvalidArgument);
+      }
+      let blocks;
+      try {
+        blocks = guard.nextBlock(count);
+      } catch (e) {
+        if (isFencedError(e)) throw unavailable(e.reason, e.message);
+        deps.onUnexpected?.(e);
+        throw new ConnectError('internal error while minting', Code.Internal);
+      }
+      // MintedBlock carries its millisecond too; the wire carries only (first, count) (DESIGN §1).
+      const out = new Array<{ first: bigint; count: number }>(blocks.length);
+      for (let i = 0; i < blocks.length; i++) {
+        const b = blocks[i] as { first: bigint; count: number };
+        out[i] = { first: b.first, count: b.count };
+      }
+      return { blocks: out };
+    },
+    getStatus() {
+      return statusResponse(deps);
+    },
+  };
+}
+
+/** The node's state as the wire names it (DESIGN §6: starting, serving, fenced, draining). */
+export function nodeState(phase: Phase, canMint: boolean): NodeState {
+  if (phase === 'draining') return NodeState.DRAINING;
+  if (canMint) return NodeState.SERVING;
+  return phase === 'starting' ? NodeState.STARTING : NodeState.FENCED;
+}
+
+/** Builds GetStatusResponse from the guard, the lease and the phase. */
+export function statusResponse(deps: ServiceDeps): GetStatusResponse {
+  const g: GuardStatus = deps.guard.status();
+  const lease = deps.lease();
+  const canMint = deps.guard.canMint();
+  const layout = deps.guard.layout;
+  const fenced = !canMint && g.reason !== undefined;
+  let clockState = g.timeSource.healthy ? ClockState.HEALTHY : ClockState.UNHEALTHY;
+  if (deps.timeSourceMode === 'none') clockState = ClockState.UNCHECKED;
+  return create(GetStatusResponseSchema, {
+    region: g.region ?? deps.region,
+    worker: g.worker,
+    nodeId: lease.nodeId,
+    state: nodeState(deps.phase(), canMint),
+    fenceReason: fenced && g.reason !== undefined ? WIRE_FENCE_REASONS[g.reason] : WireFenceReason.UNSPECIFIED,
+    fenceMessage: fenced ? (g.message ?? '') : '',
+    leaseId: lease.leaseId ?? '',
+    keepAliveAgeSeconds: lease.keepAliveAgeSeconds,
+    clockState,
+    clockOffsetSeconds: g.timeSource.offsetSeconds,
+    clockMessage: g.timeSource.message,
+    layout: {
+      epochMs: BigInt(layout.epochMs),
+      timestampBits: layout.timestampBits,
+      regionBits: layout.regionBits,
+      workerBits: layout.workerBits,
+      sequenceBits: layout.sequenceBits,
+    },
+    leaseMode: lease.mode === 'etcd' ? LeaseMode.ETCD : LeaseMode.STANDALONE,
+    fenceDeadlineInMs: lease.deadlineInMs === undefined ? undefined : BigInt(Math.round(lease.deadlineInMs)),
+    floorMs: BigInt(Math.max(0, g.floorMs)),
+    lastMintedMs: BigInt(deps.guard.lastMintedMs()),
+    advertiseAddress: deps.advertise(),
+    maxCount: deps.maxCount,
+  });
+}
+
+/** Service names Check answers for: the server as a whole ("") and the IdGenerator service. */
+const KNOWN_SERVICES = new Set(['', IdGenerator.typeName]);
+
+/**
+ * `grpc.health.v1.Health`: SERVING only while the node may mint now (DESIGN §6), NOT_SERVING otherwise;
+ * NOT_FOUND for a service it does not serve. Watch is left unimplemented (UNIMPLEMENTED tells clients not
+ * to retry it): a stream held open per prober is a resource a caller could pile up.
+ */
+export function createHealthService(ready: () => boolean): Partial<ServiceImpl<typeof Health>> {
+  const status = (): HealthCheckResponse_ServingStatus =>
+    ready() ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING;
+  return {
+    check(request) {
+      if (!KNOWN_SERVICES.has(request.service)) {
+        throw new ConnectError(`unknown service ${JSON.stringify(request.service.slice(0, 200))}`, Code.NotFound);
+      }
+      return { status: status() };
+    },
+    list() {
+      const s = status();
+      return { statuses: { '': { status: s }, [IdGenerator.typeName]: { status: s } } };
+    },
+  };
+}
