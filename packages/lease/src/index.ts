@@ -1,1 +1,40 @@
-export const PLACEHOLDER = true;
+/**
+ * `@idgen/lease`: worker-ID leases on etcd with self-fencing before etcd can expire them, the standalone
+ * (one node only) lease, and discovery of serving nodes (DESIGN §5).
+ *
+ * @packageDocumentation
+ */
+export {
+  DEFAULT_CLOCK_BOUND_MS,
+  DEFAULT_FENCE_MARGIN_MS,
+  DEFAULT_KEEPALIVE_INTERVAL_MS,
+  DEFAULT_PREFIX,
+  DEFAULT_TTL_SECONDS,
+  MAX_TTL_SECONDS,
+  MIN_TTL_SECONDS,
+  defaultNodeId,
+  parseWorkerRange,
+  resolveLeaseConfig,
+} from './config.js';
+export type { EtcdConnectionOptions, EtcdLeaseOptions, EtcdTlsOptions, LeaseConfig, WorkerRange } from './config.js';
+export { createEtcdLease } from './etcd-lease.js';
+export {
+  CorruptRecordError,
+  LayoutMismatchError,
+  LeaseConfigError,
+  LeaseError,
+  NoFreeWorkerError,
+  isLeaseError,
+  isNoFreeWorkerError,
+} from './errors.js';
+export type { LeaseErrorCode, SlotHolder } from './errors.js';
+export { LeaseAttributes, LeaseMetrics } from './metrics.js';
+export type { ChurnEvent } from './metrics.js';
+export { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
+export type { LastMsRecord, WorkerRecord } from './records.js';
+export { silentLogger } from './types.js';
+export type { LeaseLogger, LeaseSnapshot, LeaseState, LeaseTarget, ServingNode, WorkerLease } from './types.js';
+export { createStandaloneLease } from './standalone-lease.js';
+export type { StandaloneLeaseOptions } from './standalone-lease.js';
+export { createDiscoveryReader } from './discovery.js';
+export type { DiscoveryReader, DiscoveryReaderOptions } from './discovery.js';

@@ -1,0 +1,70 @@
+import { Etcd3 } from 'etcd3';
+import type { IOptions, IResponseOp } from 'etcd3';
+import type { EtcdTlsOptions } from './config.js';
+
+/** Creates the `etcd3` client for validated connection options. */
+export function createEtcdClient(o: {
+  endpoints: readonly string[];
+  tls: EtcdTlsOptions | undefined;
+  auth: { readonly username: string; readonly password: string } | undefined;
+}): Etcd3 {
+  const options: IOptions = { hosts: [...o.endpoints], dialTimeout: 5000 };
+  if (o.tls !== undefined) {
+    const buf = (v: string | Buffer | undefined): Buffer | undefined => (v === undefined ? undefined : Buffer.from(v));
+    const credentials: NonNullable<IOptions['credentials']> = { rootCertificate: buf(o.tls.ca) ?? Buffer.alloc(0) };
+    const key = buf(o.tls.key);
+    const cert = buf(o.tls.cert);
+    if (key !== undefined) credentials.privateKey = key;
+    if (cert !== undefined) credentials.certChain = cert;
+    options.credentials = credentials;
+  }
+  if (o.auth !== undefined) options.auth = { username: o.auth.username, password: o.auth.password };
+  return new Etcd3(options);
+}
+
+/** The value of the first key of a range response in a transaction, as text; `undefined` when absent. */
+export function rangeValue(op: IResponseOp | undefined): string | undefined {
+  const kv = op?.response_range?.kvs?.[0];
+  return kv === undefined ? undefined : kv.value.toString('utf8');
+}
+
+/** Rejects after `ms` with a message naming `what`; the original promise's late rejection is swallowed. */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  p.catch(() => undefined);
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms)} ms`)), Math.max(0, ms));
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** gRPC call options with a deadline `ms` from now (so a stalled etcd cannot hold a call open). */
+export function deadlineIn(ms: number): { deadline: Date } {
+  return { deadline: new Date(Date.now() + Math.max(1, ms)) };
+}
+
+/** Waits `ms`; rejects with the signal's reason when it aborts. */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, Math.max(0, ms));
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** A short description of an unknown error for logs and messages. */
+export function errorText(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}

@@ -1,0 +1,244 @@
+import { createLayout, DEFAULT_LAYOUT } from '@idgen/core';
+import { cleanupAll, freePort, startEtcd } from '@idgen/testing';
+import type { EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createDiscoveryReader } from './discovery.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { CorruptRecordError, LayoutMismatchError, NoFreeWorkerError, isNoFreeWorkerError } from './errors.js';
+import { leaseKeys, parseLastMsRecord } from './records.js';
+import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
+import type { LeaseState, ServingNode, WorkerLease } from './types.js';
+
+jest.setTimeout(120_000);
+
+let etcd: EtcdServer;
+let kv: Etcd3;
+const leases: WorkerLease[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  kv = new Etcd3({ hosts: [etcd.clientUrl] });
+});
+
+afterEach(async () => {
+  await Promise.all(leases.splice(0).map((l) => l.release()));
+});
+
+afterAll(async () => {
+  kv?.close();
+  await cleanupAll();
+});
+
+/** Quick settings for tests (TTL 2 s); the rules checked are about ordering, not speed. */
+function options(prefix: string, extra: Partial<EtcdLeaseOptions> = {}): EtcdLeaseOptions {
+  return {
+    endpoints: [etcd.clientUrl],
+    prefix,
+    region: 1,
+    ttlSeconds: 2,
+    keepAliveIntervalMs: 400,
+    keepAliveTimeoutMs: 300,
+    fenceMarginMs: 500,
+    requestTimeoutMs: 1500,
+    backoff: { initialMs: 50, maxMs: 400 },
+    ...extra,
+  };
+}
+
+function lease(o: EtcdLeaseOptions, target: RecordingTarget): WorkerLease {
+  const l = createEtcdLease(o, target);
+  leases.push(l);
+  return l;
+}
+
+describe('layout record', () => {
+  it('is created when absent, accepted when equal, refused when different or garbage', async () => {
+    const prefix = uniquePrefix('layout');
+    const first = lease(options(prefix, { workers: '0-3' }), new RecordingTarget('a'));
+    await first.start();
+    expect(JSON.parse(await kv.get(leaseKeys.layout(prefix)).string() ?? 'null')).toEqual(DEFAULT_LAYOUT.toRecord());
+
+    const same = lease(options(prefix, { workers: '0-3' }), new RecordingTarget('b'));
+    await same.start();
+
+    const other = createLayout({ epochMs: 0, timestampBits: 42, regionBits: 3, workerBits: 6, sequenceBits: 12 });
+    const wrongTarget = new RecordingTarget('c');
+    const wrong = lease(options(prefix, { layout: other, workers: '0-3' }), wrongTarget);
+    const err = await wrong.start().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(LayoutMismatchError);
+    expect((err as LayoutMismatchError).differences).toEqual([
+      'epochMs: 0 in this process, 1704067200000 in etcd',
+      'timestampBits: 42 in this process, 41 in etcd',
+      'workerBits: 6 in this process, 7 in etcd',
+    ]);
+    expect((err as Error).message).toMatch(/differs from this process's/);
+    expect(wrongTarget.of('assign')).toHaveLength(0);
+
+    const garbagePrefix = uniquePrefix('layout-garbage');
+    await kv.put(leaseKeys.layout(garbagePrefix)).value('{"epochMs": "soon"}');
+    const g = lease(options(garbagePrefix), new RecordingTarget('d'));
+    await expect(g.start()).rejects.toThrow(CorruptRecordError);
+    await expect(g.start()).rejects.toThrow(/layout holds an unreadable value \(field epochMs/);
+  });
+});
+
+describe('claiming and keeping a slot', () => {
+  it('claims, writes last-ms before minting, keeps alive, registers, and releases cleanly', async () => {
+    const prefix = uniquePrefix('life');
+    const target = new RecordingTarget('t');
+    const l = lease(options(prefix, { workers: '3-3', nodeId: 'node-a', address: '127.0.0.1:7001' }), target);
+    const states: LeaseState[] = [];
+    l.on('state', (s) => states.push(s.state));
+    expect(l.snapshot().state).toBe('idle');
+    await l.start();
+    expect(states.slice(0, 3)).toEqual(['claiming', 'claiming', 'waiting-for-floor']);
+    expect(states.at(-1)).toBe('alive');
+    const a = target.assignment;
+    expect(a).toMatchObject({ region: 1, worker: 3, floorMs: DEFAULT_LAYOUT.epochMs - 1 });
+    const snap = l.snapshot();
+    expect(snap).toMatchObject({ state: 'alive', region: 1, worker: 3, nodeId: 'node-a', mode: 'etcd' });
+    expect(snap.leaseId).toMatch(/^\d+$/);
+
+    const holder = JSON.parse((await kv.get(leaseKeys.worker(prefix, 1, 3)).string()) ?? '{}') as Record<string, unknown>;
+    expect(holder).toMatchObject({ nodeId: 'node-a', kind: 'service', address: '127.0.0.1:7001' });
+    const first = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 3)).string()) ?? '');
+    expect(first).toMatchObject({ released: false, nodeId: 'node-a', ttlMs: 2000 });
+
+    // keep-alives move the deadline and refresh last-ms
+    target.mint();
+    await target.waitFor((e) => e.kind === 'extend', 5000, 'extend');
+    await target.waitFor((e) => e.kind === 'extend' && e.mono > (target.of('extend')[0]?.mono ?? Infinity), 5000, 'second extend');
+    const refreshed = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 3)).string()) ?? '');
+    expect(refreshed.ms).toBeGreaterThan(first.ms);
+    expect(refreshed.ms).toBeGreaterThanOrEqual(target.lastMinted);
+    expect(target.deadline).toBeGreaterThan(a?.deadlineMonoMs ?? Infinity);
+
+    // discovery
+    await l.register();
+    const reader = createDiscoveryReader({ endpoints: [etcd.clientUrl], prefix, region: 1 });
+    const seen: ServingNode[][] = [];
+    const stop = reader.watch((nodes) => seen.push(nodes));
+    expect(await reader.list()).toEqual([expect.objectContaining({ nodeId: 'node-a', region: 1, worker: 3, address: '127.0.0.1:7001' })]);
+    l.setAddress('127.0.0.1:7002');
+    await waitUntil(async () => (await reader.list())[0]?.address === '127.0.0.1:7002', 5000);
+
+    target.mint();
+    const minted = target.lastMinted;
+    await l.release();
+    await l.release(); // idempotent
+    expect(l.snapshot().state).toBe('released');
+    expect(target.events.at(-1)).toMatchObject({ kind: 'unassign', reason: 'draining' });
+    expect(await kv.get(leaseKeys.worker(prefix, 1, 3)).string()).toBeNull();
+    expect(await reader.list()).toEqual([]);
+    const final = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 3)).string()) ?? '');
+    expect(final.released).toBe(true);
+    expect(final.ms).toBeGreaterThanOrEqual(minted);
+    await waitUntil(async () => seen.at(-1)?.length === 0, 5000);
+    expect(seen.some((nodes) => nodes.length === 1)).toBe(true);
+    stop();
+    await reader.close();
+    await expect(l.start()).rejects.toThrow(/released/);
+  });
+
+  it('clean release lets the next holder start at once, above the released millisecond', async () => {
+    const prefix = uniquePrefix('clean');
+    const a = new RecordingTarget('a');
+    const la = lease(options(prefix, { workers: '0-0' }), a);
+    await la.start();
+    a.mint();
+    await la.release();
+    const released = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 0)).string()) ?? '');
+    expect(released.released).toBe(true);
+
+    const b = new RecordingTarget('b');
+    const lb = lease(options(prefix, { workers: '0-0' }), b);
+    const t0 = performance.now();
+    await lb.start();
+    const took = performance.now() - t0;
+    expect(b.assignment?.floorMs).toBe(released.ms);
+    expect(b.of('assign')[0]?.wall).toBeGreaterThan(released.ms);
+    // report figure (not asserted: tests check ordering, not speed)
+    console.log(`clean takeover: next holder alive ${took.toFixed(1)} ms after start (floor = released ms ${released.ms})`);
+  });
+
+  it('20 claimers for 5 slots: exactly 5 win, the rest get NoFreeWorkerError, every round', async () => {
+    for (let round = 0; round < 6; round++) {
+      const prefix = uniquePrefix(`race-${round}`);
+      const book = new SlotBook();
+      const targets = Array.from({ length: 20 }, (_, i) => new RecordingTarget(`c${i}`, book));
+      const ls = targets.map((t) => lease(options(prefix, { workers: '10-14' }), t));
+      const results = await Promise.allSettled(ls.map((l) => l.start()));
+      const won = results.filter((r) => r.status === 'fulfilled').length;
+      const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      expect(won).toBe(5);
+      expect(lost).toHaveLength(15);
+      for (const r of lost) {
+        expect(isNoFreeWorkerError(r.reason)).toBe(true);
+        expect((r.reason as NoFreeWorkerError).slots).toBe(5);
+        expect((r.reason as Error).message).toMatch(/all 5 slots this node may claim are held \(5 held: 1\/1\d: /);
+      }
+      const workers = targets.flatMap((t) => (t.assignment ? [t.assignment.worker] : [])).sort();
+      expect(workers).toEqual([10, 11, 12, 13, 14]);
+      expect(book.violations).toEqual([]);
+      await Promise.all(leases.splice(0).map((l) => l.release()));
+    }
+  });
+
+  it('garbage in last-ms: refuses that slot and takes the next; all garbage: a clear NoFreeWorkerError', async () => {
+    const prefix = uniquePrefix('garbage');
+    await kv.put(leaseKeys.layout(prefix)).value(JSON.stringify(DEFAULT_LAYOUT.toRecord()));
+    await kv.put(leaseKeys.lastMs(prefix, 1, 0)).value('not json at all');
+    for (let i = 0; i < 4; i++) {
+      const t = new RecordingTarget(`g${i}`);
+      const l = lease(options(prefix, { workers: '0-1' }), t);
+      await l.start();
+      expect(t.assignment?.worker).toBe(1);
+      // the refused slot was given back, not left claimed
+      expect(await kv.get(leaseKeys.worker(prefix, 1, 0)).string()).toBeNull();
+      await l.release();
+    }
+    await kv.put(leaseKeys.lastMs(prefix, 1, 1)).value('{"ms": -1, "released": true}');
+    const t = new RecordingTarget('g');
+    const l = lease(options(prefix, { workers: '0-1' }), t);
+    const err = await l.start().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(NoFreeWorkerError);
+    expect((err as Error).message).toMatch(/refused 2: /);
+    expect((err as Error).message).toMatch(/last-ms\/0 holds an unreadable value \(not JSON\)/);
+    expect((err as Error).message).toMatch(/last-ms\/1 holds an unreadable value \(field ms/);
+    expect(t.of('assign')).toHaveLength(0);
+  });
+
+  it('keeps retrying while etcd is unreachable, until aborted', async () => {
+    const port = await freePort();
+    const t = new RecordingTarget('x');
+    const l = lease({ ...options(uniquePrefix('down')), endpoints: [`http://127.0.0.1:${port}`], requestTimeoutMs: 300 }, t);
+    const states: string[] = [];
+    l.on('state', (s) => states.push(s.message));
+    const ac = new AbortController();
+    const started = l.start(ac.signal);
+    await waitUntil(async () => states.some((m) => /retrying/.test(m)), 10_000);
+    ac.abort(new Error('gave up'));
+    await expect(started).rejects.toThrow('gave up');
+    expect(t.of('assign')).toHaveLength(0);
+  });
+
+  it('borrowed regions: claims there when the home range is full', async () => {
+    const prefix = uniquePrefix('borrow');
+    const a = new RecordingTarget('a');
+    await lease(options(prefix, { workers: '0-0' }), a).start();
+    const b = new RecordingTarget('b');
+    await lease(options(prefix, { workers: '0-0', borrowedRegions: [6], kind: 'embedded' }), b).start();
+    expect(a.assignment).toMatchObject({ region: 1, worker: 0 });
+    expect(b.assignment).toMatchObject({ region: 6, worker: 0 });
+    expect(JSON.parse((await kv.get(leaseKeys.worker(prefix, 6, 0)).string()) ?? '{}')).toMatchObject({ kind: 'embedded' });
+  });
+});
+
+async function waitUntil(pred: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const start = Date.now();
+  while (!(await pred())) {
+    if (Date.now() - start > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

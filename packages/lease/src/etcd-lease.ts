@@ -1,0 +1,615 @@
+import { randomInt } from 'node:crypto';
+import { metrics } from '@opentelemetry/api';
+import type { Counter, Meter, ObservableGauge, ObservableResult } from '@opentelemetry/api';
+import { EtcdLeaseInvalidError } from 'etcd3';
+import type { Etcd3, Lease } from 'etcd3';
+import { resolveLeaseConfig } from './config.js';
+import type { EtcdLeaseOptions, LeaseConfig } from './config.js';
+import { createEtcdClient, deadlineIn, errorText, rangeValue, sleep, withTimeout } from './etcd-client.js';
+import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
+import type { SlotHolder } from './errors.js';
+import { LeaseAttributes, LeaseMetrics } from './metrics.js';
+import type { ChurnEvent } from './metrics.js';
+import { computeFloor, describeWorkerHolder, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
+import type { LastMsRecord, WorkerRecord } from './records.js';
+import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
+
+/** One granted etcd lease and the slot claimed on it. A loss ends the session; a re-claim starts a new one. */
+interface Session {
+  readonly lease: Lease;
+  readonly leaseId: string;
+  /** Ends the keep-alive loop and any floor wait of this session. */
+  readonly abort: AbortController;
+  region: number | undefined;
+  worker: number | undefined;
+  floorMs: number | undefined;
+  /** Monotonic fence deadline: (send time of the last acknowledged keep-alive, or the grant) + TTL − margin. */
+  deadline: number;
+  /** Monotonic time of the last acknowledgement (or the grant), for the keep-alive age. */
+  lastAckMono: number;
+  /** Whether the target has been assigned this session's slot (and not unassigned since). */
+  assigned: boolean;
+  ended: boolean;
+  fenceTimer: NodeJS.Timeout | undefined;
+}
+
+/** The session was lost while claiming or waiting for the floor: the claim loop tries again. */
+class SessionLostError extends Error {
+  constructor(why: string) {
+    super(why);
+    this.name = 'SessionLostError';
+  }
+}
+
+/**
+ * Creates a worker-ID lease on etcd (DESIGN §5) driving `target` (a clock guard). Validates `options` at once
+ * and throws {@link LeaseConfigError} before any I/O.
+ *
+ * Safety rules it implements, in order of importance:
+ * - the target may mint only until (send time of the last acknowledged keep-alive) + TTL − margin, measured on
+ *   the monotonic clock: the holder stops before etcd can expire the lease, however slow etcd is;
+ * - `last-ms` is written before the first mint and after every acknowledged keep-alive, with at least the
+ *   holder's clock reading, so `last-ms + TTL` bounds everything it may mint; the deadline moves only once
+ *   both the keep-alive and the `last-ms` write succeeded;
+ * - every `last-ms` write is conditional on still holding the worker key, so a holder that lost the slot
+ *   cannot overwrite its successor's record;
+ * - a new holder waits until its wall clock passes the floor computed from `last-ms`.
+ */
+export function createEtcdLease(options: EtcdLeaseOptions, target: LeaseTarget): WorkerLease {
+  const config = resolveLeaseConfig(options);
+  return new EtcdWorkerLease(config, options.meter ?? metrics.getMeter('@idgen/lease'), target);
+}
+
+class EtcdWorkerLease implements WorkerLease {
+  private client: Etcd3 | undefined;
+  private state: LeaseState = 'idle';
+  private message = 'not started';
+  private session: Session | undefined;
+  private address: string;
+  private wantRegistered = false;
+  private readonly lifetime = new AbortController();
+  private starting: Promise<void> | undefined;
+  private releasing: Promise<void> | undefined;
+  private reclaiming: Promise<void> | undefined;
+  private readonly listeners = new Set<(s: LeaseSnapshot) => void>();
+  private readonly churn: Counter;
+  private readonly failures: Counter;
+  private readonly age: ObservableGauge;
+  private readonly observeAge = (r: ObservableResult): void => {
+    const s = this.session;
+    if (s !== undefined && !s.ended) r.observe((this.cfg.clock.monoMs() - s.lastAckMono) / 1000);
+  };
+
+  constructor(
+    private readonly cfg: LeaseConfig,
+    meter: Meter,
+    private readonly target: LeaseTarget,
+  ) {
+    this.address = cfg.address;
+    this.churn = meter.createCounter(LeaseMetrics.churn, {
+      description: 'Worker-slot lease churn: slots acquired, lost (fenced) and released.',
+      unit: '{event}',
+    });
+    this.failures = meter.createCounter(LeaseMetrics.keepAliveFailures, {
+      description: 'Keep-alives (or their last-ms refresh) that failed or timed out.',
+      unit: '{failure}',
+    });
+    this.age = meter.createObservableGauge(LeaseMetrics.keepAliveAge, {
+      description: 'Seconds since the last acknowledged keep-alive of the held lease.',
+      unit: 's',
+    });
+    this.age.addCallback(this.observeAge);
+  }
+
+  // ---- public surface ----
+
+  start(signal?: AbortSignal): Promise<void> {
+    if (this.releasing !== undefined) {
+      return Promise.reject(new LeaseError('released', 'this lease was released; create a new one', false));
+    }
+    // A failed start (no free slot, aborted) may be tried again; a running or successful one is shared.
+    this.starting ??= this.run(signal).catch((e: unknown) => {
+      this.starting = undefined;
+      throw e;
+    });
+    return this.starting;
+  }
+
+  setAddress(address: string): void {
+    this.address = address;
+    const s = this.session;
+    if (this.wantRegistered && s !== undefined && s.assigned && !s.ended) {
+      void this.putNode(s).catch((e: unknown) => this.cfg.logger.warn({ err: errorText(e) }, 'lease: re-registering the new address failed'));
+    }
+  }
+
+  async register(): Promise<void> {
+    if (this.releasing !== undefined) throw new LeaseError('released', 'this lease was released; cannot register', false);
+    this.wantRegistered = true;
+    const s = this.session;
+    if (s !== undefined && s.assigned && !s.ended) await this.putNode(s);
+  }
+
+  release(): Promise<void> {
+    this.releasing ??= this.doRelease();
+    return this.releasing;
+  }
+
+  snapshot(): LeaseSnapshot {
+    const s = this.session;
+    const live = s !== undefined && !s.ended;
+    const mono = this.cfg.clock.monoMs();
+    return {
+      state: this.state,
+      nodeId: this.cfg.nodeId,
+      region: live ? s.region : undefined,
+      worker: live ? s.worker : undefined,
+      leaseId: live ? s.leaseId : undefined,
+      keepAliveAgeSeconds: live ? (mono - s.lastAckMono) / 1000 : undefined,
+      deadlineInMs: live ? s.deadline - mono : undefined,
+      floorMs: live ? s.floorMs : undefined,
+      message: this.message,
+      mode: 'etcd',
+    };
+  }
+
+  on(_event: 'state', fn: (s: LeaseSnapshot) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  // ---- life cycle ----
+
+  private setState(state: LeaseState, message: string): void {
+    if (this.state === 'released') return;
+    this.state = state;
+    this.message = message;
+    const snap = this.snapshot();
+    for (const fn of this.listeners) {
+      try {
+        fn(snap);
+      } catch (e) {
+        this.cfg.logger.error({ err: errorText(e) }, 'lease: a state listener threw');
+      }
+    }
+  }
+
+  private count(event: ChurnEvent): void {
+    this.churn.add(1, { [LeaseAttributes.event]: event });
+  }
+
+  private backoff(attempt: number): number {
+    const base = Math.min(this.cfg.backoffMaxMs, this.cfg.backoffInitialMs * 2 ** Math.min(attempt, 20));
+    return base / 2 + randomInt(Math.max(1, Math.floor(base / 2)) + 1);
+  }
+
+  /** Boot steps 3-5; the first claim fails fast on a non-retryable or no-free-worker error. */
+  private async run(signal?: AbortSignal): Promise<void> {
+    const abort = (): void => this.lifetime.abort(signal?.reason);
+    if (signal?.aborted) abort();
+    signal?.addEventListener('abort', abort, { once: true });
+    try {
+      this.client ??= createEtcdClient(this.cfg);
+      this.setState('claiming', 'connecting to etcd and checking the layout record');
+      await this.retrying('layout check', () => this.checkLayout());
+      await this.acquire(true);
+    } catch (e) {
+      if (!this.lifetime.signal.aborted || this.releasing === undefined) {
+        this.setState('idle', `start failed: ${errorText(e)}`);
+      }
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', abort);
+    }
+  }
+
+  /** Runs `fn` until it succeeds; retries everything but our own non-retryable errors, with backoff. */
+  private async retrying<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      this.lifetime.signal.throwIfAborted();
+      try {
+        return await fn();
+      } catch (e) {
+        if (isLeaseError(e) && !e.retryable) throw e;
+        this.lifetime.signal.throwIfAborted();
+        const delay = this.backoff(attempt);
+        this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, `lease: ${what} failed; retrying`);
+        this.setState(this.state, `${what} failed (${errorText(e)}); retrying in ${Math.round(delay)} ms`);
+        await sleep(delay, this.lifetime.signal);
+      }
+    }
+  }
+
+  /** Claims a slot and waits for its floor, retrying until alive. `failFast`: a full range rejects at once. */
+  private async acquire(failFast: boolean): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      this.lifetime.signal.throwIfAborted();
+      this.setState('claiming', attempt === 0 ? 'claiming a worker slot' : `claiming a worker slot (attempt ${attempt + 1})`);
+      try {
+        await this.claimAndWait();
+        return;
+      } catch (e) {
+        this.lifetime.signal.throwIfAborted();
+        if (isLeaseError(e) && (!e.retryable || failFast)) throw e;
+        const delay = this.backoff(attempt);
+        this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, 'lease: claim failed; retrying');
+        this.setState('claiming', `claim failed (${errorText(e)}); retrying in ${Math.round(delay)} ms`);
+        await sleep(delay, this.lifetime.signal);
+      }
+    }
+  }
+
+  /** Compares `{prefix}/layout` with ours, creating it if absent in one transaction (DESIGN §5 boot step 3). */
+  private async checkLayout(): Promise<void> {
+    const client = this.requireClient();
+    const key = leaseKeys.layout(this.cfg.prefix);
+    const mine = JSON.stringify(this.cfg.layout.toRecord());
+    const res = await withTimeout(
+      client
+        .if(key, 'Create', '==', 0)
+        .then(client.put(key).value(mine))
+        .else(client.get(key))
+        .options(deadlineIn(this.cfg.requestTimeoutMs))
+        .commit(),
+      this.cfg.requestTimeoutMs,
+      'layout transaction',
+    );
+    if (res.succeeded) {
+      this.cfg.logger.info({ key, layout: mine }, 'lease: wrote the layout record (first process of this deployment)');
+      return;
+    }
+    const raw = rangeValue(res.responses[0]);
+    if (raw === undefined) throw new Error(`${key} vanished between compare and read`); // retried
+    const record = parseLayoutRecord(key, raw);
+    const differences = this.cfg.layout.differences(record, 'in this process', 'in etcd');
+    if (differences.length > 0) throw new LayoutMismatchError(key, differences);
+  }
+
+  private requireClient(): Etcd3 {
+    if (this.client === undefined) throw new Error('etcd client not created');
+    return this.client;
+  }
+
+  /** All (region, worker) slots this node may claim, starting at a random one so starters spread out. */
+  private candidates(): { region: number; worker: number }[] {
+    const all: { region: number; worker: number }[] = [];
+    for (const region of this.cfg.regions) {
+      for (let w = this.cfg.workers.first; w <= this.cfg.workers.last; w++) all.push({ region, worker: w });
+    }
+    const start = randomInt(all.length);
+    return [...all.slice(start), ...all.slice(0, start)];
+  }
+
+  /** Grants a lease, claims a slot, writes `last-ms`, waits for the floor, assigns the target. */
+  private async claimAndWait(): Promise<void> {
+    const client = this.requireClient();
+    const { clock, ttlSeconds, ttlMs, fenceMarginMs, requestTimeoutMs, prefix, nodeId } = this.cfg;
+
+    // Grant. The deadline counts from before the request was sent: etcd's TTL starts later than that.
+    const sentMono = clock.monoMs();
+    const lease = client.lease(ttlSeconds, { autoKeepAlive: false });
+    lease.on('lost', () => undefined); // not used for fencing (TOOLCHAIN.md); our own deadline decides
+    let leaseId: string;
+    try {
+      leaseId = await withTimeout(lease.grant(), requestTimeoutMs, 'lease grant');
+    } catch (e) {
+      lease.release();
+      throw e;
+    }
+    const s: Session = {
+      lease,
+      leaseId,
+      abort: new AbortController(),
+      region: undefined,
+      worker: undefined,
+      floorMs: undefined,
+      deadline: sentMono + ttlMs - fenceMarginMs,
+      lastAckMono: sentMono,
+      assigned: false,
+      ended: false,
+      fenceTimer: undefined,
+    };
+    this.session = s;
+    this.armFence(s);
+
+    try {
+      // Claim: one transaction per candidate, create-if-absent, reading last-ms in the same transaction.
+      const holders: SlotHolder[] = [];
+      const refused: string[] = [];
+      let claimed: { region: number; worker: number; last: LastMsRecord | undefined } | undefined;
+      const candidates = this.candidates();
+      for (const c of candidates) {
+        this.checkSession(s);
+        const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
+        const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
+        const holder: WorkerRecord = { nodeId, kind: this.cfg.kind, address: this.address, startedAt: new Date(clock.nowMs()).toISOString() };
+        const res = await withTimeout(
+          client
+            .if(workerKey, 'Create', '==', 0)
+            .then(lease.put(workerKey).value(JSON.stringify(holder)), client.get(lastKey))
+            .else(client.get(workerKey))
+            .options(deadlineIn(requestTimeoutMs))
+            .commit(),
+          requestTimeoutMs,
+          `claim transaction for ${workerKey}`,
+        );
+        if (!res.succeeded) {
+          holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(rangeValue(res.responses[0])) });
+          continue;
+        }
+        const raw = rangeValue(res.responses[1]);
+        try {
+          claimed = { ...c, last: raw === undefined ? undefined : parseLastMsRecord(lastKey, raw) };
+          break;
+        } catch (e) {
+          // Garbage in last-ms: the floor is unknown, so this slot is refused (never guess a floor lower
+          // than the truth); give the worker key back and try the next candidate.
+          const why = errorText(e);
+          refused.push(`${c.region}/${c.worker}: ${e instanceof CorruptRecordError ? e.message : why}`);
+          this.cfg.logger.error({ key: lastKey, err: why }, 'lease: refusing a slot whose last-ms is unreadable');
+          await withTimeout(
+            client
+              .if(workerKey, 'Lease', '==', leaseId)
+              .then(client.delete().key(workerKey))
+              .options(deadlineIn(requestTimeoutMs))
+              .commit(),
+            requestTimeoutMs,
+            `giving back ${workerKey}`,
+          );
+        }
+      }
+      if (claimed === undefined) throw new NoFreeWorkerError(candidates.length, holders, refused);
+
+      s.region = claimed.region;
+      s.worker = claimed.worker;
+      const floorMs = computeFloor(claimed.last, { ttlMs, clockBoundMs: this.cfg.clockBoundMs, epochMs: this.cfg.layout.epochMs });
+      s.floorMs = floorMs;
+
+      // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
+      if (!(await this.writeLastMs(s, false, requestTimeoutMs))) {
+        throw new SessionLostError('the worker key vanished right after the claim');
+      }
+      void this.keepAliveLoop(s);
+
+      const wait = floorMs - clock.nowMs();
+      this.setState(
+        'waiting-for-floor',
+        `holding ${claimed.region}/${claimed.worker}; ` +
+          (claimed.last === undefined
+            ? 'never used before'
+            : claimed.last.released
+              ? `released cleanly at ${claimed.last.ms}`
+              : `previous holder ended uncleanly (last-ms ${claimed.last.ms}): waiting until the clock passes ${floorMs}`) +
+          (wait >= 0 ? ` (${wait + 1} ms)` : ''),
+      );
+      await this.waitForFloor(s, floorMs);
+
+      this.checkSession(s);
+      this.lifetime.signal.throwIfAborted();
+      if (clock.monoMs() >= s.deadline) throw new SessionLostError('the fence deadline passed before the floor');
+      this.target.assign({ region: claimed.region, worker: claimed.worker, floorMs, deadlineMonoMs: s.deadline });
+      s.assigned = true;
+      this.count(LeaseAttributes.acquired);
+      this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
+      this.cfg.logger.info({ region: claimed.region, worker: claimed.worker, floorMs, leaseId }, 'lease: alive');
+      if (this.wantRegistered) {
+        void this.putNode(s).catch((e: unknown) => this.cfg.logger.warn({ err: errorText(e) }, 'lease: registering in discovery failed'));
+      }
+    } catch (e) {
+      this.endSession(s);
+      void this.revokeQuietly(lease);
+      throw e;
+    }
+  }
+
+  private checkSession(s: Session): void {
+    if (s.ended) throw new SessionLostError('the lease was lost while claiming');
+  }
+
+  /** Waits until the wall clock passes `floorMs` (DESIGN §5: never mint at or below it). */
+  private async waitForFloor(s: Session, floorMs: number): Promise<void> {
+    for (;;) {
+      this.checkSession(s);
+      const now = this.cfg.clock.nowMs();
+      if (now > floorMs) return;
+      try {
+        await sleep(Math.min(floorMs - now + 1, 1000), s.abort.signal);
+      } catch {
+        this.checkSession(s);
+      }
+    }
+  }
+
+  /**
+   * Writes `last-ms` if this session still holds the worker key (false otherwise). Its value is at least the
+   * clock now, the floor and the last minted millisecond: never lower than what this holder may mint.
+   */
+  private async writeLastMs(s: Session, released: boolean, timeoutMs: number): Promise<boolean> {
+    const client = this.requireClient();
+    if (s.region === undefined || s.worker === undefined) return false;
+    const workerKey = leaseKeys.worker(this.cfg.prefix, s.region, s.worker);
+    const lastKey = leaseKeys.lastMs(this.cfg.prefix, s.region, s.worker);
+    const now = this.cfg.clock.nowMs();
+    const ms = Math.max(now, s.floorMs ?? -1, this.target.lastMintedMs());
+    const record: LastMsRecord = { ms, released, nodeId: this.cfg.nodeId, at: new Date(now).toISOString(), ttlMs: this.cfg.ttlMs };
+    const res = await withTimeout(
+      client
+        .if(workerKey, 'Lease', '==', s.leaseId)
+        .then(client.put(lastKey).value(JSON.stringify(record)))
+        .options(deadlineIn(timeoutMs))
+        .commit(),
+      timeoutMs,
+      `last-ms write to ${lastKey}`,
+    );
+    return res.succeeded;
+  }
+
+  /**
+   * Keep-alive on our own loop (not the client's: its `lost` event can come a whole TTL after etcd expired the
+   * lease, TOOLCHAIN.md). Each keep-alive's send time is taken before sending; after the ack and the `last-ms`
+   * refresh, the deadline moves to send time + TTL − margin (DESIGN §5). Failures are counted and retried; the
+   * deadline alone decides when minting stops.
+   */
+  private async keepAliveLoop(s: Session): Promise<void> {
+    const { keepAliveIntervalMs, keepAliveTimeoutMs, ttlMs, fenceMarginMs, clock } = this.cfg;
+    while (!s.ended) {
+      try {
+        await sleep(keepAliveIntervalMs, s.abort.signal);
+      } catch {
+        return;
+      }
+      const sentMono = clock.monoMs();
+      const left = (): number => keepAliveTimeoutMs - (clock.monoMs() - sentMono);
+      try {
+        await withTimeout(s.lease.keepaliveOnce(deadlineIn(keepAliveTimeoutMs)), keepAliveTimeoutMs, 'keep-alive');
+      } catch (e) {
+        if (s.ended) return;
+        if (e instanceof EtcdLeaseInvalidError) {
+          this.lose(s, `etcd says lease ${s.leaseId} has expired`);
+          return;
+        }
+        this.keepAliveFailed(s, e);
+        continue;
+      }
+      try {
+        if (left() <= 0) throw new Error('no time left for the last-ms refresh');
+        const held = await this.writeLastMs(s, false, left());
+        if (!held) {
+          this.lose(s, 'the worker key is no longer held by this lease');
+          return;
+        }
+      } catch (e) {
+        if (s.ended) return;
+        this.keepAliveFailed(s, e);
+        continue;
+      }
+      if (s.ended) return;
+      s.lastAckMono = clock.monoMs();
+      this.extend(s, sentMono + ttlMs - fenceMarginMs);
+    }
+  }
+
+  private keepAliveFailed(s: Session, e: unknown): void {
+    this.failures.add(1);
+    const inMs = Math.round(s.deadline - this.cfg.clock.monoMs());
+    this.cfg.logger.warn({ err: errorText(e), deadlineInMs: inMs, leaseId: s.leaseId }, 'lease: keep-alive failed');
+  }
+
+  private extend(s: Session, deadline: number): void {
+    if (deadline <= s.deadline) return;
+    s.deadline = deadline;
+    if (s.assigned) this.target.extendDeadline(deadline);
+    this.armFence(s);
+  }
+
+  /** Schedules the fence at the deadline (the guard also refuses past it on its own). */
+  private armFence(s: Session): void {
+    clearTimeout(s.fenceTimer);
+    if (s.ended) return;
+    const delay = s.deadline - this.cfg.clock.monoMs();
+    s.fenceTimer = setTimeout(() => {
+      if (s.ended) return;
+      if (this.cfg.clock.monoMs() >= s.deadline) {
+        this.lose(s, `no keep-alive acknowledged in time: fenced at the deadline (TTL ${this.cfg.ttlMs} ms − margin ${this.cfg.fenceMarginMs} ms), before etcd could expire the lease`);
+      } else {
+        this.armFence(s);
+      }
+    }, Math.max(0, delay));
+  }
+
+  /** Lease lost or expired: fence at once, count churn, give the lease up, and claim again (DESIGN §5). */
+  private lose(s: Session, why: string): void {
+    if (s.ended) return;
+    const wasAssigned = s.assigned;
+    this.endSession(s);
+    if (wasAssigned) {
+      this.target.unassign('lease', why);
+      this.count(LeaseAttributes.lost);
+    }
+    this.cfg.logger.warn({ region: s.region, worker: s.worker, leaseId: s.leaseId, why }, 'lease: fenced');
+    this.setState('fenced', why);
+    void this.revokeQuietly(s.lease);
+    // A loss while claiming is handled by the claim loop (claimAndWait rejects); a loss while alive re-claims here.
+    if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) {
+      this.reclaiming = this.acquire(false).catch((e: unknown) => {
+        if (!this.lifetime.signal.aborted) this.cfg.logger.error({ err: errorText(e) }, 'lease: re-claiming stopped');
+      });
+    }
+  }
+
+  private endSession(s: Session): void {
+    if (s.ended) return;
+    s.ended = true;
+    s.assigned = false;
+    clearTimeout(s.fenceTimer);
+    s.abort.abort(new SessionLostError('session ended'));
+  }
+
+  private async revokeQuietly(lease: Lease): Promise<void> {
+    try {
+      await withTimeout(lease.revoke(deadlineIn(this.cfg.requestTimeoutMs)), this.cfg.requestTimeoutMs, 'revoke');
+    } catch (e) {
+      this.cfg.logger.warn({ err: errorText(e) }, 'lease: revoking a lost lease failed (etcd will expire it)');
+    }
+  }
+
+  private async putNode(s: Session): Promise<void> {
+    if (s.region === undefined || s.worker === undefined) return;
+    const key = leaseKeys.node(this.cfg.prefix, s.region, this.cfg.nodeId);
+    const value = {
+      nodeId: this.cfg.nodeId,
+      region: s.region,
+      worker: s.worker,
+      address: this.address,
+      startedAt: new Date(this.cfg.clock.nowMs()).toISOString(),
+    };
+    await withTimeout(
+      s.lease.put(key).value(JSON.stringify(value)).options(deadlineIn(this.cfg.requestTimeoutMs)).exec(),
+      this.cfg.requestTimeoutMs,
+      `register ${key}`,
+    );
+  }
+
+  /** Shutdown (DESIGN §5): stop minting, deregister, final last-ms marked released, revoke. */
+  private async doRelease(): Promise<void> {
+    this.lifetime.abort(new LeaseError('released', 'the lease was released', false));
+    this.target.unassign('draining', 'worker lease released (shutting down)');
+    const s = this.session;
+    const timeout = this.cfg.requestTimeoutMs;
+    try {
+      if (s !== undefined && !s.ended) {
+        const held = s.region !== undefined;
+        this.endSession(s);
+        if (held && this.client !== undefined) {
+          const client = this.client;
+          const nodeKey = leaseKeys.node(this.cfg.prefix, s.region ?? 0, this.cfg.nodeId);
+          try {
+            await withTimeout(
+              client.if(nodeKey, 'Lease', '==', s.leaseId).then(client.delete().key(nodeKey)).options(deadlineIn(timeout)).commit(),
+              timeout,
+              'deregister',
+            );
+          } catch (e) {
+            this.cfg.logger.warn({ err: errorText(e) }, 'lease: deregistering failed (the key goes with the lease)');
+          }
+          try {
+            // Minting stopped above, so lastMintedMs() is final: the next holder may start right above it.
+            const ok = await this.writeLastMs(s, true, timeout);
+            if (!ok) this.cfg.logger.warn({}, 'lease: the slot was no longer ours; last-ms left as it was');
+          } catch (e) {
+            this.cfg.logger.warn({ err: errorText(e) }, 'lease: final last-ms write failed (the next holder waits as after a crash)');
+          }
+          this.count(LeaseAttributes.released);
+        }
+        await this.revokeQuietly(s.lease);
+      }
+      await this.starting?.catch(() => undefined);
+      await this.reclaiming;
+    } finally {
+      this.setState('released', 'released');
+      this.state = 'released';
+      this.age.removeCallback(this.observeAge);
+      this.client?.close();
+    }
+  }
+}

@@ -1,0 +1,111 @@
+import type { WorkerAssignment } from '@idgen/clock-guard';
+import type { LeaseTarget } from './types.js';
+
+/** One call the lease made on a {@link RecordingTarget}, with the clocks at that moment. */
+export interface TargetEvent {
+  readonly kind: 'assign' | 'extend' | 'unassign';
+  readonly mono: number;
+  readonly wall: number;
+  readonly assignment?: WorkerAssignment;
+  readonly deadline?: number;
+  readonly reason?: string;
+  readonly message?: string;
+}
+
+/** Shared by the targets of one test: records any moment two targets could mint in the same slot. */
+export class SlotBook {
+  readonly targets = new Set<RecordingTarget>();
+  readonly violations: string[] = [];
+}
+
+/** A LeaseTarget that records every call (a stand-in for the clock guard in lease tests). */
+export class RecordingTarget implements LeaseTarget {
+  readonly events: TargetEvent[] = [];
+  assignment: WorkerAssignment | undefined;
+  deadline = Number.NEGATIVE_INFINITY;
+  lastMinted = -1;
+  private readonly waiters = new Set<() => void>();
+
+  constructor(
+    readonly name: string,
+    private readonly book?: SlotBook,
+  ) {
+    book?.targets.add(this);
+  }
+
+  /** Whether this target could mint now: assigned and before its deadline (what the guard enforces). */
+  canMint(mono = performance.now()): boolean {
+    return this.assignment !== undefined && mono < this.deadline;
+  }
+
+  assign(a: WorkerAssignment): void {
+    const mono = performance.now();
+    for (const other of this.book?.targets ?? []) {
+      if (other !== this && other.assignment?.region === a.region && other.assignment.worker === a.worker && other.canMint(mono)) {
+        this.book?.violations.push(`${this.name} assigned ${a.region}/${a.worker} while ${other.name} could still mint in it`);
+      }
+    }
+    this.assignment = a;
+    this.deadline = a.deadlineMonoMs;
+    this.push({ kind: 'assign', mono, wall: Date.now(), assignment: a, deadline: a.deadlineMonoMs });
+  }
+
+  extendDeadline(deadlineMonoMs: number): void {
+    if (deadlineMonoMs > this.deadline) this.deadline = deadlineMonoMs;
+    this.push({ kind: 'extend', mono: performance.now(), wall: Date.now(), deadline: deadlineMonoMs });
+  }
+
+  unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
+    this.assignment = undefined;
+    this.deadline = Number.NEGATIVE_INFINITY;
+    this.push({ kind: 'unassign', mono: performance.now(), wall: Date.now(), reason, message });
+  }
+
+  lastMintedMs(): number {
+    return this.lastMinted;
+  }
+
+  /** Pretends to mint now (if allowed): records the wall millisecond as the last minted one. */
+  mint(): boolean {
+    if (!this.canMint()) return false;
+    this.lastMinted = Math.max(this.lastMinted, Date.now());
+    return true;
+  }
+
+  of(kind: TargetEvent['kind']): TargetEvent[] {
+    return this.events.filter((e) => e.kind === kind);
+  }
+
+  /** Resolves when an event matching `pred` has been recorded (already or later). */
+  waitFor(pred: (e: TargetEvent) => boolean, timeoutMs = 20_000, what = 'event'): Promise<TargetEvent> {
+    const found = this.events.find(pred);
+    if (found !== undefined) return Promise.resolve(found);
+    return new Promise((resolve, reject) => {
+      const check = (): void => {
+        const e = this.events.find(pred);
+        if (e !== undefined) {
+          this.waiters.delete(check);
+          clearTimeout(timer);
+          resolve(e);
+        }
+      };
+      const timer = setTimeout(() => {
+        this.waiters.delete(check);
+        reject(new Error(`${this.name}: no ${what} within ${timeoutMs} ms; events: ${JSON.stringify(this.events.map((e) => e.kind))}`));
+      }, timeoutMs);
+      this.waiters.add(check);
+    });
+  }
+
+  private push(e: TargetEvent): void {
+    this.events.push(e);
+    for (const w of [...this.waiters]) w();
+  }
+}
+
+let counter = 0;
+/** A fresh key prefix per test, so tests sharing one etcd do not see each other's keys. */
+export function uniquePrefix(name: string): string {
+  counter += 1;
+  return `/idgen-test/${name}-${process.pid}-${counter}`;
+}
