@@ -151,6 +151,14 @@ describe('buffer', () => {
     expect(net.log.every((l) => l.count <= 4096)).toBe(true);
   });
 
+  it('serves a call made just as a refill loop decides to stop', async () => {
+    const { net, client } = setup(['a'], { prefill: false });
+    await client.nextId(); // the loop lands 101 IDs, serves this call, and stops (buffer full)
+    const ids = await client.nextIds(5000); // queued in the same tick: needs a new loop
+    expect(new Set(ids).size).toBe(5000);
+    expect(net.log.length).toBeGreaterThanOrEqual(2);
+  });
+
   it('nextIdString gives the decimal form', async () => {
     const { client } = setup(['a']);
     const text = await client.nextIdString();

@@ -181,7 +181,9 @@ class BufferedIdClient implements IdClient {
   /** IDs owed to live waiters. */
   private owed = 0;
   private liveWaiters = 0;
+  /** The refill loop's promise (awaited by close) and whether it is still running. */
   private refilling: Promise<void> | undefined;
+  private refillRunning = false;
   private currentAttempt: AbortController | undefined;
   private wake: (() => void) | undefined;
   private closed = false;
@@ -453,37 +455,40 @@ class BufferedIdClient implements IdClient {
 
   /** Starts the refill loop unless it runs already: one request in flight at a time (DESIGN §7). */
   private kick(): void {
-    if (this.refilling !== undefined || this.closed) return;
-    this.refilling = this.refillLoop()
-      .catch((e: unknown) => this.failAll(IdClientError.from(e)))
-      .finally(() => {
-        this.refilling = undefined;
-      });
+    if (this.refillRunning || this.closed) return;
+    this.refillRunning = true;
+    this.refilling = this.refillLoop().catch((e: unknown) => this.failAll(IdClientError.from(e)));
   }
 
   private async refillLoop(): Promise<void> {
-    // Let the caller that kicked finish its synchronous work (queueing more waiters) first.
-    await Promise.resolve();
-    while (!this.closed) {
-      this.expire(this.clock.monoMs());
-      if (this.liveWaiters === 0 && this.buffer.available >= this.lowWaterNow) return;
-      const outcome = await this.fetchRound(this.requestSize());
-      if (outcome.kind === 'closed' || this.closed) return;
-      if (outcome.kind === 'ok') {
-        this.refills++;
-        this.buffer.push(outcome.blocks, outcome.arrivalMs);
-        this.serveWaiters(this.clock.monoMs());
-        continue;
+    try {
+      // Let the caller that kicked finish its synchronous work (queueing more waiters) first.
+      await Promise.resolve();
+      while (!this.closed) {
+        this.expire(this.clock.monoMs());
+        if (this.liveWaiters === 0 && this.buffer.available >= this.lowWaterNow) return;
+        const outcome = await this.fetchRound(this.requestSize());
+        if (outcome.kind === 'closed' || this.closed) return;
+        if (outcome.kind === 'ok') {
+          this.refills++;
+          this.buffer.push(outcome.blocks, outcome.arrivalMs);
+          this.serveWaiters(this.clock.monoMs());
+          continue;
+        }
+        if (outcome.kind === 'rejected') {
+          this.failAll(outcome.error);
+          return;
+        }
+        // Every node of every usable region failed or is backing off. Without waiters this was a
+        // background refill: stop, the next take starts another. With waiters, keep trying until their
+        // deadlines, which reject them: the client never invents an ID.
+        if (this.liveWaiters === 0) return;
+        await this.sleepUntilRetry();
       }
-      if (outcome.kind === 'rejected') {
-        this.failAll(outcome.error);
-        return;
-      }
-      // Every node of every usable region failed or is backing off. Without waiters this was a
-      // background refill: stop, the next take starts another. With waiters, keep trying until their
-      // deadlines, which reject them: the client never invents an ID.
-      if (this.liveWaiters === 0) return;
-      await this.sleepUntilRetry();
+    } finally {
+      // Cleared in the same tick as the loop's last look at the waiters (no await in between): a call
+      // queued after that look starts a new loop rather than wait on one that has decided to stop.
+      this.refillRunning = false;
     }
   }
 

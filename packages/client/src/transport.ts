@@ -76,14 +76,19 @@ export function classifyFailure(e: unknown): ClassifiedFailure {
   };
 }
 
+/** The first Node.js error code (`ECONNREFUSED`, …) along the `cause` chain. */
 function errnoOf(e: unknown): string | undefined {
-  for (let cur: unknown = e, depth = 0; cur instanceof Error && depth < 5; cur = cur.cause, depth++) {
+  // Duck-typed, not `instanceof Error`: errors from another realm (vm contexts, test runners) fail that.
+  let cur: unknown = e;
+  for (let depth = 0; typeof cur === 'object' && cur !== null && depth < 5; depth++) {
     const code = (cur as { code?: unknown }).code;
     if (typeof code === 'string') return code;
+    cur = (cur as { cause?: unknown }).cause;
   }
   return undefined;
 }
 
 function messageOf(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
+  const message = typeof e === 'object' && e !== null ? (e as { message?: unknown }).message : undefined;
+  return typeof message === 'string' ? message : String(e);
 }
