@@ -106,6 +106,11 @@ describe('parseConfig', () => {
     expect(config(['--region', '4', '--max-count', '20'], env)).toMatchObject({ region: 4, maxCount: 20 });
   });
 
+  it('accepts the shortest lease TTL with a margin that leaves room for a keep-alive (keep-alives every TTL/3)', () => {
+    expect(config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '500'])).toMatchObject({ leaseTtlSeconds: 2 });
+    expect(config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '4'])).toMatchObject({ leaseTtlSeconds: 4 });
+  });
+
   it('treats an empty variable as unset, except IDGEN_METRICS_LISTEN where empty turns metrics off', () => {
     expect(config([], { IDGEN_LISTEN: '', IDGEN_MAX_COUNT: '' })).toMatchObject({ listen: { port: 8080 }, maxCount: 4096 });
     expect(config([], { IDGEN_METRICS_LISTEN: '' }).metricsListen).toBeUndefined();
@@ -132,6 +137,7 @@ describe('parseConfig', () => {
     [['--workers', 'all'], /--workers must be a range/],
     [['--lease-ttl', '1'], /--lease-ttl must be an integer from 2 to 60/],
     [['--lease-ttl', '2', '--fence-margin-ms', '2000'], /--fence-margin-ms \(2000\) must be below the lease TTL \(2000 ms\)/],
+    [['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '1000'], /lease settings .* do not fit: keepAliveIntervalMs \+ keepAliveTimeoutMs/],
     [['--time-source', 'ntp'], /--time-source must be chrony or none, got "ntp"/],
     [['--max-count', '0'], /--max-count must be an integer from 1 to 65536, got "0"/],
     [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
+import { isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
 
 /** A `host:port` to listen on or advertise. */
 export interface HostPort {
@@ -339,7 +340,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     throw new ConfigError(`${nodeRaw.from} must be 1-128 characters of [A-Za-z0-9._:-], got ${JSON.stringify(nodeId)}`);
   }
 
-  return {
+  const config: ServerConfig = {
     region,
     etcd,
     etcdPrefix,
@@ -360,6 +361,40 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     requestTimeoutMs: integer('requestTimeoutMs', 100, 600_000),
     shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
     maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
+  };
+  // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
+  // so a bad combination is a configuration error (exit 2), not a crash at start-up.
+  const leaseOptions = etcdLeaseOptions(config, layout);
+  if (leaseOptions !== undefined) {
+    try {
+      resolveLeaseConfig(leaseOptions);
+    } catch (e) {
+      if (isLeaseError(e) && e.code === 'config') {
+        throw new ConfigError(`lease settings (--etcd, --etcd-prefix, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`);
+      }
+      throw e;
+    }
+  }
+  return config;
+}
+
+/**
+ * The etcd lease's options for `config` (without meter and logger), `undefined` in standalone mode.
+ * Keep-alives go every TTL/3, at most every 2 s (DESIGN §3: every 2 s with the default TTL of 6 s), so a
+ * shorter TTL still fits a keep-alive and its timeout inside TTL minus the fence margin.
+ */
+export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_LAYOUT): EtcdLeaseOptions | undefined {
+  if (config.etcd === undefined) return undefined;
+  return {
+    endpoints: config.etcd,
+    prefix: config.etcdPrefix,
+    region: config.region,
+    workers: { first: config.workers.from, last: config.workers.to },
+    nodeId: config.nodeId,
+    ttlSeconds: config.leaseTtlSeconds,
+    keepAliveIntervalMs: Math.min(2000, Math.floor((config.leaseTtlSeconds * 1000) / 3)),
+    fenceMarginMs: config.fenceMarginMs,
+    layout,
   };
 }
 

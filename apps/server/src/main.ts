@@ -8,7 +8,7 @@ import { createGuardedMinter, createTimeSourceCheck, type GuardStatus } from '@i
 import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { boot } from './boot.js';
-import { formatHostPort, parseConfig, type ServerConfig } from './config.js';
+import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
 import { createServingServer } from './http.js';
 import { createServerMetrics } from './metrics.js';
 import { createHealthService, createIdGeneratorService, nodeState, type Phase } from './service.js';
@@ -43,17 +43,7 @@ function run(config: ServerConfig): void {
   let lease: WorkerLease;
   if (config.etcd !== undefined) {
     lease = createEtcdLease(
-      {
-        endpoints: config.etcd,
-        prefix: config.etcdPrefix,
-        region: config.region,
-        workers,
-        nodeId: config.nodeId,
-        ttlSeconds: config.leaseTtlSeconds,
-        fenceMarginMs: config.fenceMarginMs,
-        meter: metrics.meter('@idgen/lease'),
-        logger: leaseLogger,
-      },
+      { ...etcdLeaseOptions(config), endpoints: config.etcd, region: config.region, meter: metrics.meter('@idgen/lease'), logger: leaseLogger },
       guard,
     );
   } else {
@@ -103,6 +93,7 @@ function run(config: ServerConfig): void {
     requestTimeoutMs: config.requestTimeoutMs,
     onRequestTimeout: () => metrics.countTimeout(),
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
+    onHandlerError: (e) => logger.warn({ err: e }, 'writing a response failed'),
   });
 
   const bootAbort = new AbortController();

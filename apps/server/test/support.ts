@@ -1,0 +1,172 @@
+// Integration-test support: starts the BUILT server (`apps/server/dist/main.js`, the app's test target
+// depends on its build) as a real process, and talks to it and to etcd over loopback.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createClient, type Client } from '@connectrpc/connect';
+import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { IdGenerator } from '@idgen/proto';
+import { spawnProcess, type ProcessHandle } from '@idgen/testing';
+
+/** The compiled entry point the tests run. */
+export const MAIN_JS = join(__dirname, '..', 'dist', 'main.js');
+
+function assertBuilt(): void {
+  if (!existsSync(MAIN_JS)) {
+    throw new Error(`${MAIN_JS} is missing: build first (npx nx run @idgen/server:build; the test target does it)`);
+  }
+}
+
+/** One pino line, parsed. */
+export type LogLine = Record<string, unknown> & { msg?: string; level?: number };
+
+/** Parses a JSON log line; `undefined` for anything else. */
+export function parseLine(line: string): LogLine | undefined {
+  try {
+    const v: unknown = JSON.parse(line);
+    return typeof v === 'object' && v !== null ? (v as LogLine) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A running `idgen-server` process. */
+export interface ServerNode {
+  readonly process: ProcessHandle;
+  /** `http://127.0.0.1:PORT` of the serving port. */
+  readonly baseUrl: string;
+  readonly port: number;
+  /** `http://127.0.0.1:PORT/metrics`, when metrics are on. */
+  readonly metricsUrl: string | undefined;
+  /** Waits for the `ready` log line and returns it. */
+  ready(timeoutMs?: number): Promise<LogLine>;
+  /** Parsed log lines so far. */
+  logs(): LogLine[];
+  /** SIGTERM, wait (never rejects). */
+  stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Runs `node dist/main.js args` and returns at once (no waiting). */
+export function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): ProcessHandle {
+  assertBuilt();
+  // The child must not inherit IDGEN_* from the developer's shell: only what the test gives it.
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) clean[k] = v;
+  return spawnProcess(process.execPath, [MAIN_JS, ...args], { env: { ...clean, ...env } });
+}
+
+/**
+ * Starts a server on free ports (`--listen 127.0.0.1:0`, metrics likewise unless `args` says otherwise)
+ * and waits until its serving port is open (not until ready: see {@link ServerNode.ready}).
+ */
+export async function startServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerNode> {
+  const full = [...args];
+  if (!full.includes('--listen') && env['IDGEN_LISTEN'] === undefined) full.push('--listen', '127.0.0.1:0');
+  if (!full.includes('--metrics-listen') && env['IDGEN_METRICS_LISTEN'] === undefined) full.push('--metrics-listen', '127.0.0.1:0');
+  const proc = spawnServer(full, env);
+  const open = parseLine(await proc.waitForLine(/"msg":"serving port open/, 15_000));
+  const listen = String(open?.['listen'] ?? '');
+  const port = Number(listen.split(':').pop());
+  const metricsFlag = full.indexOf('--metrics-listen');
+  const metricsSetting = metricsFlag >= 0 ? full[metricsFlag + 1] : env['IDGEN_METRICS_LISTEN'];
+  let metricsUrl: string | undefined;
+  if (metricsSetting !== 'off' && metricsSetting !== '') {
+    const m = parseLine(await proc.waitForLine(/"msg":"metrics listening"/, 5_000));
+    metricsUrl = String(m?.['metrics'] ?? '');
+  }
+  return {
+    process: proc,
+    baseUrl: `http://127.0.0.1:${port}`,
+    port,
+    metricsUrl,
+    async ready(timeoutMs = 20_000) {
+      return parseLine(await proc.waitForLine(/"msg":"ready"/, timeoutMs)) ?? {};
+    },
+    logs: () => proc.lines.map(parseLine).filter((l): l is LogLine => l !== undefined),
+    stop: (graceMs) => proc.stop(graceMs),
+  };
+}
+
+/** The three ways a caller reaches NextIds (DESIGN §6), each with the generated client. */
+export type Protocol = 'connect-json-http1' | 'connect-binary-h2' | 'grpc-h2';
+export const PROTOCOLS: readonly Protocol[] = ['connect-json-http1', 'connect-binary-h2', 'grpc-h2'];
+
+/** A generated IdGenerator client over `protocol`. */
+export function idClient(baseUrl: string, protocol: Protocol): Client<typeof IdGenerator> {
+  switch (protocol) {
+    case 'connect-json-http1':
+      return createClient(IdGenerator, createConnectTransport({ baseUrl, httpVersion: '1.1', useBinaryFormat: false }));
+    case 'connect-binary-h2':
+      return createClient(IdGenerator, createConnectTransport({ baseUrl, httpVersion: '2', useBinaryFormat: true }));
+    case 'grpc-h2':
+      return createClient(IdGenerator, createGrpcTransport({ baseUrl }));
+  }
+}
+
+/** Expands blocks into IDs. */
+export function idsOf(blocks: readonly { first: bigint; count: number }[]): bigint[] {
+  const out: bigint[] = [];
+  for (const b of blocks) for (let i = 0; i < b.count; i++) out.push(b.first + BigInt(i));
+  return out;
+}
+
+/** Decodes an ID with the default layout. */
+export function decode(id: bigint): { region: number; worker: number; sequence: number; timestampMs: number } {
+  const f = DEFAULT_LAYOUT.decompose(id);
+  return { region: f.region, worker: f.worker, sequence: f.sequence, timestampMs: Number(f.timestampMs) };
+}
+
+/** POSTs a raw body to an RPC path over HTTP/1.1 and returns status, headers and text. */
+export async function rawPost(
+  baseUrl: string,
+  path: string,
+  body: string | Uint8Array,
+  contentType: string,
+): Promise<{ status: number; text: string; headers: Headers }> {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': contentType },
+    body,
+    signal: AbortSignal.timeout(10_000),
+  });
+  return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/** Reads keys from etcd through its JSON gateway (no client library: the app does not depend on etcd3). */
+export async function etcdRange(clientUrl: string, key: string, prefix = false): Promise<{ key: string; value: string; lease?: string }[]> {
+  const b64 = (s: string): string => Buffer.from(s).toString('base64');
+  const body: Record<string, string> = { key: b64(key) };
+  if (prefix) {
+    // range_end = key with its last byte + 1: every key starting with `key`.
+    const end = Buffer.from(key);
+    end[end.length - 1] = (end[end.length - 1] ?? 0) + 1;
+    body['range_end'] = end.toString('base64');
+  }
+  const res = await fetch(`${clientUrl}/v3/kv/range`, {
+    method: 'POST',
+    body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(5_000),
+  });
+  const json = (await res.json()) as { kvs?: { key: string; value?: string; lease?: string }[] };
+  return (json.kvs ?? []).map((kv) => ({
+    key: Buffer.from(kv.key, 'base64').toString(),
+    value: kv.value === undefined ? '' : Buffer.from(kv.value, 'base64').toString(),
+    ...(kv.lease !== undefined ? { lease: kv.lease } : {}),
+  }));
+}
+
+/** Polls `check` every 50 ms until it returns true; rejects with `what` after `timeoutMs`. */
+export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
+  const start = Date.now();
+  for (;;) {
+    if (await check()) return;
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Sleeps. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
