@@ -1,0 +1,40 @@
+/**
+ * The ceiling of the serving stack for `bench:server`: a bare `node:http2` server (h2c) that reads each
+ * request body and answers with a fixed body, nothing else. Started as a child process by the benchmark,
+ * like the real server, so both are loaded the same way. Uses the core `stream` API (the cheapest way to
+ * answer in `node:http2`), so the figure is the stack's ceiling, not a framework's.
+ *
+ * Usage: `node bare-http2-server.js <port> <hex body>`; prints `listening <port>` when ready.
+ */
+import { constants, createServer } from 'node:http2';
+
+function main(): void {
+  const port = Number(process.argv[2]);
+  const body = Buffer.from(process.argv[3] ?? '', 'hex');
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    process.stderr.write('usage: bare-http2-server <port> <hex body>\n');
+    process.exit(2);
+  }
+  const server = createServer({ settings: { maxConcurrentStreams: 128 } });
+  server.on('stream', (stream) => {
+    stream.on('data', () => {
+      // the request body is read and dropped: the answer is fixed
+    });
+    stream.on('end', () => {
+      stream.respond({ [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/proto' });
+      stream.end(body);
+    });
+    stream.on('error', () => {
+      // a load generator that goes away mid-stream is not an error of the ceiling
+    });
+  });
+  server.listen(port, '127.0.0.1', () => process.stdout.write(`listening ${port}\n`));
+  const stop = (): void => {
+    server.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+}
+
+main();
