@@ -174,7 +174,14 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     handler,
   );
   const h1server = createHttp1Server(
-    { maxHeaderSize: 16 * 1024, requestTimeout: options.requestTimeoutMs, headersTimeout: Math.min(10_000, options.requestTimeoutMs), keepAliveTimeout: 5_000 },
+    {
+      maxHeaderSize: 16 * 1024,
+      requestTimeout: options.requestTimeoutMs,
+      headersTimeout: Math.min(10_000, options.requestTimeoutMs),
+      keepAliveTimeout: 5_000,
+      // How often node:http enforces the two timeouts above (default 30 s).
+      connectionsCheckingInterval: Math.min(1_000, options.requestTimeoutMs),
+    },
     handler,
   );
   // Connection bookkeeping of node:http (headersTimeout, requestTimeout) starts on 'listening'; this server
@@ -198,9 +205,14 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       return;
     }
     let head: Buffer = Buffer.alloc(0);
+    // A connection must say which protocol it speaks within the request deadline.
+    const sniffDeadline = setTimeout(() => socket.destroy(), options.requestTimeoutMs);
+    sniffDeadline.unref();
+    socket.once('close', () => clearTimeout(sniffDeadline));
     const sniff = (chunk: Buffer): void => {
       head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
       if (head.length < 3) return;
+      clearTimeout(sniffDeadline);
       socket.off('data', sniff);
       socket.pause();
       socket.unshift(head);

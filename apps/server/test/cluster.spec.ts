@@ -9,7 +9,9 @@ import {
   etcdRange,
   idClient,
   idsOf,
+  rawGrpc,
   rawPost,
+  stallAfter,
   startServer,
   type LogLine,
   type ServerNode,
@@ -24,7 +26,7 @@ let readyLines: LogLine[] = [];
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  const args = ['--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', '4'];
+  const args = ['--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--request-timeout-ms', '1500'];
   nodes = await Promise.all([startServer([...args, '--node-id', 'node-a']), startServer([...args, '--node-id', 'node-b'])]);
   readyLines = await Promise.all(nodes.map((n) => n.ready()));
 });
@@ -166,6 +168,37 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
       statuses.add(r.status);
     }
     expect([...statuses].every((s) => s === 200 || s === 400)).toBe(true);
+    await stillServing(node(1));
+  });
+
+  it('bytes that are not protobuf over gRPC and gRPC-Web: INVALID_ARGUMENT (3), not INTERNAL', async () => {
+    const broken = new Uint8Array([0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+    const grpc = await rawGrpc(node(0).baseUrl, nextIds, broken);
+    expect(grpc).toMatchObject({ status: 200, grpcStatus: '3' });
+    expect(grpc.grpcMessage).toMatch(/^parse binary/);
+    const frame = new Uint8Array([0, 0, 0, 0, 2, 0xff, 0xff]);
+    const web = await fetch(`${node(0).baseUrl}${nextIds}`, { method: 'POST', headers: { 'content-type': 'application/grpc-web+proto' }, body: frame });
+    const body = Buffer.from(await web.arrayBuffer());
+    expect(body[0]).toBe(0x80);
+    expect(body.subarray(5).toString()).toMatch(/grpc-status: 3\r\n/);
+    // A well-formed gRPC frame still works: count=3.
+    const ok = await rawGrpc(node(0).baseUrl, nextIds, new Uint8Array([0x08, 0x03]));
+    expect(ok).toMatchObject({ status: 200, grpcStatus: '0' });
+    await stillServing(node(0));
+  });
+
+  it('a gRPC message above the size limit: RESOURCE_EXHAUSTED (8)', async () => {
+    const res = await rawGrpc(node(1).baseUrl, nextIds, new Uint8Array(200_000).fill(0x78));
+    expect(res.grpcStatus).toBe('8');
+    await stillServing(node(1));
+  });
+
+  it('a body that never finishes, headers that never end, a connection that says nothing: cut at the deadline', async () => {
+    const port = node(1).port;
+    const slowBody = await stallAfter(port, `POST ${nextIds} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"cou`, 20_000);
+    const slowHeaders = await stallAfter(port, `POST ${nextIds} HTTP/1.1\r\nhost: x\r\n`, 20_000);
+    const silent = await stallAfter(port, 'PO', 20_000);
+    for (const r of [slowBody, slowHeaders, silent]) expect(r.outcome).toBe('closed');
     await stillServing(node(1));
   });
 

@@ -143,3 +143,34 @@ describe('a clean stop (SIGTERM)', () => {
     expect((await next.stop()).code).toBe(0);
   });
 });
+
+describe('etcd unreachable at boot', () => {
+  it('keeps retrying with backoff: alive, not ready, refusing with UNAVAILABLE; ready once etcd answers', async () => {
+    const stalled = await startEtcd();
+    stalled.pause();
+    try {
+      const node = await startServer([
+        '--region', String(REGION), '--etcd', stalled.clientUrl, '--time-source', 'none', '--lease-ttl', String(TTL_SECONDS),
+        '--workers', '11-11', '--node-id', 'patient-node', '--metrics-listen', 'off',
+      ]);
+      await sleep(3_000);
+      expect(node.process.exitStatus()).toBeUndefined();
+      expect((await fetch(`${node.baseUrl}/healthz`)).status).toBe(200);
+      expect((await fetch(`${node.baseUrl}/readyz`)).status).toBe(503);
+      const refused = await idClient(node.baseUrl, 'grpc-h2').nextIds({ count: 1 }).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(refused?.code).toBe(Code.Unavailable);
+      expect((await idClient(node.baseUrl, 'grpc-h2').getStatus({})).state).toBe(NodeState.STARTING);
+
+      stalled.resume();
+      expect(await node.ready(60_000)).toMatchObject({ worker: 11 });
+      expect(await take(node, 1)).toHaveLength(50);
+      expect((await node.stop()).code).toBe(0);
+    } finally {
+      stalled.resume();
+      await stalled.stop();
+    }
+  });
+});

@@ -1,6 +1,8 @@
 // Integration-test support: starts the BUILT server (`apps/server/dist/main.js`, the app's test target
 // depends on its build) as a real process, and talks to it and to etcd over loopback.
 import { existsSync } from 'node:fs';
+import { connect as connectHttp2 } from 'node:http2';
+import { connect as connectTcp } from 'node:net';
 import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
@@ -169,4 +171,63 @@ export async function waitFor(what: string, check: () => Promise<boolean> | bool
 /** Sleeps. */
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** One raw gRPC call over h2c with a hand-made frame: the HTTP status and the grpc-status trailer. */
+export function rawGrpc(baseUrl: string, path: string, payload: Uint8Array): Promise<{ status: number; grpcStatus: string; grpcMessage: string }> {
+  return new Promise((resolve, reject) => {
+    const session = connectHttp2(baseUrl);
+    session.on('error', reject);
+    const frame = Buffer.alloc(5 + payload.length);
+    frame.writeUInt32BE(payload.length, 1);
+    frame.set(payload, 5);
+    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+    let status = 0;
+    let headerStatus: string | undefined;
+    let headerMessage: string | undefined;
+    stream.on('response', (h) => {
+      status = Number(h[':status']);
+      headerStatus = h['grpc-status'] as string | undefined;
+      headerMessage = h['grpc-message'] as string | undefined;
+    });
+    let trailers: Record<string, unknown> = {};
+    stream.on('trailers', (t) => {
+      trailers = t;
+    });
+    stream.on('error', reject);
+    stream.resume();
+    stream.on('close', () => {
+      session.close();
+      resolve({
+        status,
+        grpcStatus: String(trailers['grpc-status'] ?? headerStatus ?? ''),
+        grpcMessage: decodeURIComponent(String(trailers['grpc-message'] ?? headerMessage ?? '')),
+      });
+    });
+    stream.end(frame);
+  });
+}
+
+/**
+ * Opens a TCP connection, writes `bytes`, then stalls; resolves with how the server ended it
+ * (`closed` after `ms`), or `open` if it was still open after `waitMs`.
+ */
+export function stallAfter(port: number, bytes: string, waitMs: number): Promise<{ outcome: 'closed' | 'open'; ms: number; reply: string }> {
+  return new Promise((resolve) => {
+    const start = Date.now();
+    const socket = connectTcp(port, '127.0.0.1', () => socket.write(bytes));
+    let reply = '';
+    socket.on('data', (d) => {
+      reply += d.toString('latin1');
+    });
+    socket.on('error', () => undefined);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ outcome: 'open', ms: Date.now() - start, reply });
+    }, waitMs);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ outcome: 'closed', ms: Date.now() - start, reply });
+    });
+  });
 }
