@@ -1,6 +1,9 @@
 // The built server as a process, with no etcd: configuration errors, `npm start`'s command, shutdown.
+import { delimiter } from 'node:path';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { cleanupAll, freePort } from '@idgen/testing';
-import { decode, idClient, idsOf, parseLine, spawnServer, startServer } from './support.js';
+import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
+import { decode, idClient, idsOf, parseLine, spawnServer, startServer, waitFor } from './support.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());
@@ -87,5 +90,38 @@ describe("standalone mode (`npm start`'s command: --time-source none, no etcd)",
     const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 60);
     expect(String(fatal?.msg)).toContain(`cannot listen on 127.0.0.1:${first.port}`);
     expect((await first.stop()).code).toBe(0);
+  });
+});
+
+describe('the time source (--time-source chrony, the default)', () => {
+  it('is not ready on an unsynchronised clock, fences when it loses sync while running, and recovers', async () => {
+    const chrony = createChronyStub(CHRONY_UNSYNCHRONISED);
+    const node = await startServer(['--metrics-listen', 'off'], { PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}` });
+    const client = idClient(node.baseUrl, 'connect-json-http1');
+    const refusal = async (): Promise<string | undefined> =>
+      client.nextIds({ count: 1 }).then(
+        () => undefined,
+        (e: unknown) => {
+          const error = ConnectError.from(e);
+          expect(error.code).toBe(Code.Unavailable);
+          return error.metadata.get('idgen-fence-reason') ?? '';
+        },
+      );
+
+    await node.process.waitForLine(/time source unhealthy/, 10_000);
+    expect((await fetch(`${node.baseUrl}/readyz`)).status).toBe(503);
+    expect(await refusal()).toBeDefined();
+
+    chrony.say(CHRONY_HEALTHY);
+    await node.ready(15_000);
+    expect(idsOf((await client.nextIds({ count: 2 })).blocks)).toHaveLength(2);
+
+    // Losing sync while serving fences minting (checked every 5 s) until it comes back.
+    chrony.say(CHRONY_UNSYNCHRONISED);
+    await waitFor('the node to fence on the time source', async () => (await refusal()) === 'time-source', 20_000);
+    expect((await fetch(`${node.baseUrl}/readyz`)).status).toBe(503);
+    chrony.say(CHRONY_HEALTHY);
+    await waitFor('the node to serve again', async () => (await refusal()) === undefined, 20_000);
+    expect((await node.stop()).code).toBe(0);
   });
 });

@@ -1,0 +1,74 @@
+import { createGuardedMinter, createTimeSourceCheck, type GuardedMinter } from '@idgen/clock-guard';
+import { createStandaloneLease } from '@idgen/lease';
+import { cleanupAll } from '@idgen/testing';
+import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from '../test/chrony-stub.js';
+import { boot, type BootLogger } from './boot.js';
+
+interface Entry {
+  level: 'info' | 'warn' | 'error';
+  msg: string;
+  fields: Record<string, unknown>;
+}
+
+function recordingLogger(): BootLogger & { entries: Entry[] } {
+  const entries: Entry[] = [];
+  const at = (level: Entry['level']) => (fields: Record<string, unknown>, msg: string) => entries.push({ level, msg, fields });
+  return { entries, info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+let guard: GuardedMinter | undefined;
+afterEach(() => guard?.close());
+afterAll(() => cleanupAll());
+
+function parts(chronyLine: string) {
+  const stub = createChronyStub(chronyLine);
+  guard = createGuardedMinter({ region: 1 });
+  const timeSource = createTimeSourceCheck({ mode: 'chrony', guard, chronycPath: stub.path, intervalMs: 60_000 });
+  const lease = createStandaloneLease({ region: 1, workers: '3-3', nodeId: 'boot-test' }, guard);
+  return { stub, guard, timeSource, lease, logger: recordingLogger() };
+}
+
+describe('boot (DESIGN §5 steps 2-6)', () => {
+  it('checks the time source, takes the lease, registers, and logs each step with its duration', async () => {
+    const p = parts(CHRONY_HEALTHY);
+    const report = await boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal });
+    p.timeSource.stop();
+    expect(Object.keys(report.steps)).toEqual(['time-source', 'lease', 'register']);
+    for (const ms of Object.values(report.steps)) expect(ms).toBeGreaterThanOrEqual(0);
+    expect(report.lease).toMatchObject({ state: 'alive', worker: 3, mode: 'standalone' });
+    expect(p.guard.canMint()).toBe(true);
+    const done = p.logger.entries.filter((e) => e.msg.endsWith(' done')).map((e) => e.fields['step']);
+    expect(done).toEqual(['time-source', 'lease', 'register']);
+    expect(p.logger.entries.find((e) => e.fields['step'] === 'time-source' && e.msg.endsWith('done'))?.fields).toMatchObject({ healthy: true });
+  });
+
+  it('does not go past the time-source step while the clock is not synchronised (DESIGN §4), then continues', async () => {
+    const p = parts(CHRONY_UNSYNCHRONISED);
+    let finished = false;
+    const booting = boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal, timeSourceRetryMs: 50 }).then((r) => {
+      finished = true;
+      return r;
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    expect(finished).toBe(false);
+    expect(p.lease.snapshot().state).toBe('idle');
+    expect(p.guard.canMint()).toBe(false);
+    expect(p.logger.entries.some((e) => e.level === 'error' && e.msg.includes('time source unhealthy'))).toBe(true);
+    p.stub.say(CHRONY_HEALTHY);
+    const report = await booting;
+    p.timeSource.stop();
+    expect(report.lease.state).toBe('alive');
+    expect(p.guard.canMint()).toBe(true);
+  });
+
+  it('stops waiting when aborted (a SIGTERM while booting)', async () => {
+    const p = parts(CHRONY_UNSYNCHRONISED);
+    const abort = new AbortController();
+    const booting = boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: abort.signal, timeSourceRetryMs: 50 });
+    await new Promise((r) => setTimeout(r, 100));
+    abort.abort(new Error('shutting down on SIGTERM'));
+    await expect(booting).rejects.toThrow('shutting down on SIGTERM');
+    p.timeSource.stop();
+    expect(p.lease.snapshot().state).toBe('idle');
+  });
+});
