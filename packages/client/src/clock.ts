@@ -11,11 +11,14 @@ export interface ClientClock {
   schedule(fn: () => void, delayMs: number): () => void;
 }
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** The process's monotonic clock (`performance.now()`) with `setTimeout` timers. */
 export const systemClientClock: ClientClock = Object.freeze({
   monoMs: () => performance.now(),
   schedule(fn: () => void, delayMs: number): () => void {
-    const timer = setTimeout(fn, Math.max(0, delayMs));
+    // setTimeout turns anything above 2^31 − 1 ms (Infinity included) into 1 ms: clamp instead.
+    const timer = setTimeout(fn, Math.min(Math.max(0, delayMs), MAX_TIMER_MS));
     return () => clearTimeout(timer);
   },
 });

@@ -141,7 +141,8 @@ it('everything down: IdsUnavailableError once the buffer is spent, never an inve
   expect(got.length).toBeLessThanOrEqual(20);
   expect(isIdsUnavailableError(error)).toBe(true); // …then the typed error, after the deadline
   if (!isIdsUnavailableError(error)) throw error;
-  expect(error.waitedMs).toBeGreaterThanOrEqual(1000);
+  // It waited out its deadline first (Node timers may fire up to a millisecond early on performance.now()).
+  expect(error.waitedMs).toBeGreaterThanOrEqual(995);
   expect(error.attempts.length).toBeGreaterThan(0);
 });
 
