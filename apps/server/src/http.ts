@@ -27,6 +27,8 @@ export interface ServingServerOptions {
   /** Registers the Connect services. */
   readonly routes: (router: ConnectRouter) => void;
   readonly interceptors?: Interceptor[];
+  /** Answers a request before connect-es when it can (fast-path.ts); returns false to pass it on. */
+  readonly fastPath?: (req: NodeServerRequest, res: NodeServerResponse, path: string) => boolean;
   /** May the node mint now? `/readyz` 200 when true, 503 when false (DESIGN §6). Called per probe: keep cheap. */
   readonly ready: () => boolean;
   /** Extra JSON for the `/readyz` body (state, reason). */
@@ -152,7 +154,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     };
     res.once('finish', done);
     res.once('close', done);
-    connect(req, res, path ?? '');
+    if (options.fastPath?.(req, res, path ?? '') !== true) connect(req, res, path ?? '');
   };
 
   // HTTP/2 with prior knowledge (h2c: gRPC, Connect over h2) and HTTP/1.1 (Connect JSON from curl and

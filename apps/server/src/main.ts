@@ -11,7 +11,8 @@ import { boot } from './boot.js';
 import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
 import { createServingServer } from './http.js';
 import { createServerMetrics } from './metrics.js';
-import { createHealthService, createIdGeneratorService, nodeState, type Phase } from './service.js';
+import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
+import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
 
 /** Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration. */
 export const EXIT_FATAL = 1;
@@ -78,7 +79,13 @@ function run(config: ServerConfig): void {
     advertise: () => advertise,
     onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
   };
+  const fastNextIds = createNextIdsFastPath({
+    nextIds: createNextIds(serviceDeps),
+    maxBodyBytes: config.maxBodyBytes,
+    record: (code, start, ids) => metrics.recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, start, ids),
+  });
   const server = createServingServer({
+    fastPath: (req, res, path) => path === NEXT_IDS_PATH && fastNextIds(req, res),
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(serviceDeps));
       router.service(Health, createHealthService(ready));

@@ -35,6 +35,8 @@ export interface ServerMetricsHandle {
   readonly interceptor: Interceptor;
   /** Counts a request the server cancelled at its deadline. */
   countTimeout(): void;
+  /** Records one RPC answered outside connect-es (fast-path.ts): `code` undefined means ok. */
+  recordRpc(service: string, method: string, code: Code | undefined, startNs: bigint, ids: number): void;
   /** Serves Prometheus text at `/metrics` on `listen`; resolves with the bound address. */
   listen(listen: HostPort): Promise<string>;
   /** Stops the /metrics listener and the provider. */
@@ -104,6 +106,10 @@ export function createServerMetrics(): ServerMetricsHandle {
     meter: (scope) => provider.getMeter(scope),
     interceptor,
     countTimeout: () => timeouts.add(1),
+    recordRpc(service, method, code, startNs, ids) {
+      record(service, method, code === undefined ? 'ok' : codeName(code), startNs);
+      if (ids > 0) idsServed.add(ids);
+    },
     listen(listen) {
       return new Promise((resolve, reject) => {
         const s = createServer((req, res) => {

@@ -61,34 +61,41 @@ export function unavailable(reason: FenceReason, message: string): ConnectError 
   return error;
 }
 
+/** One block of consecutive IDs as the wire carries it (DESIGN §1). */
+export interface WireBlock {
+  readonly first: bigint;
+  readonly count: number;
+}
+
 /**
- * The `idgen.v1.IdGenerator` handlers. NextIds is synchronous and touches nothing but the guard: no etcd,
- * no I/O on the path of an ID (DESIGN §2).
+ * NextIds without the protocol: `count` IDs as blocks, or a ConnectError (INVALID_ARGUMENT naming the range,
+ * UNAVAILABLE with the fence reason). Synchronous, and touches nothing but the guard: no etcd, no I/O on
+ * the path of an ID (DESIGN §2). Shared by the Connect handler and the fast path (fast-path.ts).
  */
-export function createIdGeneratorService(deps: ServiceDeps): ServiceImpl<typeof IdGenerator> {
+export function createNextIds(deps: Pick<ServiceDeps, 'guard' | 'maxCount' | 'onUnexpected'>): (count: number) => WireBlock[] {
   const { guard, maxCount } = deps;
   const rangeMessage = `count must be from 1 to ${maxCount}`;
+  return (count) => {
+    if (!(count >= 1 && count <= maxCount)) {
+      throw new ConnectError(`${rangeMessage}, got ${count}`, Code.InvalidArgument);
+    }
+    try {
+      // MintedBlock also carries its millisecond; the wire carries only (first, count): structurally a WireBlock.
+      return guard.nextBlock(count);
+    } catch (e) {
+      if (isFencedError(e)) throw unavailable(e.reason, e.message);
+      deps.onUnexpected?.(e);
+      throw new ConnectError('internal error while minting', Code.Internal);
+    }
+  };
+}
+
+/** The `idgen.v1.IdGenerator` handlers. */
+export function createIdGeneratorService(deps: ServiceDeps): ServiceImpl<typeof IdGenerator> {
+  const nextIds = createNextIds(deps);
   return {
     nextIds(request) {
-      const count = request.count;
-      if (count < 1 || count > maxCount) {
-        throw new ConnectError(`${rangeMessage}, got ${count}`, Code.InvalidArgument);
-      }
-      let blocks;
-      try {
-        blocks = guard.nextBlock(count);
-      } catch (e) {
-        if (isFencedError(e)) throw unavailable(e.reason, e.message);
-        deps.onUnexpected?.(e);
-        throw new ConnectError('internal error while minting', Code.Internal);
-      }
-      // MintedBlock carries its millisecond too; the wire carries only (first, count) (DESIGN §1).
-      const out = new Array<{ first: bigint; count: number }>(blocks.length);
-      for (let i = 0; i < blocks.length; i++) {
-        const b = blocks[i] as { first: bigint; count: number };
-        out[i] = { first: b.first, count: b.count };
-      }
-      return { blocks: out };
+      return { blocks: nextIds(request.count) };
     },
     getStatus() {
       return statusResponse(deps);
