@@ -1,0 +1,132 @@
+import { join } from 'node:path';
+import { cleanupAll, spawnProcess, startEtcd, tsNodeArgs } from '@idgen/testing';
+import type { EtcdServer, ProcessHandle } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { leaseKeys, parseLastMsRecord } from './records.js';
+import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(180_000);
+
+const CHILD = join(__dirname, '..', 'test', 'hold-slot.ts');
+let etcd: EtcdServer;
+let kv: Etcd3;
+const leases: WorkerLease[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  kv = new Etcd3({ hosts: [etcd.clientUrl] });
+});
+
+afterAll(async () => {
+  await Promise.all(leases.map((l) => l.release()));
+  kv?.close();
+  await cleanupAll();
+});
+
+const TTL_MS = 3000;
+
+function options(prefix: string, workers: string, nodeId: string): EtcdLeaseOptions {
+  return {
+    endpoints: [etcd.clientUrl],
+    prefix,
+    region: 2,
+    workers,
+    nodeId,
+    ttlSeconds: TTL_MS / 1000,
+    keepAliveIntervalMs: 500,
+    keepAliveTimeoutMs: 400,
+    fenceMarginMs: 1000,
+    requestTimeoutMs: 1000,
+    backoff: { initialMs: 50, maxMs: 300 },
+  };
+}
+
+function child(o: EtcdLeaseOptions): ProcessHandle {
+  return spawnProcess(process.execPath, tsNodeArgs(CHILD), { env: { ...process.env, IDGEN_TEST_LEASE: JSON.stringify(o) } });
+}
+
+interface ChildEvent {
+  event: string;
+  [k: string]: unknown;
+}
+
+async function event(p: ProcessHandle, pattern: RegExp, timeoutMs = 30_000): Promise<ChildEvent> {
+  return JSON.parse(await p.waitForLine(pattern, timeoutMs)) as ChildEvent;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+describe('holders in child processes', () => {
+  it('unclean end (SIGKILL): the next holder waits until last-ms + TTL + 10 ms', async () => {
+    const prefix = uniquePrefix('unclean');
+    const holder = child(options(prefix, '9-9', 'doomed'));
+    const alive = await event(holder, /"event":"alive"/);
+    expect(alive).toMatchObject({ region: 2, worker: 9 });
+    console.log(
+      `child process start to mint-ready slot: ${(alive['uptimeMs'] as number).toFixed(0)} ms ` +
+        `(of which TypeScript loading before the script ran: ${(alive['scriptStartMs'] as number).toFixed(0)} ms)`,
+    );
+    await sleep(1200); // a few keep-alives and mints
+
+    holder.signal('SIGKILL');
+    const killedWall = Date.now();
+    const killedMono = performance.now();
+    await holder.exited;
+    const mintedLines = holder.lines.filter((l) => l.includes('"minted"'));
+    const lastPrinted = JSON.parse(mintedLines.at(-1) ?? '{"lastMinted":-1}') as { lastMinted: number };
+    const record = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 2, 9)).string()) ?? '');
+    expect(record.released).toBe(false);
+    expect(record.nodeId).toBe('doomed');
+
+    const target = new RecordingTarget('next');
+    const next = createEtcdLease(options(prefix, '9-9', 'successor'), target);
+    leases.push(next);
+    const states: string[] = [];
+    next.on('state', (s) => states.push(s.state));
+    // the slot is busy until etcd expires the killed holder's lease; keep trying
+    for (;;) {
+      try {
+        await next.start();
+        break;
+      } catch {
+        await sleep(50);
+      }
+    }
+    const assign = target.of('assign')[0];
+    const floor = record.ms + TTL_MS + 10;
+    expect(assign?.assignment?.floorMs).toBe(floor);
+    expect(assign?.wall).toBeGreaterThan(floor);
+    expect(assign?.wall).toBeGreaterThan(lastPrinted.lastMinted);
+    expect(states).toContain('waiting-for-floor');
+    const waited = (assign?.mono ?? 0) - killedMono;
+    console.log(
+      `takeover after SIGKILL: next holder minting ${waited.toFixed(0)} ms after the kill ` +
+        `(lease expiry + floor wait; floor = last-ms ${record.ms} + ${TTL_MS} + 10 = ${floor}, ` +
+        `${floor - killedWall} ms after the kill on the wall clock; assigned at wall ${assign?.wall ?? 0})`,
+    );
+  });
+
+  it('20 child processes race for 5 slots: exactly 5 win', async () => {
+    const prefix = uniquePrefix('race-procs');
+    const procs = Array.from({ length: 20 }, (_, i) => child(options(prefix, '20-24', `proc-${i}`)));
+    const outcomes = await Promise.all(procs.map((p) => event(p, /"event":"(alive|no-free-worker|error)"/, 90_000)));
+    const winners = outcomes.filter((o) => o.event === 'alive');
+    const losers = outcomes.filter((o) => o.event === 'no-free-worker');
+    expect(winners).toHaveLength(5);
+    expect(losers).toHaveLength(15);
+    expect(winners.map((w) => w['worker']).sort()).toEqual([20, 21, 22, 23, 24]);
+    for (const l of losers) expect(l['message']).toMatch(/all 5 slots/);
+    const uptimes = winners.map((w) => w['uptimeMs'] as number).sort((a, b) => a - b);
+    console.log(`20 processes at once on 2 cores: winners mint-ready ${uptimes.map((u) => u.toFixed(0)).join(', ')} ms after their start`);
+    // clean shutdown of the winners: SIGTERM → release
+    const alive = procs.filter((_, i) => outcomes[i]?.event === 'alive');
+    await Promise.all(alive.map((p) => p.stop(10_000)));
+    for (const p of alive) expect(p.lines.some((l) => l.includes('"released"'))).toBe(true);
+    for (let w = 20; w <= 24; w++) {
+      expect(parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 2, w)).string()) ?? '').released).toBe(true);
+    }
+  });
+});

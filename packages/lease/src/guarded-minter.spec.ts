@@ -1,0 +1,104 @@
+import { createGuardedMinter, isFencedError } from '@idgen/clock-guard';
+import type { GuardedMinter } from '@idgen/clock-guard';
+import { cleanupAll, startEtcd } from '@idgen/testing';
+import type { EtcdServer } from '@idgen/testing';
+import { createEtcdLease } from './etcd-lease.js';
+import { uniquePrefix } from './recording-target.test-helper.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(120_000);
+
+let etcd: EtcdServer;
+let guard: GuardedMinter | undefined;
+let lease: WorkerLease | undefined;
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+
+afterAll(async () => {
+  etcd?.resume();
+  await lease?.release();
+  guard?.close();
+  await cleanupAll();
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function fenceReason(g: GuardedMinter): string | undefined {
+  try {
+    g.next();
+    return undefined;
+  } catch (e) {
+    if (isFencedError(e)) return e.reason;
+    throw e;
+  }
+}
+
+describe('the lease driving a real guarded minter', () => {
+  it('mints only while the lease holds the slot; fences on a paused etcd; resumes above everything minted', async () => {
+    const g = createGuardedMinter({ region: 3 });
+    guard = g;
+    const l = createEtcdLease(
+      {
+        endpoints: [etcd.clientUrl],
+        prefix: uniquePrefix('guard'),
+        region: 3,
+        workers: '40-40',
+        ttlSeconds: 3,
+        keepAliveIntervalMs: 500,
+        keepAliveTimeoutMs: 400,
+        fenceMarginMs: 1000,
+        requestTimeoutMs: 400,
+        backoff: { initialMs: 50, maxMs: 300 },
+      },
+      g,
+    );
+    lease = l;
+    expect(fenceReason(g)).toBe('not-assigned');
+    await l.start();
+
+    const seen = new Set<bigint>();
+    const mintSome = (n: number): bigint[] => {
+      const ids: bigint[] = [];
+      for (let i = 0; i < n; i++) ids.push(g.next());
+      for (const id of ids) {
+        expect(seen.has(id)).toBe(false);
+        seen.add(id);
+      }
+      return ids;
+    };
+    const first = mintSome(1000);
+    for (const id of first) expect(g.layout.decompose(id)).toMatchObject({ region: 3, worker: 40 });
+    await sleep(1500); // keep-alives extend the guard's deadline: still minting past the first deadline
+    mintSome(100);
+    const lastBeforePause = g.lastMintedMs();
+
+    etcd.pause();
+    const pausedAt = performance.now();
+    let fencedAt = 0;
+    while (performance.now() - pausedAt < 10_000) {
+      if (fenceReason(g) === 'lease') {
+        fencedAt = performance.now();
+        break;
+      }
+      await sleep(5);
+    }
+    expect(fencedAt).toBeGreaterThan(0);
+    expect(l.snapshot().state).not.toBe('alive');
+    await sleep(3500); // past the TTL while paused
+    expect(fenceReason(g)).toBe('lease');
+    etcd.resume();
+
+    // re-claimed (the same slot: it is the only one) above everything minted before
+    const start = performance.now();
+    while (!g.canMint() && performance.now() - start < 20_000) await sleep(20);
+    expect(g.canMint()).toBe(true);
+    const after = mintSome(1000);
+    for (const id of after) expect(g.layout.unixMsOf(id)).toBeGreaterThan(lastBeforePause);
+    console.log(`guard fenced ${(fencedAt - pausedAt).toFixed(0)} ms after SIGSTOP; minting again ${(performance.now() - start).toFixed(0)} ms after SIGCONT`);
+
+    await l.release();
+    expect(fenceReason(g)).not.toBeUndefined();
+  });
+});
