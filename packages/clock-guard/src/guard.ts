@@ -8,6 +8,8 @@ import { registerGuardMetrics, type GuardCounters } from './metrics.js';
 export const DEFAULT_MAX_ROLLBACK_MS = 10;
 /** A clock fence that lasts longer than this is fatal: the node should exit and restart (DESIGN §4). */
 export const DEFAULT_MAX_FENCE_MS = 30_000;
+/** A wall clock that does not move for this long (monotonic ms) while we wait for the next millisecond is stuck. */
+const STUCK_CLOCK_MS = 50;
 /** The most IDs one `nextBlock` call may ask for (16 milliseconds of a 12-bit sequence). */
 export const MAX_BLOCK_REQUEST = 65_536;
 
@@ -105,6 +107,8 @@ export class GuardedMinter {
   /** The fence in force including a passed deadline, as last computed. */
   private currentFence: FencedError | undefined;
   private fatalSent = false;
+  /** The wall millisecond of the last mint whose deadline check passed; -1 when none may be trusted. */
+  private checkedMs = -1;
 
   private readonly counters: GuardCounters = {
     idsMinted: 0,
@@ -140,12 +144,20 @@ export class GuardedMinter {
    * The wall clock is read *before* the deadline is checked: if the process stalls between the two, the
    * ID carries the earlier reading, which the lease still covered. Reading it after could stamp an ID with
    * a millisecond the slot's next holder may use.
+   *
+   * The monotonic deadline is read once per wall-clock millisecond, not once per ID: further IDs in a
+   * millisecond that was already checked carry that same, covered millisecond (the next holder starts at
+   * least a fence margin after the deadline and above `last-ms`), and reading the monotonic clock would
+   * otherwise be most of the cost of an ID. Standing fences (`blocked`) are checked on every ID.
    */
   next(): bigint {
     const now = this.clock.nowMs();
-    if (this.blocked !== undefined || this.clock.monoMs() >= this.deadline) throw this.refusal();
+    if (this.blocked !== undefined || (now !== this.checkedMs && this.clock.monoMs() >= this.deadline)) {
+      throw this.refusal();
+    }
     const r = (this.minter as Minter).mintOne(now);
     if (typeof r === 'bigint') {
+      this.checkedMs = now;
       this.counters.idsMinted++;
       return r;
     }
@@ -198,6 +210,7 @@ export class GuardedMinter {
       this.minter.raiseFloor(this.floor);
     }
     this.deadline = a.deadlineMonoMs;
+    this.checkedMs = -1;
     this.assigned = true;
     this.recompute();
   }
@@ -298,7 +311,14 @@ export class GuardedMinter {
         // DESIGN §4: wait for the next millisecond, and count it. The wait ends on any other reading:
         // an earlier one is then handled as a rollback by the next mint.
         this.counters.overflowWaits++;
-        this.spinWhile((now) => now === v.lastMs);
+        if (!this.spinWhile((now) => now === v.lastMs, this.clock.monoMs() + STUCK_CLOCK_MS)) {
+          // A wall clock that stops (a frozen VM clock, a faked time) would otherwise spin us forever.
+          throw new FencedError(
+            'clock-rollback',
+            `the wall clock did not advance past ${new Date(v.lastMs).toISOString()} for ${STUCK_CLOCK_MS} ms`,
+            this.clock.monoMs(),
+          );
+        }
         return;
       case 'clock-behind':
         if (v.behindMs <= this.maxRollbackMs) {
@@ -345,9 +365,11 @@ export class GuardedMinter {
   }
 
   /** Spins while `cond(wall)` holds; false if the monotonic clock reached `giveUpAtMono` first. */
-  private spinWhile(cond: (wallMs: number) => boolean, giveUpAtMono = this.clock.monoMs() + 2): boolean {
+  private spinWhile(cond: (wallMs: number) => boolean, giveUpAtMono: number): boolean {
     while (cond(this.clock.nowMs())) {
-      if (this.clock.monoMs() >= giveUpAtMono) return false;
+      // Read the wall clock once more before giving up: a process descheduled between the two reads
+      // would otherwise see time run out on a condition that already holds.
+      if (this.clock.monoMs() >= giveUpAtMono) return !cond(this.clock.nowMs());
     }
     return true;
   }
@@ -388,6 +410,7 @@ export class GuardedMinter {
     else if (!this.timeSource.healthy) next = this.fence('time-source', `time source unhealthy: ${this.timeSource.message}`);
     else if (this.clockFence !== undefined) next = this.fence(this.clockFence.reason, this.clockFence.message);
     this.blocked = next;
+    if (next !== undefined) this.checkedMs = -1;
     const effective = next ?? this.deadlineFence();
     if (effective?.reason !== this.currentFence?.reason && effective !== undefined) {
       this.counters.fences[effective.reason] = (this.counters.fences[effective.reason] ?? 0) + 1;

@@ -60,6 +60,15 @@ describe('Minter, one ID at a time', () => {
     expect(() => m.raiseFloor(Number.NaN)).toThrow(/floorMs must be a safe integer/);
   });
 
+  it('closes the current millisecond when the floor is raised onto it', () => {
+    const m = createMinter({ region: 1, worker: 3 });
+    expectId(m.mintOne(T0));
+    m.raiseFloor(T0);
+    expect(m.mintOne(T0)).toMatchObject({ kind: 'sequence-exhausted', retryAtMs: T0 + 1 });
+    expect(m.mintBlock(T0, 5)).toMatchObject({ kind: 'sequence-exhausted' });
+    expect(DEFAULT_LAYOUT.unixMsOf(expectId(m.mintOne(T0 + 1)))).toBe(T0 + 1);
+  });
+
   it('refuses a clock outside the layout lifetime', () => {
     const m = createMinter({ region: 0, worker: 0 });
     expect(m.mintOne(DEFAULT_EPOCH_MS - 1)).toMatchObject({ kind: 'clock-out-of-range' });

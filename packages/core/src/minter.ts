@@ -124,6 +124,9 @@ export class Minter {
       throw new RangeError(`floorMs must be a safe integer (Unix milliseconds), got ${String(floorMs)}`);
     }
     if (floorMs > this.floor) this.floor = floorMs;
+    // The current millisecond is now at or below the floor: close it, so the same-millisecond fast path
+    // cannot go on minting in it.
+    if (this.floor >= this.last) this.sequence = this.layout.maxSequence;
   }
 
   /** Mints one ID at Unix millisecond `nowMs`, or returns why it cannot. */

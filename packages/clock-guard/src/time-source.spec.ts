@@ -1,0 +1,142 @@
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  createGuardedMinter,
+  createTestClock,
+  createTimeSourceCheck,
+  judgeTracking,
+  parseChronyTracking,
+  readChrony,
+  type TimeSourceLogger,
+} from './index.js';
+
+// Lines as `chronyc -c tracking` prints them (chrony 4.3, Debian bookworm).
+const SYNCED =
+  'A9FEA97B,169.254.169.123,4,1732871400.123456789,0.000001234,-0.000000815,0.000012030,-12.345,0.001,0.021,0.000298147,0.000158216,64.4,Normal';
+const UNSYNCED = '7F7F0101,,10,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000000000,0.000000000,0.0,Not synchronised';
+const NO_REFERENCE = '00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,1.000000000,1.000000000,0.0,Not synchronised';
+const LARGE_OFFSET =
+  'C0A80101,192.168.1.1,3,1732871400.000000000,-0.025300000,-0.001000000,0.000200000,-10.000,0.001,0.030,0.000300000,0.000200000,64.0,Normal';
+const LEAP_INSERT =
+  'C0A80101,192.168.1.1,2,1732871400.000000000,0.000900000,0.000100000,0.000200000,-10.000,0.001,0.030,0.000300000,0.000200000,64.0,Insert second';
+
+describe('parseChronyTracking and judgeTracking', () => {
+  it('reads a synchronised line as healthy, with its offset', () => {
+    const t = parseChronyTracking(`${SYNCED}\n`);
+    expect(t).toMatchObject({ referenceId: 'A9FEA97B', referenceName: '169.254.169.123', stratum: 4, leapStatus: 'Normal' });
+    expect(t.systemTimeOffsetSeconds).toBeCloseTo(0.000001234, 12);
+    const r = judgeTracking(t);
+    expect(r.healthy).toBe(true);
+    expect(r.message).toMatch(/synchronised \(reference 169\.254\.169\.123, stratum 4, offset 0\.001 ms\)/);
+    expect(r.offsetSeconds).toBeCloseTo(0.000001234, 12);
+  });
+
+  it.each([
+    ['unsynchronised (local reference)', UNSYNCED, /not synchronised/],
+    ['no reference at all', NO_REFERENCE, /not synchronised/],
+    ['an offset beyond the 10 ms bound', LARGE_OFFSET, /-25\.300 ms off its reference, more than the 10 ms bound/],
+  ])('judges %s unhealthy, saying why', (_name, line, message) => {
+    const r = judgeTracking(parseChronyTracking(line));
+    expect(r.healthy).toBe(false);
+    expect(r.message).toMatch(message);
+  });
+
+  it('accepts a leap-second announcement and a custom bound', () => {
+    expect(judgeTracking(parseChronyTracking(LEAP_INSERT)).healthy).toBe(true);
+    expect(judgeTracking(parseChronyTracking(LEAP_INSERT), 0.5).healthy).toBe(false);
+  });
+
+  it.each([
+    ['', /expected 14 comma-separated fields/],
+    ['506 Cannot talk to daemon', /expected 14 comma-separated fields from chronyc -c tracking, got 1/],
+    [SYNCED.replace(',4,', ',four,'), /field 3 \(stratum\) is not a number/],
+    [SYNCED.replace('0.000001234', ''), /field 5 \(system time\) is not a number/],
+    [SYNCED.replace('Normal', 'Sideways'), /field 14 \(leap status\) is unknown/],
+    [SYNCED.replace('A9FEA97B', 'zz'), /field 1 \(reference ID\) is not hex/],
+  ])('refuses garbage %j', (line, message) => {
+    expect(() => parseChronyTracking(line)).toThrow(message);
+  });
+});
+
+describe('readChrony (real processes)', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'idgen-chrony-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** A stand-in `chronyc` that prints `out` and exits with `code`. */
+  function fakeChronyc(name: string, out: string, code = 0): string {
+    const path = join(dir, name);
+    writeFileSync(path, `#!/bin/sh\n[ "$1 $2" = "-c tracking" ] || { echo "bad args: $*" >&2; exit 9; }\nprintf '%s\\n' '${out}'\nexit ${code}\n`);
+    chmodSync(path, 0o755);
+    return path;
+  }
+
+  it('reads a healthy clock', async () => {
+    const r = await readChrony({ chronycPath: fakeChronyc('ok', SYNCED) });
+    expect(r).toMatchObject({ healthy: true });
+  });
+
+  it('says so when chronyc is missing', async () => {
+    const r = await readChrony({ chronycPath: join(dir, 'no-such-chronyc') });
+    expect(r.healthy).toBe(false);
+    expect(r.message).toMatch(/no-such-chronyc not found: install chrony \(apt-get install chrony\), or run with --time-source none/);
+  });
+
+  it('says so when chronyc exits non-zero', async () => {
+    const r = await readChrony({ chronycPath: fakeChronyc('fails', '506 Cannot talk to daemon', 1) });
+    expect(r.healthy).toBe(false);
+    expect(r.message).toMatch(/failed \(exit code 1\): "506 Cannot talk to daemon"/);
+  });
+
+  it('says so when the output cannot be parsed', async () => {
+    const r = await readChrony({ chronycPath: fakeChronyc('garbage', 'hello,world') });
+    expect(r.healthy).toBe(false);
+    expect(r.message).toMatch(/could not parse .* expected 14 comma-separated fields .*, got 2/);
+  });
+
+  it('fences the guard while unhealthy and lifts the fence when healthy again', async () => {
+    const clock = createTestClock();
+    const guard = createGuardedMinter({ region: 0, clock, checkIntervalMs: 0 });
+    guard.assign({ region: 0, worker: 1, floorMs: clock.nowMs() - 1, deadlineMonoMs: Number.POSITIVE_INFINITY });
+    const path = join(dir, 'switchable');
+    writeFileSync(path, `#!/bin/sh\nprintf '%s\\n' '${UNSYNCED}'\n`);
+    chmodSync(path, 0o755);
+    const logs: string[] = [];
+    const logger: TimeSourceLogger = {
+      info: (_o, m) => logs.push(`info ${m}`),
+      warn: (_o, m) => logs.push(`warn ${m}`),
+      error: (_o, m) => logs.push(`error ${m}`),
+    };
+    const check = createTimeSourceCheck({ mode: 'chrony', guard, chronycPath: path, logger, intervalMs: 60_000 });
+    try {
+      const first = await check.start();
+      expect(first.healthy).toBe(false);
+      expect(guard.status()).toMatchObject({ state: 'fenced', reason: 'time-source' });
+      writeFileSync(path, `#!/bin/sh\nprintf '%s\\n' '${SYNCED}'\n`);
+      expect((await check.readNow()).healthy).toBe(true);
+      expect(guard.status().state).toBe('serving');
+      expect(guard.status().timeSource.offsetSeconds).toBeCloseTo(0.000001234, 12);
+      expect(logs).toEqual(['error time source unhealthy: minting is fenced', 'info time source healthy']);
+    } finally {
+      check.stop();
+    }
+  });
+
+  it('turned off, trusts the clock and says so loudly', async () => {
+    const guard = createGuardedMinter({ region: 0, checkIntervalMs: 0 });
+    const warnings: string[] = [];
+    const check = createTimeSourceCheck({
+      mode: 'none',
+      guard,
+      logger: { info: () => undefined, warn: (_o, m) => warnings.push(m), error: () => undefined },
+    });
+    const r = await check.start();
+    check.stop();
+    expect(r.healthy).toBe(true);
+    expect(r.message).toMatch(/turned off/);
+    expect(warnings.join('\n')).toMatch(/TIME SOURCE CHECK TURNED OFF.*never in production/);
+  });
+});
