@@ -7,7 +7,8 @@ import { createDiscoveryReader } from './discovery.js';
 import { createEtcdLease } from './etcd-lease.js';
 import { CorruptRecordError, LayoutMismatchError, NoFreeWorkerError, isNoFreeWorkerError } from './errors.js';
 import { leaseKeys, parseLastMsRecord } from './records.js';
-import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
+import { LeaseMetrics } from './metrics.js';
+import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
 import type { LeaseState, ServingNode, WorkerLease } from './types.js';
 
 jest.setTimeout(120_000);
@@ -87,7 +88,8 @@ describe('claiming and keeping a slot', () => {
   it('claims, writes last-ms before minting, keeps alive, registers, and releases cleanly', async () => {
     const prefix = uniquePrefix('life');
     const target = new RecordingTarget('t');
-    const l = lease(options(prefix, { workers: '3-3', nodeId: 'node-a', address: '127.0.0.1:7001' }), target);
+    const recorded = createRecordingMeter();
+    const l = lease(options(prefix, { workers: '3-3', nodeId: 'node-a', address: '127.0.0.1:7001', meter: recorded.meter }), target);
     const states: LeaseState[] = [];
     l.on('state', (s) => states.push(s.state));
     expect(l.snapshot().state).toBe('idle');
@@ -113,6 +115,11 @@ describe('claiming and keeping a slot', () => {
     expect(refreshed.ms).toBeGreaterThan(first.ms);
     expect(refreshed.ms).toBeGreaterThanOrEqual(target.lastMinted);
     expect(target.deadline).toBeGreaterThan(a?.deadlineMonoMs ?? Infinity);
+    expect(recorded.counts.get(`${LeaseMetrics.churn}{event=acquired}`)).toBe(1);
+    const ages = recorded.observe(LeaseMetrics.keepAliveAge);
+    expect(ages).toHaveLength(1);
+    expect(ages[0]).toBeGreaterThanOrEqual(0);
+    expect(ages[0]).toBeLessThan(2);
 
     // discovery
     await l.register();
@@ -128,6 +135,8 @@ describe('claiming and keeping a slot', () => {
     await l.release();
     await l.release(); // idempotent
     expect(l.snapshot().state).toBe('released');
+    expect(recorded.counts.get(`${LeaseMetrics.churn}{event=released}`)).toBe(1);
+    expect(recorded.observe(LeaseMetrics.keepAliveAge)).toEqual([]);
     expect(target.events.at(-1)).toMatchObject({ kind: 'unassign', reason: 'draining' });
     expect(await kv.get(leaseKeys.worker(prefix, 1, 3)).string()).toBeNull();
     expect(await reader.list()).toEqual([]);

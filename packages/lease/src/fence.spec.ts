@@ -2,7 +2,8 @@ import { cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
+import { LeaseMetrics } from './metrics.js';
+import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
 import type { WorkerLease } from './types.js';
 
 jest.setTimeout(120_000);
@@ -46,7 +47,8 @@ describe('fence before expiry (etcd paused with SIGSTOP)', () => {
     const prefix = uniquePrefix('fence');
     const book = new SlotBook();
     const a = new RecordingTarget('old', book);
-    const la = createEtcdLease(options(prefix, 'old-holder'), a);
+    const recorded = createRecordingMeter();
+    const la = createEtcdLease({ ...options(prefix, 'old-holder'), meter: recorded.meter }, a);
     leases.push(la);
     await la.start();
     // the old holder mints all the time it may (the guard would stop at the deadline: canMint checks it)
@@ -68,6 +70,8 @@ describe('fence before expiry (etcd paused with SIGSTOP)', () => {
     expect(gap).toBeGreaterThan(0);
     expect(fence.mono).toBeGreaterThan(pausedAt);
     const mintedBeforeFence = a.lastMinted;
+    expect(recorded.counts.get(`${LeaseMetrics.churn}{event=lost}`)).toBe(1);
+    expect(recorded.counts.get(LeaseMetrics.keepAliveFailures)).toBeGreaterThan(0);
     expect(mintedBeforeFence).toBeGreaterThan(0);
 
     // keep etcd stopped well past the TTL; a second claimer starts meanwhile and keeps trying
@@ -98,6 +102,7 @@ describe('fence before expiry (etcd paused with SIGSTOP)', () => {
     expect(reassigned(holder)).toBe(true);
     await sleep(3000);
     clearInterval(minting);
+    expect(recorded.counts.get(`${LeaseMetrics.churn}{event=acquired}`)).toBe(holder === a ? 2 : 1);
     const reassign = holder.of('assign').filter((e) => e.mono > fence.mono)[0];
     // the new holder's floor is above every millisecond the old holder minted in
     expect(reassign?.assignment?.floorMs).toBeGreaterThan(mintedBeforeFence);

@@ -1,3 +1,5 @@
+import { createNoopMeter } from '@opentelemetry/api';
+import type { Attributes, Counter, Meter, ObservableCallback, ObservableGauge } from '@opentelemetry/api';
 import type { WorkerAssignment } from '@idgen/clock-guard';
 import type { LeaseTarget } from './types.js';
 
@@ -108,4 +110,43 @@ let counter = 0;
 export function uniquePrefix(name: string): string {
   counter += 1;
   return `/idgen-test/${name}-${process.pid}-${counter}`;
+}
+
+/** A Meter that records counter additions and gauge callbacks (the SDK belongs to apps, not packages). */
+export function createRecordingMeter(): {
+  meter: Meter;
+  counts: Map<string, number>;
+  /** Runs the observable callbacks of `name` and returns what they observed. */
+  observe(name: string): number[];
+} {
+  const counts = new Map<string, number>();
+  const callbacks = new Map<string, Set<ObservableCallback>>();
+  const base = createNoopMeter();
+  const meter: Meter = Object.assign(Object.create(base) as Meter, {
+    createCounter(name: string): Counter {
+      return {
+        add(v: number, attrs?: Attributes) {
+          const key = attrs === undefined || Object.keys(attrs).length === 0 ? name : `${name}{${Object.entries(attrs).map(([k, x]) => `${k}=${String(x)}`).join(',')}}`;
+          counts.set(key, (counts.get(key) ?? 0) + v);
+        },
+      };
+    },
+    createObservableGauge(name: string): ObservableGauge {
+      const set = callbacks.get(name) ?? new Set<ObservableCallback>();
+      callbacks.set(name, set);
+      return {
+        addCallback: (cb: ObservableCallback) => void set.add(cb),
+        removeCallback: (cb: ObservableCallback) => void set.delete(cb),
+      };
+    },
+  });
+  return {
+    meter,
+    counts,
+    observe(name) {
+      const seen: number[] = [];
+      for (const cb of callbacks.get(name) ?? []) void cb({ observe: (v: number) => void seen.push(v) });
+      return seen;
+    },
+  };
 }

@@ -30,6 +30,23 @@ describe('startEtcd', () => {
     await etcd.stop();
   });
 
+  it('restarts on the same port and data dir, keeping the data', async () => {
+    const etcd = await startEtcd();
+    const put = await fetch(`${etcd.clientUrl}/v3/kv/put`, {
+      method: 'POST',
+      body: JSON.stringify({ key: Buffer.from('k').toString('base64'), value: Buffer.from('v').toString('base64') }),
+    });
+    expect(put.ok).toBe(true);
+    const oldPid = etcd.pid;
+    await etcd.restart({ hard: true, downMs: 100 });
+    expect(etcd.pid).not.toBe(oldPid);
+    const got = (await (
+      await fetch(`${etcd.clientUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('k').toString('base64') }) })
+    ).json()) as { kvs?: { value: string }[] };
+    expect(Buffer.from(got.kvs?.[0]?.value ?? '', 'base64').toString()).toBe('v');
+    await etcd.stop();
+  });
+
   it('fails with what to install when etcd is not on PATH', async () => {
     const saved = process.env['PATH'];
     process.env['PATH'] = '/nonexistent-dir-for-idgen-test';

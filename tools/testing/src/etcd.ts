@@ -59,6 +59,8 @@ export interface EtcdServer {
   resume(): void;
   /** SIGKILL (data dir kept until stop/cleanup). */
   kill(): Promise<ProcessExit>;
+  /** Stops (SIGTERM) or, if `hard`, kills the process, then starts it again on the same ports and data dir. */
+  restart(options?: { hard?: boolean; downMs?: number }): Promise<void>;
 }
 
 interface MemberPorts {
@@ -136,10 +138,8 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const ports: MemberPorts = { name, clientPort: await freePort(), peerPort: await freePort() };
   const { dir, owned } = await prepareDataDir(options.dataDir, 'idgen-etcd');
   const clientUrl = `http://127.0.0.1:${ports.clientPort}`;
-  const proc = spawnProcess(
-    binary,
-    memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`),
-  );
+  const args = memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`);
+  let proc = spawnProcess(binary, args);
   let stopped = false;
   const stop = async (): Promise<void> => {
     if (stopped) return;
@@ -149,8 +149,9 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
     await owned?.remove();
   };
   const untrack = track({ cleanup: stop, cleanupSync: () => undefined /* the process and dir hooks cover it */ });
+  const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
   try {
-    await waitHealthy(proc, clientUrl, options.readyTimeoutMs ?? 15_000, `etcd ${name}`);
+    await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd ${name}`);
   } catch (e) {
     await stop();
     throw e;
@@ -158,13 +159,25 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   return {
     endpoint: `127.0.0.1:${ports.clientPort}`,
     clientUrl,
-    pid: proc.pid,
+    get pid() {
+      return proc.pid;
+    },
     dataDir: dir,
-    process: proc,
+    get process() {
+      return proc;
+    },
     stop,
     pause: () => proc.signal('SIGSTOP'),
     resume: () => proc.signal('SIGCONT'),
     kill: () => proc.kill(),
+    async restart(o = {}) {
+      if (stopped) throw new Error(`etcd ${name} was stopped; start a new one`);
+      if (o.hard === true) await proc.kill();
+      else await proc.stop(5000);
+      if (o.downMs !== undefined) await new Promise((r) => setTimeout(r, o.downMs));
+      proc = spawnProcess(binary, args);
+      await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd ${name} (restarted)`);
+    },
   };
 }
 
