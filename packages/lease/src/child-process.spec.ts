@@ -111,7 +111,16 @@ describe('holders in child processes', () => {
 
   it('20 child processes race for 5 slots: exactly 5 win', async () => {
     const prefix = uniquePrefix('race-procs');
-    const procs = Array.from({ length: 20 }, (_, i) => child(options(prefix, '20-24', `proc-${i}`)));
+    // A long TTL here: 20 processes loading at once on 2 cores can starve a winner's keep-alives, and a
+    // winner that fences gives its slot up (correctly), which would let a sixth process win.
+    const raceOptions = (i: number): EtcdLeaseOptions => ({
+      ...options(prefix, '20-24', `proc-${i}`),
+      ttlSeconds: 20,
+      keepAliveIntervalMs: 1000,
+      keepAliveTimeoutMs: 900,
+      requestTimeoutMs: 5000,
+    });
+    const procs = Array.from({ length: 20 }, (_, i) => child(raceOptions(i)));
     const outcomes = await Promise.all(procs.map((p) => event(p, /"event":"(alive|no-free-worker|error)"/, 90_000)));
     const winners = outcomes.filter((o) => o.event === 'alive');
     const losers = outcomes.filter((o) => o.event === 'no-free-worker');
@@ -119,6 +128,7 @@ describe('holders in child processes', () => {
     expect(losers).toHaveLength(15);
     expect(winners.map((w) => w['worker']).sort()).toEqual([20, 21, 22, 23, 24]);
     for (const l of losers) expect(l['message']).toMatch(/all 5 slots/);
+    for (const p of procs) expect(p.lines.filter((l) => l.includes('"unassigned"'))).toEqual([]);
     const uptimes = winners.map((w) => w['uptimeMs'] as number).sort((a, b) => a - b);
     console.log(`20 processes at once on 2 cores: winners mint-ready ${uptimes.map((u) => u.toFixed(0)).join(', ')} ms after their start`);
     // clean shutdown of the winners: SIGTERM → release

@@ -176,7 +176,10 @@ describe('claiming and keeping a slot', () => {
       const prefix = uniquePrefix(`race-${round}`);
       const book = new SlotBook();
       const targets = Array.from({ length: 20 }, (_, i) => new RecordingTarget(`c${i}`, book));
-      const ls = targets.map((t) => lease(options(prefix, { workers: '10-14' }), t));
+      // TTL 6 s: a loaded machine must not fence a winner mid-round (its slot would go to a sixth claimer)
+      const ls = targets.map((t) =>
+        lease(options(prefix, { workers: '10-14', ttlSeconds: 6, keepAliveIntervalMs: 1000, keepAliveTimeoutMs: 800 }), t),
+      );
       const results = await Promise.allSettled(ls.map((l) => l.start()));
       const won = results.filter((r) => r.status === 'fulfilled').length;
       const lost = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
@@ -190,6 +193,7 @@ describe('claiming and keeping a slot', () => {
       const workers = targets.flatMap((t) => (t.assignment ? [t.assignment.worker] : [])).sort();
       expect(workers).toEqual([10, 11, 12, 13, 14]);
       expect(book.violations).toEqual([]);
+      expect(targets.flatMap((t) => t.of('unassign'))).toEqual([]);
       await Promise.all(leases.splice(0).map((l) => l.release()));
     }
   });

@@ -320,6 +320,7 @@ class EtcdWorkerLease implements WorkerLease {
       const candidates = this.candidates();
       for (const c of candidates) {
         this.checkSession(s);
+        this.lifetime.signal.throwIfAborted(); // released meanwhile: claim nothing more
         const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
         const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
         const holder: WorkerRecord = { nodeId, kind: this.cfg.kind, address: this.address, startedAt: new Date(clock.nowMs()).toISOString() };
