@@ -1,1 +1,25 @@
-export const PLACEHOLDER = true;
+/**
+ * `@idgen/chaos`: `npm run chaos` (issue 7). The entry points are `dist/main.js` (the run) and
+ * `dist/caller.js` (one caller process); this surface is the schedule and the verifier, for tests and reuse.
+ *
+ * @packageDocumentation
+ */
+export { FAULT_KINDS, createRandom, createSchedule, formatFault } from './schedule.js';
+export type { Fault, FaultKind, Schedule, ScheduleOptions } from './schedule.js';
+export { MAX_REPORTED, checkClockBound, checkHandedOut, checkHolders, expandBlocks, findDuplicates, outageWindows } from './verify.js';
+export type {
+  CallerTimeline,
+  ClockBoundReport,
+  DuplicateReport,
+  HandedOutReport,
+  HolderReport,
+  Holding,
+  HoldingSpan,
+  OutageReport,
+  ReceivedBlock,
+  Window,
+} from './verify.js';
+export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
+export type { NodeMetrics } from './node-metrics.js';
+export { callerFiles, decodeIds, decodeTimes, encodeIds, encodeTimes, probeBlocksFile, readBlocksFile, readCallerRecords } from './records.js';
+export type { BlockLine, CallerRecords, FailureLine } from './records.js';

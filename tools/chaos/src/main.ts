@@ -1,0 +1,136 @@
+/**
+ * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
+ *
+ * `node tools/chaos/dist/main.js [--duration 60] [--seed N] [--out DIR] [--callers 3] [--nodes 4] [--slots 3]
+ *  [--rate 1000] [--lease-ttl 3]`
+ *
+ * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
+ * 130 interrupted (everything started is cleaned up either way).
+ */
+import { randomInt } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { cleanupAll } from '@idgen/testing';
+import { formatReport, reportJson } from './report.js';
+import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
+import { createSchedule, formatFault } from './schedule.js';
+
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>]
+  --duration   seconds of load with faults (default 60; from 60 on every fault kind runs, longer runs repeat them)
+  --seed       schedule seed (default random, printed: the same seed gives the same schedule)
+  --out        keep every artifact (caller ID files, node logs, report.json) in this directory
+  --callers    caller processes (default 3)
+  --nodes      generator nodes (default 4)
+  --slots      worker slots the nodes share (default 3: one node is a spare)
+  --rate       IDs per second per caller (default 1000)
+  --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)`;
+
+function say(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
+function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain'> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      duration: { type: 'string', default: '60' },
+      seed: { type: 'string' },
+      out: { type: 'string' },
+      callers: { type: 'string', default: '3' },
+      nodes: { type: 'string', default: '4' },
+      slots: { type: 'string', default: '3' },
+      rate: { type: 'string', default: '1000' },
+      'lease-ttl': { type: 'string', default: '3' },
+      help: { type: 'boolean', short: 'h' },
+    },
+    strict: true,
+  });
+  if (values.help === true) {
+    say(USAGE);
+    process.exit(0);
+  }
+  const int = (name: string, v: string | undefined, min: number, max: number): number => {
+    const x = Number(v);
+    if (v === undefined || !/^\d+$/.test(v) || x < min || x > max) throw new RangeError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+    return x;
+  };
+  const nodes = int('nodes', values.nodes, 1, 16);
+  const slots = int('slots', values.slots, 1, 128);
+  return {
+    durationMs: int('duration', values.duration, 20, 24 * 3600) * 1000,
+    seed: values.seed === undefined ? randomInt(2 ** 31) : int('seed', values.seed, 0, 2 ** 32 - 1),
+    ...(values.out !== undefined ? { outDir: values.out } : {}),
+    callers: int('callers', values.callers, 1, 32),
+    nodes,
+    slots,
+    rate: int('rate', values.rate, 10, 100_000),
+    leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
+    region: 1,
+  };
+}
+
+async function main(): Promise<number> {
+  let flags;
+  try {
+    flags = parse(process.argv.slice(2));
+  } catch (e) {
+    process.stderr.write(`chaos: ${e instanceof Error ? e.message : String(e)}\n${USAGE}\n`);
+    return 2;
+  }
+  const paths = defaultPaths(__dirname);
+  if (!existsSync(paths.serverMain)) {
+    process.stderr.write(`chaos: ${paths.serverMain} is missing: build the server first (npx nx run @idgen/server:build; npm run chaos builds both)\n`);
+    return 1;
+  }
+
+  const abort = new AbortController();
+  let interrupted = false;
+  const onSignal = (sig: string): void => {
+    if (interrupted) return;
+    interrupted = true;
+    say(`\nchaos: ${sig}: stopping and cleaning up`);
+    abort.abort(new Error(sig));
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // A crash still cleans up: the registry's exit hook SIGKILLs what is left and removes temp dirs.
+  process.on('uncaughtException', (e) => {
+    process.stderr.write(`chaos: crashed: ${e.stack ?? e.message}\n`);
+    void cleanupAll().finally(() => process.exit(1));
+  });
+
+  const schedule = createSchedule({ durationMs: flags.durationMs, seed: flags.seed, leaseTtlMs: flags.leaseTtlSeconds * 1000 });
+  say(`idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`);
+  say('fault schedule (t from the start of the load):');
+  for (const f of schedule.faults) say(`  ${formatFault(f)}`);
+  if (schedule.missing.length > 0) say(`  not fitting into ${flags.durationMs / 1000} s: ${schedule.missing.join(', ')} (use --duration 60 or more)`);
+
+  // Bounded in time (issue 7): the whole run, setup and teardown included, has a hard limit.
+  const watchdog = setTimeout(() => onSignal('watchdog (run took far longer than its duration)'), flags.durationMs + 5 * 60_000);
+  watchdog.unref();
+  const t0 = Date.now();
+  try {
+    const result = await runChaos({ ...flags, ...paths, signal: abort.signal, say });
+    const lines = formatReport(result);
+    say('');
+    for (const l of lines) say(l);
+    if (flags.outDir !== undefined) {
+      await writeFile(join(flags.outDir, 'report.txt'), `${lines.join('\n')}\n`);
+      await writeFile(join(flags.outDir, 'report.json'), reportJson(result));
+      say(`artifacts kept in ${flags.outDir}`);
+    }
+    say(`total wall time ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    return result.violations === 0 ? 0 : 1;
+  } catch (e) {
+    if (interrupted) return 130;
+    process.stderr.write(`chaos: the run failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+    return 1;
+  } finally {
+    clearTimeout(watchdog);
+    await cleanupAll().catch((e: unknown) => process.stderr.write(`chaos: cleanup: ${String(e)}\n`));
+  }
+}
+
+void main().then((code) => process.exit(code));

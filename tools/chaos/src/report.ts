@@ -1,0 +1,70 @@
+/**
+ * The printed report of a chaos run (issue 7): duration, IDs checked, faults (time, kind, target), fences,
+ * duplicates, outage windows, and a verdict.
+ */
+import type { ChaosResult } from './run.js';
+import { formatFault } from './schedule.js';
+
+const s1 = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
+const n = (x: number): string => x.toLocaleString('en-US');
+
+/** The report as text lines. */
+export function formatReport(r: ChaosResult): string[] {
+  const out: string[] = [];
+  const ok = (bad: number): string => (bad === 0 ? 'OK' : 'VIOLATED');
+  out.push('================ idgen chaos report ================');
+  out.push(`seed ${r.seed} · load ${s1(r.loadMs)} · ${r.faults.length} faults · ${r.nodeProcesses} node processes (${r.supervisorRestarts} restarted by the supervisor, ${r.spareRestarts} of them spares finding no free slot)`);
+  out.push(`reproduce: npm run chaos -- --duration ${Math.round(r.loadMs / 1000)} --seed ${r.seed}`);
+  out.push('');
+  out.push('callers:');
+  for (const c of r.callersSummary) {
+    out.push(`  caller ${c.caller}: ${n(c.ids)} IDs handed out in ${n(c.calls)} calls, ${n(c.blocks)} blocks received, ${n(c.failed)} failed calls`);
+  }
+  if (r.probeBlocks > 0) out.push(`  clock-jump probe: ${n(r.probeBlocks)} blocks of 1 ID (verified with the callers' blocks)`);
+  out.push('');
+  out.push(`rule 1, zero duplicates: ${ok(r.duplicates.duplicates + r.handedOutDuplicates.duplicates)}`);
+  out.push(`  ${n(r.duplicates.checked)} IDs received from nodes checked (every ID of every block), ${r.duplicates.duplicates} duplicates`);
+  out.push(`  ${n(r.handedOutDuplicates.checked)} IDs handed out by the clients checked, ${r.handedOutDuplicates.duplicates} duplicates`);
+  out.push(`  ${n(r.handedOut.checked)} handed-out IDs traced to a received block: ${r.handedOut.invented} invented ${ok(r.handedOut.invented)}`);
+  for (const d of [...r.duplicates.examples, ...r.handedOutDuplicates.examples, ...r.handedOut.examples].slice(0, 10)) out.push(`    ${d}`);
+  out.push(`rule 2, successive holders of a slot never overlap: ${ok(r.holders.violationCount)}`);
+  out.push(`  ${r.holders.slots} slots, ${r.holders.holdings} holdings with IDs, ${r.holders.handovers} handovers checked, ${r.holders.violationCount} violations`);
+  for (const [worker, spans] of r.holders.spans) {
+    out.push(`  worker ${worker}: ${spans.map((sp) => `${sp.holding.name}(${n(sp.ids)})`).join(' → ')}`);
+  }
+  for (const v of r.holders.violations) out.push(`    ${v}`);
+  out.push(`rule 3, no ID more than 10 ms ahead of the wall clock at arrival: ${ok(r.clock.violationCount)}`);
+  out.push(`  ${n(r.clock.blocks)} blocks checked, largest lead ${r.clock.maxLeadMs} ms (negative: every ID older than its arrival)`);
+  for (const v of r.clock.violations) out.push(`    ${v}`);
+  out.push('');
+  out.push('faults (times from load start):');
+  for (const f of r.faults) {
+    out.push(`  ${formatFault(f.fault)}`);
+    out.push(`      ran t+${s1(f.startedMs)}…t+${f.endedMs !== undefined ? s1(f.endedMs) : '?'} on ${f.target}; ${f.notes.join('; ')}`);
+    if (f.expectationMissed !== undefined) out.push(`      EXPECTATION MISSED: ${f.expectationMissed}`);
+  }
+  out.push('');
+  out.push('rule 4, outages per window (longest time one caller went without an ID; failed calls):');
+  for (const w of r.outages) {
+    const who = w.longestGapCaller >= 0 ? ` (caller ${w.longestGapCaller} from t+${s1(w.longestGapStartMs)})` : '';
+    out.push(`  ${w.window.label.padEnd(24)} t+${s1(w.window.startMs).padStart(7)}  longest gap ${String(Math.round(w.longestGapMs)).padStart(6)} ms${who}, ${w.failedCalls} failed / ${w.calls} ok calls`);
+  }
+  out.push('');
+  const fences = Object.entries(r.metrics.fences).map(([k, v]) => `${k} ${v}`).join(', ');
+  out.push(`fences (nodes' /metrics, last scrape of each process): ${fences || 'none'}`);
+  out.push(`  clock rollbacks: ${r.metrics.rollbacksWaited} waited out, ${r.metrics.rollbacksFenced} fenced; lease churn: ${Object.entries(r.metrics.leaseChurn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}; IDs minted ${n(r.metrics.idsMinted)}`);
+  out.push(`  fences logged by the guards: ${Object.entries(r.fencesByReason).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
+  out.push('');
+  out.push(`expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`);
+  out.push(`VERDICT: ${r.violations === 0 ? 'PASS' : 'FAIL'}: ${r.violations} rule violations`);
+  return out;
+}
+
+/** The result as JSON (bigints as decimal strings). */
+export function reportJson(r: ChaosResult): string {
+  return JSON.stringify(
+    { ...r, holders: { ...r.holders, spans: Object.fromEntries(r.holders.spans) } },
+    (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v),
+    2,
+  );
+}

@@ -1,0 +1,516 @@
+/**
+ * One chaos run (issue 7): a 3-member etcd cluster, `nodes` generator nodes sharing `slots` worker slots in
+ * one region, `callers` caller processes minting continuously, the seeded fault schedule, and then the
+ * verification of every ID every caller received. Loopback only; every process and directory it starts
+ * is registered with `@idgen/testing`'s cleanup registry, so an interrupt or a crash still cleans up.
+ */
+import { execFileSync } from 'node:child_process';
+import { createWriteStream, existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createConnectTransport } from '@idgen/client';
+import { startEtcdCluster, spawnProcess, tempDir, type EtcdCluster, type ProcessHandle } from '@idgen/testing';
+import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
+import { sumNodeMetrics, type NodeMetrics } from './node-metrics.js';
+import { probeBlocksFile, readBlocksFile, readCallerRecords, type BlockLine } from './records.js';
+import { createSchedule, type Fault, type Schedule } from './schedule.js';
+import {
+  checkClockBound,
+  checkHandedOut,
+  checkHolders,
+  expandBlocks,
+  findDuplicates,
+  outageWindows,
+  type ClockBoundReport,
+  type DuplicateReport,
+  type HandedOutReport,
+  type HolderReport,
+  type OutageReport,
+  type ReceivedBlock,
+  type Window,
+} from './verify.js';
+
+/** The clock bound chrony keeps (DESIGN §3: clocks within 10 ms). */
+export const CLOCK_BOUND_MS = 10;
+
+/** Options of {@link runChaos}. */
+export interface ChaosOptions {
+  readonly durationMs: number;
+  readonly seed: number;
+  /** Keep every artifact here (created if missing); default a temp dir removed at the end. */
+  readonly outDir?: string;
+  readonly callers: number;
+  readonly nodes: number;
+  readonly slots: number;
+  /** IDs per second per caller. */
+  readonly rate: number;
+  readonly leaseTtlSeconds: number;
+  readonly region: number;
+  /** `apps/server/dist/main.js`. */
+  readonly serverMain: string;
+  /** `tools/chaos/dist/caller.js`. */
+  readonly callerMain: string;
+  /** Aborts the run (SIGINT/SIGTERM): cleanup still happens. */
+  readonly signal: AbortSignal;
+  readonly say: (line: string) => void;
+}
+
+/** What happened to one scheduled fault. */
+export interface FaultRecord {
+  readonly fault: Fault;
+  /** When it began and was undone, ms from the load start. */
+  startedMs: number;
+  endedMs: number | undefined;
+  /** What it hit (`n2#1`, `etcd m3`, `etcd (all)`). */
+  target: string;
+  /** What was observed (takeover, fences, exit code), for the report. */
+  notes: string[];
+  /** Nodes that could mint (`/readyz` 200) when the fault began. */
+  servingAtStart: number;
+  /** An expectation of issue 7 that did not hold (a fence that should not happen, or one that should). */
+  expectationMissed: string | undefined;
+}
+
+/** The result of a run. */
+export interface ChaosResult {
+  readonly seed: number;
+  readonly schedule: Schedule;
+  readonly loadMs: number;
+  readonly dir: string;
+  readonly faults: readonly FaultRecord[];
+  readonly duplicates: DuplicateReport;
+  readonly handedOutDuplicates: DuplicateReport;
+  readonly handedOut: HandedOutReport;
+  readonly holders: HolderReport;
+  readonly clock: ClockBoundReport;
+  readonly outages: readonly OutageReport[];
+  readonly metrics: NodeMetrics;
+  readonly perNodeMetrics: readonly { name: string; metrics: NodeMetrics }[];
+  readonly fenceEvents: number;
+  readonly fencesByReason: Readonly<Record<string, number>>;
+  readonly nodeProcesses: number;
+  readonly supervisorRestarts: number;
+  /** Of those, spares that exited at boot because every slot was held (by design). */
+  readonly spareRestarts: number;
+  /** Blocks the run's own clock-jump probe received (verified with the callers'). */
+  readonly probeBlocks: number;
+  readonly callersSummary: readonly { caller: number; calls: number; ids: number; failed: number; blocks: number }[];
+  /** Rule violations (any: exit non-zero). */
+  readonly violations: number;
+  readonly expectationsMissed: number;
+}
+
+/** libfaketime.so.1 as TOOLCHAIN.md finds it (`dpkg -L libfaketime`); a clear error when missing. */
+export function findFaketime(): string {
+  let listing = '';
+  try {
+    listing = execFileSync('dpkg', ['-L', 'libfaketime'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+  } catch {
+    // not installed (or no dpkg)
+  }
+  const lib = listing.split('\n').find((l) => l.endsWith('libfaketime.so.1'));
+  if (lib === undefined || !existsSync(lib)) {
+    throw new Error('libfaketime not found: install Debian\'s faketime (apt-get install faketime); the chaos run needs it for clock jumps');
+  }
+  return lib;
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted || ms <= 0) {
+      resolve();
+      return;
+    }
+    const timer = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+/** Runs the whole thing. Throws on a setup failure; violations are in the result. */
+export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
+  const faketimeLib = findFaketime();
+  const ttlMs = o.leaseTtlSeconds * 1000;
+  const schedule = createSchedule({ durationMs: o.durationMs, seed: o.seed, leaseTtlMs: ttlMs });
+
+  let dir: string;
+  if (o.outDir !== undefined) {
+    await mkdir(o.outDir, { recursive: true });
+    dir = o.outDir;
+  } else {
+    dir = (await tempDir('idgen-chaos')).path; // removed by the cleanup registry
+  }
+  o.say(`run directory: ${dir}${o.outDir === undefined ? ' (removed at the end; --out keeps it)' : ''}`);
+
+  o.say('starting a 3-member etcd cluster');
+  const cluster: EtcdCluster = await startEtcdCluster(3, { readyTimeoutMs: 60_000 });
+  o.say(`  etcd: ${cluster.endpoints.join(', ')}`);
+
+  const fleet = createNodeFleet({
+    serverMain: o.serverMain,
+    faketimeLib,
+    dir,
+    etcd: cluster.endpoints,
+    region: o.region,
+    nodes: o.nodes,
+    slots: o.slots,
+    leaseTtlSeconds: o.leaseTtlSeconds,
+    say: o.say,
+  });
+  o.say(`starting ${o.nodes} generator nodes (workers 0-${o.slots - 1}, lease TTL ${o.leaseTtlSeconds} s, under libfaketime)`);
+  await fleet.startAll();
+  await fleet.waitReady(Math.min(o.slots, o.nodes), 90_000);
+  o.say(`  ready: ${fleet.incarnations.filter((i) => i.readyMs !== undefined).map((i) => `${i.name} ${i.url}`).join(', ')}`);
+
+  o.say(`starting ${o.callers} callers at ${o.rate} IDs/s each`);
+  const callers: ProcessHandle[] = [];
+  for (let i = 0; i < o.callers; i++) {
+    callers.push(
+      spawnProcess(process.execPath, [
+        o.callerMain,
+        '--index', String(i),
+        '--dir', dir,
+        '--nodes-file', fleet.nodesFile,
+        '--region', String(o.region),
+        '--rate', String(o.rate),
+        '--batch', '10',
+      ]),
+    );
+  }
+  await Promise.all(callers.map((c) => c.waitForLine(/caller started/, 30_000)));
+
+  const loadStart = Date.now();
+  const rel = (ms: number): number => ms - loadStart;
+  const scrapeTimer = setInterval(() => void fleet.scrapeAll(), 2000);
+  const records: FaultRecord[] = [];
+
+  // While a node's clock jumps, the run itself asks it for one ID every few ms, so the jump meets a mint:
+  // a small jump is then really waited out and a large one really fenced (the callers' buffered refills
+  // reach a node only a few times a second). Every block it gets is verified like a caller's.
+  const probeOut = createWriteStream(probeBlocksFile(dir), { flags: 'a' });
+  const probe = async (inc: Incarnation, untilMs: number): Promise<{ ok: number; failed: number }> => {
+    const transport = createConnectTransport({ url: inc.url, region: o.region });
+    let ok = 0;
+    let failed = 0;
+    try {
+      while (Date.now() < untilMs && !o.signal.aborted) {
+        try {
+          const blocks = await transport.nextIds(1, { signal: AbortSignal.timeout(500), timeoutMs: 500 });
+          const receivedMs = Date.now();
+          for (const b of blocks) {
+            const line: BlockLine = { node: inc.url, first: b.first.toString(), count: b.count, receivedMs };
+            probeOut.write(`${JSON.stringify(line)}\n`);
+          }
+          ok++;
+        } catch {
+          failed++;
+        }
+        await sleep(2, o.signal);
+      }
+    } finally {
+      transport.close();
+    }
+    return { ok, failed };
+  };
+
+  const pickNode = async (f: Fault): Promise<Incarnation | undefined> => {
+    let candidates = await fleet.serving();
+    // Nobody serving (an earlier fault still recovering): hit a running node anyway.
+    if (candidates.length === 0) {
+      candidates = fleet.positions.map((p) => fleet.current(p)).filter((i): i is Incarnation => i !== undefined && !i.paused);
+    }
+    candidates.sort((a, b) => a.position.localeCompare(b.position));
+    return candidates[Math.floor(f.pick * candidates.length)];
+  };
+
+  const runFault = async (f: Fault): Promise<void> => {
+    await sleep(loadStart + f.atMs - Date.now(), o.signal);
+    if (o.signal.aborted) return;
+    const servingNow = await fleet.serving();
+    const r: FaultRecord = {
+      fault: f,
+      startedMs: rel(Date.now()),
+      endedMs: undefined,
+      target: '-',
+      notes: [`${servingNow.length} serving`],
+      servingAtStart: servingNow.length,
+      expectationMissed: undefined,
+    };
+    records.push(r);
+    const until = async (): Promise<void> => sleep(loadStart + f.atMs + f.effectMs - Date.now(), o.signal);
+    const line = (): void => o.say(`  t+${(r.startedMs / 1000).toFixed(1)}s fault #${f.index} ${f.kind} → ${r.target}`);
+    switch (f.kind) {
+      case 'kill-node': {
+        const inc = await pickNode(f);
+        if (inc === undefined) break;
+        r.target = inc.name;
+        r.notes.push(`held worker ${inc.worker ?? '-'}`);
+        line();
+        await fleet.scrape(inc);
+        inc.expectedExit = true;
+        await inc.handle.kill();
+        await until();
+        if (o.signal.aborted) break;
+        const next = await fleet.start(inc.position);
+        r.notes.push(`restarted as ${next.name}`);
+        break;
+      }
+      case 'sigterm-node': {
+        const inc = await pickNode(f);
+        if (inc === undefined) break;
+        r.target = inc.name;
+        r.notes.push(`held worker ${inc.worker ?? '-'}`);
+        line();
+        await fleet.scrape(inc);
+        inc.expectedExit = true;
+        const exit = await inc.handle.stop(15_000);
+        r.notes.push(`exit code ${exit.code}${exit.signal !== null ? ` signal ${exit.signal}` : ''}`);
+        if (exit.code !== 0) r.expectationMissed = `a SIGTERM should end in a clean stop (exit 0), got code ${exit.code} signal ${exit.signal}`;
+        if (o.signal.aborted) break;
+        const next = await fleet.start(inc.position);
+        r.notes.push(`replacement ${next.name}`);
+        break;
+      }
+      case 'pause-node': {
+        const inc = await pickNode(f);
+        if (inc === undefined) break;
+        r.target = inc.name;
+        const worker = inc.worker;
+        r.notes.push(`held worker ${worker ?? '-'}`);
+        line();
+        await fleet.scrape(inc);
+        inc.paused = true;
+        inc.handle.signal('SIGSTOP');
+        const pausedAt = Date.now();
+        await until();
+        inc.handle.signal('SIGCONT');
+        inc.paused = false;
+        const takeover = fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= pausedAt);
+        if (takeover !== undefined) r.notes.push(`worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - pausedAt) / 1000).toFixed(1)} s`);
+        else r.expectationMissed = `no other node took worker ${worker ?? '-'} while ${inc.name} was stopped`;
+        break;
+      }
+      case 'etcd-leader-stop': {
+        const leader = await cluster.leader(10_000).catch(() => undefined);
+        if (leader === undefined) {
+          r.notes.push('no leader found');
+          break;
+        }
+        r.target = `etcd ${leader.name}`;
+        line();
+        await leader.stop();
+        await until();
+        await leader.start().catch((e: unknown) => r.notes.push(`restart failed: ${String(e)}`));
+        const next = await cluster.leader(10_000).catch(() => undefined);
+        r.notes.push(`new leader ${next?.name ?? 'unknown'}`);
+        break;
+      }
+      case 'etcd-cluster-stop': {
+        r.target = 'etcd (all members)';
+        line();
+        await Promise.all(cluster.members.map((m) => m.stop()));
+        await until();
+        await Promise.all(cluster.members.map((m) => m.start())).catch((e: unknown) => r.notes.push(`restart failed: ${String(e)}`));
+        break;
+      }
+      case 'etcd-pause-short':
+      case 'etcd-pause-long': {
+        r.target = 'etcd (all members, SIGSTOP)';
+        line();
+        for (const m of cluster.members) m.pause();
+        await until();
+        for (const m of cluster.members) m.resume();
+        break;
+      }
+      case 'clock-jump-small':
+      case 'clock-jump-large': {
+        const inc = await pickNode(f);
+        if (inc === undefined) break;
+        r.target = inc.name;
+        line();
+        await fleet.scrape(inc);
+        const before = inc.metrics;
+        const probing = probe(inc, loadStart + f.atMs + f.effectMs + 300);
+        await sleep(200, o.signal);
+        await fleet.setClock(inc.position, String(f.clockOffsetSeconds ?? 0));
+        await until();
+        // Back to true time: a jump forward, harmless (the guard only refuses going back).
+        await fleet.setClock(inc.position, '+0');
+        const p = await probing;
+        await fleet.scrape(inc);
+        r.notes.push(
+          `probe ${p.ok} ok / ${p.failed} refused; rollbacks waited out ${inc.metrics.rollbacksWaited - before.rollbacksWaited}, fenced ${inc.metrics.rollbacksFenced - before.rollbacksFenced}`,
+        );
+        break;
+      }
+    }
+    r.endedMs = rel(Date.now());
+  };
+
+  o.say(`load running for ${(o.durationMs / 1000).toFixed(0)} s with ${schedule.faults.length} faults`);
+  const faultRuns = schedule.faults.map((f) =>
+    runFault(f).catch((e: unknown) => {
+      o.say(`  fault #${f.index} ${f.kind} failed to run: ${e instanceof Error ? e.message : String(e)}`);
+    }),
+  );
+  await sleep(loadStart + o.durationMs - Date.now(), o.signal);
+  await Promise.all(faultRuns);
+  await new Promise<void>((resolve) => probeOut.end(resolve));
+  if (o.signal.aborted) throw new Error('interrupted');
+  const loadMs = Date.now() - loadStart;
+
+  o.say('stopping callers');
+  const callerSummaries = await Promise.all(
+    callers.map(async (c) => {
+      await c.stop(15_000);
+      const line = c.stdoutLines.find((l) => l.includes('caller stopped'));
+      return line === undefined ? undefined : (JSON.parse(line) as { index: number; calls: number; ids: number; failed: number });
+    }),
+  );
+  clearInterval(scrapeTimer);
+  await fleet.scrapeAll(); // the final scrape: every running node's counters (DESIGN §2)
+  o.say('stopping nodes and etcd');
+  await fleet.stopAll(10_000);
+  await cluster.stopAll();
+
+  o.say('verifying');
+  return verify(o, { schedule, loadStart, loadMs, dir, records, fleet, callerSummaries });
+}
+
+async function verify(
+  o: ChaosOptions,
+  s: {
+    schedule: Schedule;
+    loadStart: number;
+    loadMs: number;
+    dir: string;
+    records: FaultRecord[];
+    fleet: NodeFleet;
+    callerSummaries: ({ index: number; calls: number; ids: number; failed: number } | undefined)[];
+  },
+): Promise<ChaosResult> {
+  const all = await Promise.all(Array.from({ length: o.callers }, (_, i) => readCallerRecords(s.dir, i)));
+  const probeBlocks = await readBlocksFile(probeBlocksFile(s.dir), -1);
+  const blocks: ReceivedBlock[] = [...all.flatMap((c) => c.blocks), ...probeBlocks];
+
+  // Rule 1 over every ID a node handed to any caller, and over every ID the clients handed out.
+  const duplicates = findDuplicates(expandBlocks(blocks));
+  let handedTotal = 0;
+  for (const c of all) handedTotal += c.handedOut.length;
+  const handedAll = new BigUint64Array(handedTotal);
+  let at = 0;
+  let invented = 0;
+  let inventedChecked = 0;
+  const inventedExamples: bigint[] = [];
+  for (const c of all) {
+    handedAll.set(c.handedOut, at);
+    at += c.handedOut.length;
+    const h = checkHandedOut(c.handedOut, c.blocks);
+    invented += h.invented;
+    inventedChecked += h.checked;
+    inventedExamples.push(...h.examples);
+  }
+  const handedOutDuplicates = findDuplicates(handedAll);
+  const handedOut: HandedOutReport = { checked: inventedChecked, invented, examples: inventedExamples.slice(0, 20) };
+
+  // Rules 2 and 3.
+  const holders = checkHolders(blocks, s.fleet.holdings);
+  const clock = checkClockBound(blocks, CLOCK_BOUND_MS);
+
+  // Rule 4, per fault window (times relative to the load start).
+  const windows: Window[] = [];
+  const faults = s.schedule.faults;
+  windows.push({ label: 'warm-up (no fault)', startMs: 0, endMs: faults[0]?.atMs ?? s.loadMs });
+  faults.forEach((f, i) => {
+    const end = faults[i + 1]?.atMs ?? s.loadMs;
+    windows.push({ label: `#${f.index} ${f.kind}`, startMs: f.atMs, endMs: Math.max(end, f.atMs + 1) });
+  });
+  const timelines = all.map((c) => ({
+    caller: c.caller,
+    successMs: Array.from(c.timeline.successMs, (t) => t - s.loadStart),
+    failureMs: c.timeline.failureMs.map((t) => t - s.loadStart),
+  }));
+  const outages = outageWindows(timelines, windows, s.loadMs);
+
+  // Fence expectations, from the nodes' own log lines (one per fence, with its reason).
+  const fenceEvents = s.fleet.fences;
+  for (const r of s.records) {
+    const from = s.loadStart + r.fault.atMs;
+    const to = s.loadStart + r.fault.atMs + r.fault.effectMs;
+    const inWindow = (lo: number, hi: number, reason?: string, name?: string): number =>
+      fenceEvents.filter((e) => e.atMs >= lo && e.atMs <= hi && (reason === undefined || e.reason === reason) && (name === undefined || e.name === name) && e.source === 'guard').length;
+    const all = inWindow(from, s.loadStart + r.fault.atMs + r.fault.windowMs);
+    r.notes.push(`fences in window: ${all}`);
+    switch (r.fault.kind) {
+      case 'etcd-pause-short': {
+        const n = inWindow(from, to + 1500, 'lease');
+        if (n > 0) r.expectationMissed = `${n} lease fence(s) during a ${r.fault.effectMs} ms etcd pause (shorter than the fence window)`;
+        break;
+      }
+      case 'etcd-pause-long': {
+        const n = inWindow(from, to + 1000, 'lease');
+        // Only a node that was serving can fence; with none serving (still recovering) there is nothing to see.
+        if (n === 0 && r.servingAtStart > 0) r.expectationMissed = `no lease fence during a ${r.fault.effectMs} ms etcd pause (longer than the TTL)`;
+        break;
+      }
+      case 'clock-jump-small': {
+        const n = inWindow(from, to + 500, 'clock-rollback', r.target);
+        if (n > 0) r.expectationMissed = `${r.target} fenced on a ${(r.fault.clockOffsetSeconds ?? 0) * 1000} ms jump (within the 10 ms tolerance)`;
+        break;
+      }
+      case 'clock-jump-large': {
+        const n = inWindow(from, to, 'clock-rollback', r.target);
+        if (n === 0 && r.target !== '-' && r.servingAtStart > 0) r.expectationMissed = `${r.target} did not fence on a ${r.fault.clockOffsetSeconds ?? 0} s jump back`;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  const perNodeMetrics = s.fleet.incarnations.map((i) => ({ name: i.name, metrics: i.metrics }));
+  const metrics = sumNodeMetrics(perNodeMetrics.map((p) => p.metrics));
+  const fencesByReason: Record<string, number> = {};
+  for (const e of fenceEvents) if (e.source === 'guard') fencesByReason[e.reason] = (fencesByReason[e.reason] ?? 0) + 1;
+
+  const violations =
+    duplicates.duplicates + handedOutDuplicates.duplicates + handedOut.invented + holders.violationCount + clock.violationCount;
+  return {
+    seed: o.seed,
+    schedule: s.schedule,
+    loadMs: s.loadMs,
+    dir: s.dir,
+    faults: s.records,
+    duplicates,
+    handedOutDuplicates,
+    handedOut,
+    holders,
+    clock,
+    outages,
+    metrics,
+    perNodeMetrics,
+    fenceEvents: fenceEvents.length,
+    fencesByReason,
+    nodeProcesses: s.fleet.incarnations.length,
+    supervisorRestarts: s.fleet.restarts(),
+    spareRestarts: s.fleet.spareRestarts(),
+    probeBlocks: probeBlocks.length,
+    callersSummary: all.map((c, i) => ({
+      caller: c.caller,
+      calls: s.callerSummaries[i]?.calls ?? c.timeline.successMs.length,
+      ids: c.handedOut.length,
+      failed: c.failures.length,
+      blocks: c.blocks.length,
+    })),
+    violations,
+    expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
+  };
+}
+
+/** The chaos run's paths relative to the built `tools/chaos/dist/main.js`. */
+export function defaultPaths(distDir: string): { serverMain: string; callerMain: string } {
+  return { serverMain: join(distDir, '..', '..', '..', 'apps', 'server', 'dist', 'main.js'), callerMain: join(distDir, 'caller.js') };
+}
