@@ -43,6 +43,7 @@ export function formatReport(r: ChaosResult): string[] {
     out.push(`      ran t+${s1(f.startedMs)}…t+${f.endedMs !== undefined ? s1(f.endedMs) : '?'} on ${f.target}; ${f.notes.join('; ')}`);
     if (f.expectationMissed !== undefined) out.push(`      EXPECTATION MISSED: ${f.expectationMissed}`);
   }
+  for (const f of r.skipped) out.push(`  SKIPPED (no time left after slow recoveries): ${formatFault(f)}`);
   out.push('');
   out.push('rule 4, outages per window (longest time one caller went without an ID; failed calls):');
   for (const w of r.outages) {

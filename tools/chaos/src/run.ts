@@ -30,6 +30,12 @@ import {
   type Window,
 } from './verify.js';
 
+/** Longest a fault waits for the previous one to be recovered from (fewer nodes serving than slots). */
+const SETTLE_LIMIT_MS = 20_000;
+
+/** Load after the last fault ends, at least. */
+const TAIL_MS = 3000;
+
 /** The clock bound chrony keeps (DESIGN §3: clocks within 10 ms). */
 export const CLOCK_BOUND_MS = 10;
 
@@ -78,6 +84,8 @@ export interface ChaosResult {
   readonly loadMs: number;
   readonly dir: string;
   readonly faults: readonly FaultRecord[];
+  /** Faults not begun in time (recoveries took long); empty normally. */
+  readonly skipped: readonly Fault[];
   readonly duplicates: DuplicateReport;
   readonly handedOutDuplicates: DuplicateReport;
   readonly handedOut: HandedOutReport;
@@ -186,8 +194,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const rel = (ms: number): number => ms - loadStart;
   const scrapeTimer = setInterval(() => void fleet.scrapeAll(), 2000);
   const records: FaultRecord[] = [];
+  const skipped: Fault[] = [];
 
-  // While a node's clock jumps, the run itself asks it for one ID every few ms, so the jump meets a mint:
+  // While a node's clock jumps, the run itself asks it for one ID after another, so the jump meets a mint:
   // a small jump is then really waited out and a large one really fenced (the callers' buffered refills
   // reach a node only a few times a second). Every block it gets is verified like a caller's.
   const probeOut = createWriteStream(probeBlocksFile(dir), { flags: 'a' });
@@ -205,10 +214,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
             probeOut.write(`${JSON.stringify(line)}\n`);
           }
           ok++;
+          // Back to back (one request in flight, ~1 ms on loopback): a jump of a few ms must meet a mint.
+          await new Promise((r) => setImmediate(r));
         } catch {
           failed++;
+          await sleep(2, o.signal);
         }
-        await sleep(2, o.signal);
       }
     } finally {
       transport.close();
@@ -226,21 +237,36 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     return candidates[Math.floor(f.pick * candidates.length)];
   };
 
-  const runFault = async (f: Fault): Promise<void> => {
-    await sleep(loadStart + f.atMs - Date.now(), o.signal);
-    if (o.signal.aborted) return;
-    const servingNow = await fleet.serving();
+  // A fault starts at its planned time, or later if the previous one has not yet been recovered from
+  // (fewer than `slots` nodes serving): a fault that hits a fleet still down shows nothing. Recovery
+  // after a whole-cluster etcd stop can take longer than its window; the wait is bounded and reported.
+  const settle = async (): Promise<{ serving: Incarnation[]; waitedMs: number }> => {
+    const t0 = Date.now();
+    const want = Math.min(o.slots, o.nodes);
+    for (;;) {
+      const serving = await fleet.serving();
+      if (serving.length >= want || Date.now() - t0 >= SETTLE_LIMIT_MS || o.signal.aborted) return { serving, waitedMs: Date.now() - t0 };
+      await sleep(250, o.signal);
+    }
+  };
+
+  const runFault = async (f: Fault, notBefore: number): Promise<number> => {
+    await sleep(Math.max(loadStart + f.atMs, notBefore) - Date.now(), o.signal);
+    if (o.signal.aborted) return Date.now();
+    const settled = await settle();
+    const begin = Date.now();
+    if (o.signal.aborted) return begin;
     const r: FaultRecord = {
       fault: f,
-      startedMs: rel(Date.now()),
+      startedMs: rel(begin),
       endedMs: undefined,
       target: '-',
-      notes: [`${servingNow.length} serving`],
-      servingAtStart: servingNow.length,
+      notes: [`${settled.serving.length} serving${settled.waitedMs >= 500 ? ` (after waiting ${(settled.waitedMs / 1000).toFixed(1)} s for recovery)` : ''}`],
+      servingAtStart: settled.serving.length,
       expectationMissed: undefined,
     };
     records.push(r);
-    const until = async (): Promise<void> => sleep(loadStart + f.atMs + f.effectMs - Date.now(), o.signal);
+    const until = async (): Promise<void> => sleep(begin + f.effectMs - Date.now(), o.signal);
     const line = (): void => o.say(`  t+${(r.startedMs / 1000).toFixed(1)}s fault #${f.index} ${f.kind} → ${r.target}`);
     switch (f.kind) {
       case 'kill-node': {
@@ -311,9 +337,14 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       case 'etcd-cluster-stop': {
         r.target = 'etcd (all members)';
         line();
-        await Promise.all(cluster.members.map((m) => m.stop()));
+        // SIGKILL (a power cut): SIGTERM'd members wait for each other up to the 5 s grace, which would
+        // make the outage longer than scheduled.
+        await Promise.all(cluster.members.map((m) => m.kill()));
+        r.notes.push(`all stopped after ${((Date.now() - begin) / 1000).toFixed(1)} s`);
         await until();
+        const restart = Date.now();
         await Promise.all(cluster.members.map((m) => m.start())).catch((e: unknown) => r.notes.push(`restart failed: ${String(e)}`));
+        r.notes.push(`healthy again ${((Date.now() - restart) / 1000).toFixed(1)} s after the restart`);
         break;
       }
       case 'etcd-pause-short':
@@ -333,7 +364,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         line();
         await fleet.scrape(inc);
         const before = inc.metrics;
-        const probing = probe(inc, loadStart + f.atMs + f.effectMs + 300);
+        const probing = probe(inc, begin + f.effectMs + 300);
         await sleep(200, o.signal);
         await fleet.setClock(inc.position, String(f.clockOffsetSeconds ?? 0));
         await until();
@@ -348,16 +379,31 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       }
     }
     r.endedMs = rel(Date.now());
+    return begin;
   };
 
   o.say(`load running for ${(o.durationMs / 1000).toFixed(0)} s with ${schedule.faults.length} faults`);
-  const faultRuns = schedule.faults.map((f) =>
-    runFault(f).catch((e: unknown) => {
+  // One fault at a time, in schedule order.
+  let lastEnd = loadStart;
+  // A late fault still gets its whole window before the next one begins, so effects never overlap.
+  let notBefore = loadStart;
+  // Late starts are bounded: a fault not begun by 1.5 × the duration is skipped (and reported).
+  const startBy = loadStart + o.durationMs * 1.5 - TAIL_MS;
+  for (const f of schedule.faults) {
+    if (o.signal.aborted) break;
+    if (Date.now() > startBy) {
+      skipped.push(f);
+      continue;
+    }
+    const began = await runFault(f, notBefore).catch((e: unknown) => {
       o.say(`  fault #${f.index} ${f.kind} failed to run: ${e instanceof Error ? e.message : String(e)}`);
-    }),
-  );
-  await sleep(loadStart + o.durationMs - Date.now(), o.signal);
-  await Promise.all(faultRuns);
+      return Date.now();
+    });
+    notBefore = began + f.windowMs;
+    lastEnd = Date.now();
+  }
+  // The load runs its duration, and at least the tail after a fault that started late.
+  await sleep(Math.max(loadStart + o.durationMs, lastEnd + TAIL_MS) - Date.now(), o.signal);
   await new Promise<void>((resolve) => probeOut.end(resolve));
   if (o.signal.aborted) throw new Error('interrupted');
   const loadMs = Date.now() - loadStart;
@@ -377,7 +423,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   await cluster.stopAll();
 
   o.say('verifying');
-  return verify(o, { schedule, loadStart, loadMs, dir, records, fleet, callerSummaries });
+  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, callerSummaries });
 }
 
 async function verify(
@@ -388,6 +434,7 @@ async function verify(
     loadMs: number;
     dir: string;
     records: FaultRecord[];
+    skipped: Fault[];
     fleet: NodeFleet;
     callerSummaries: ({ index: number; calls: number; ids: number; failed: number } | undefined)[];
   },
@@ -422,11 +469,12 @@ async function verify(
 
   // Rule 4, per fault window (times relative to the load start).
   const windows: Window[] = [];
-  const faults = s.schedule.faults;
-  windows.push({ label: 'warm-up (no fault)', startMs: 0, endMs: faults[0]?.atMs ?? s.loadMs });
-  faults.forEach((f, i) => {
-    const end = faults[i + 1]?.atMs ?? s.loadMs;
-    windows.push({ label: `#${f.index} ${f.kind}`, startMs: f.atMs, endMs: Math.max(end, f.atMs + 1) });
+  // Windows from when each fault really began (a late start moves its window) to the next one.
+  const ran = s.records;
+  windows.push({ label: 'warm-up (no fault)', startMs: 0, endMs: ran[0]?.startedMs ?? s.loadMs });
+  ran.forEach((r, i) => {
+    const end = ran[i + 1]?.startedMs ?? s.loadMs;
+    windows.push({ label: `#${r.fault.index} ${r.fault.kind}`, startMs: r.startedMs, endMs: Math.max(end, r.startedMs + 1) });
   });
   const timelines = all.map((c) => ({
     caller: c.caller,
@@ -438,26 +486,28 @@ async function verify(
   // Fence expectations, from the nodes' own log lines (one per fence, with its reason).
   const fenceEvents = s.fleet.fences;
   for (const r of s.records) {
-    const from = s.loadStart + r.fault.atMs;
-    const to = s.loadStart + r.fault.atMs + r.fault.effectMs;
+    const from = s.loadStart + r.startedMs;
+    const to = from + r.fault.effectMs;
     const inWindow = (lo: number, hi: number, reason?: string, name?: string): number =>
       fenceEvents.filter((e) => e.atMs >= lo && e.atMs <= hi && (reason === undefined || e.reason === reason) && (name === undefined || e.name === name) && e.source === 'guard').length;
-    const all = inWindow(from, s.loadStart + r.fault.atMs + r.fault.windowMs);
+    const next = s.records[s.records.indexOf(r) + 1];
+    const nextStart = next === undefined ? s.loadStart + s.loadMs : s.loadStart + next.startedMs;
+    const all = inWindow(from, nextStart);
     r.notes.push(`fences in window: ${all}`);
     switch (r.fault.kind) {
       case 'etcd-pause-short': {
-        const n = inWindow(from, to + 1500, 'lease');
+        const n = inWindow(from, Math.min(to + 1500, nextStart), 'lease');
         if (n > 0) r.expectationMissed = `${n} lease fence(s) during a ${r.fault.effectMs} ms etcd pause (shorter than the fence window)`;
         break;
       }
       case 'etcd-pause-long': {
-        const n = inWindow(from, to + 1000, 'lease');
+        const n = inWindow(from, Math.min(to + 1000, nextStart), 'lease');
         // Only a node that was serving can fence; with none serving (still recovering) there is nothing to see.
         if (n === 0 && r.servingAtStart > 0) r.expectationMissed = `no lease fence during a ${r.fault.effectMs} ms etcd pause (longer than the TTL)`;
         break;
       }
       case 'clock-jump-small': {
-        const n = inWindow(from, to + 500, 'clock-rollback', r.target);
+        const n = inWindow(from, Math.min(to + 500, nextStart), 'clock-rollback', r.target);
         if (n > 0) r.expectationMissed = `${r.target} fenced on a ${(r.fault.clockOffsetSeconds ?? 0) * 1000} ms jump (within the 10 ms tolerance)`;
         break;
       }
@@ -484,6 +534,7 @@ async function verify(
     loadMs: s.loadMs,
     dir: s.dir,
     faults: s.records,
+    skipped: s.skipped,
     duplicates,
     handedOutDuplicates,
     handedOut,

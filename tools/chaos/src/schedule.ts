@@ -118,7 +118,7 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number): Shape {
 
 /** Small jumps are waited out (≤ 10 ms, DESIGN §4); large ones are seconds and fence. */
 function clockOffsetOf(kind: FaultKind, random: () => number): number | undefined {
-  if (kind === 'clock-jump-small') return -(0.002 + Math.floor(random() * 7) / 1000); // −2 … −8 ms
+  if (kind === 'clock-jump-small') return -(0.005 + Math.floor(random() * 5) / 1000); // −5 … −9 ms
   if (kind === 'clock-jump-large') return -(2 + Math.floor(random() * 3)); // −2 … −4 s
   return undefined;
 }
