@@ -19,6 +19,7 @@ export type {
   ReceivedBlock,
   Window,
 } from './verify.js';
+export { formatReport, kindSummary, reportJson } from './report.js';
 export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
 export type { NodeMetrics } from './node-metrics.js';
 export { callerFiles, decodeIds, decodeTimes, encodeIds, encodeTimes, probeBlocksFile, readBlocksFile, readCallerRecords } from './records.js';

@@ -51,6 +51,11 @@ export function formatReport(r: ChaosResult): string[] {
     out.push(`  ${w.window.label.padEnd(24)} t+${s1(w.window.startMs).padStart(7)}  longest gap ${String(Math.round(w.longestGapMs)).padStart(6)} ms${who}, ${w.failedCalls} failed / ${w.calls} ok calls`);
   }
   out.push('');
+  out.push('per fault kind (runs; longest time one caller went without an ID; failed calls; expectations missed):');
+  for (const k of kindSummary(r)) {
+    out.push(`  ${k.kind.padEnd(18)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`);
+  }
+  out.push('');
   const fences = Object.entries(r.metrics.fences).map(([k, v]) => `${k} ${v}`).join(', ');
   out.push(`fences (nodes' /metrics, last scrape of each process): ${fences || 'none'}`);
   out.push(`  clock rollbacks: ${r.metrics.rollbacksWaited} waited out, ${r.metrics.rollbacksFenced} fenced; lease churn: ${Object.entries(r.metrics.leaseChurn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}; IDs minted ${n(r.metrics.idsMinted)}`);
@@ -59,6 +64,23 @@ export function formatReport(r: ChaosResult): string[] {
   out.push(`expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`);
   out.push(`VERDICT: ${r.violations === 0 ? 'PASS' : 'FAIL'}: ${r.violations} rule violations`);
   return out;
+}
+
+/** Rule 4 per fault kind: how many ran, the longest outage one caller saw, failed calls, expectations missed. */
+export function kindSummary(r: Pick<ChaosResult, 'faults' | 'outages'>): { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }[] {
+  const byKind = new Map<string, { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }>();
+  for (const f of r.faults) {
+    const k = byKind.get(f.fault.kind) ?? { kind: f.fault.kind, runs: 0, longestGapMs: 0, failedCalls: 0, missed: 0 };
+    k.runs++;
+    if (f.expectationMissed !== undefined) k.missed++;
+    const w = r.outages.find((o) => o.window.label === `#${f.fault.index} ${f.fault.kind}`);
+    if (w !== undefined) {
+      k.longestGapMs = Math.max(k.longestGapMs, w.longestGapMs);
+      k.failedCalls += w.failedCalls;
+    }
+    byKind.set(f.fault.kind, k);
+  }
+  return [...byKind.values()].sort((a, b) => a.kind.localeCompare(b.kind));
 }
 
 /** The result as JSON (bigints as decimal strings). */

@@ -26,6 +26,7 @@ import {
   type HandedOutReport,
   type HolderReport,
   type OutageReport,
+  type Holding,
   type ReceivedBlock,
   type Window,
 } from './verify.js';
@@ -311,10 +312,19 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         inc.paused = true;
         inc.handle.signal('SIGSTOP');
         const pausedAt = Date.now();
-        await until();
+        // Stopped until the spare has taken the slot (and minted a moment), at most `effectMs`: then SIGCONT,
+        // so the old holder wakes up to a slot that is someone else's (issue 7).
+        const takenOver = (): Holding | undefined =>
+          fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= pausedAt);
+        while (worker !== undefined && takenOver() === undefined && Date.now() < begin + f.effectMs && !o.signal.aborted) {
+          await sleep(100, o.signal);
+        }
+        if (takenOver() !== undefined) await sleep(Math.min(1000, begin + f.effectMs - Date.now()), o.signal);
+        else await until();
         inc.handle.signal('SIGCONT');
         inc.paused = false;
-        const takeover = fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= pausedAt);
+        r.notes.push(`SIGCONT after ${((Date.now() - pausedAt) / 1000).toFixed(1)} s`);
+        const takeover = takenOver();
         if (takeover !== undefined) r.notes.push(`worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - pausedAt) / 1000).toFixed(1)} s`);
         else r.expectationMissed = `no other node took worker ${worker ?? '-'} while ${inc.name} was stopped`;
         break;

@@ -44,7 +44,7 @@ export interface ScheduleOptions {
   readonly seed: number;
   /** Lease TTL of the nodes in ms: the effects are sized against it. */
   readonly leaseTtlMs: number;
-  /** Load before the first fault, so every node is serving (default 4000). */
+  /** Load before the first fault, so every node is serving (default 3500). */
   readonly warmupMs?: number;
   /** Quiet time after the last fault's window (default 3000). */
   readonly tailMs?: number;
@@ -91,9 +91,10 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number): Shape {
       // SIGKILL, restart later: the restarted process waits for a free slot (or the spare has it).
       return { effectMs: jitter(ttl * 0.8), windowMs: ttl * 5 / 3 };
     case 'pause-node':
-      // SIGSTOP well past the TTL: the lease expires, the spare (restarted every 2 s by the supervisor, or
-      // re-claiming in-process) takes the slot after the floor wait, then SIGCONT.
-      return { effectMs: jitter(ttl * 2.5), windowMs: ttl * 19 / 6 };
+      // SIGSTOP past the TTL: the lease expires, the spare (restarted every 2 s by the supervisor, or
+      // re-claiming in-process with a backoff up to 5 s) takes the slot after the floor wait, then SIGCONT.
+      // `effectMs` is the longest stop; the run resumes the node a second after the takeover.
+      return { effectMs: jitter(ttl * 2.8), windowMs: ttl * 3.5 };
     case 'etcd-leader-stop':
       return { effectMs: jitter(ttl * 0.8), windowMs: ttl * 5 / 3 };
     case 'etcd-cluster-stop':
@@ -130,7 +131,7 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
-  const warmupMs = options.warmupMs ?? 4000;
+  const warmupMs = options.warmupMs ?? 3500;
   const tailMs = options.tailMs ?? 3000;
   const endMs = options.durationMs - tailMs;
   const faults: Fault[] = [];
