@@ -6,8 +6,15 @@ import { createAsyncIterable, readAllBytes, type UniversalServerResponse } from 
  * error (DESIGN §6: INVALID_ARGUMENT for bad requests), and INTERNAL would send operators chasing a server
  * bug, so the serving port rewrites exactly that error, on the way out, to INVALID_ARGUMENT. Only the
  * request side is affected: connect-es words the response side "serialize binary".
+ *
+ * The same for a compressed body that ends early (found by fuzzing, test/fuzz-wire.spec.ts): connect-node
+ * maps zlib's "unexpected end of file" (Z_BUF_ERROR) to INTERNAL "decompression failed", while a corrupt one
+ * (Z_DATA_ERROR) gets INVALID_ARGUMENT with the same message. The size limit has its own message and code
+ * (RESOURCE_EXHAUSTED); what is left under that message is the caller's body (or zlib out of memory on a
+ * body capped at --max-body-bytes, which is not a case worth an INTERNAL).
  */
 const PARSE_BINARY = 'parse binary:';
+const DECOMPRESSION_FAILED = 'decompression failed';
 const GRPC_INTERNAL = '13';
 const GRPC_INVALID_ARGUMENT = '3';
 /** gRPC-Web marks its trailer frame with this flag bit (0x01 would mean compressed: left alone). */
@@ -16,7 +23,7 @@ const GRPC_WEB_TRAILER_FLAG = 0x80;
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
 
-function isParseBinaryMessage(message: string | null | undefined): boolean {
+function isCallerDecodeMessage(message: string | null | undefined): boolean {
   if (message === null || message === undefined) return false;
   let text = message;
   try {
@@ -24,14 +31,14 @@ function isParseBinaryMessage(message: string | null | undefined): boolean {
   } catch {
     // not percent-encoded
   }
-  return text.startsWith(PARSE_BINARY);
+  return text.startsWith(PARSE_BINARY) || text === DECOMPRESSION_FAILED;
 }
 
-/** Rewrites INTERNAL "parse binary" into INVALID_ARGUMENT for Connect, gRPC and gRPC-Web responses. */
+/** Rewrites INTERNAL "parse binary" and "decompression failed" into INVALID_ARGUMENT for Connect, gRPC and gRPC-Web responses. */
 export async function reclassifyDecodeError(res: UniversalServerResponse, requestContentType: string | null): Promise<UniversalServerResponse> {
   // gRPC: the status travels in HTTP trailers, already set when the handler resolves on a parse error.
   const trailer = res.trailer;
-  if (trailer !== undefined && trailer.get('grpc-status') === GRPC_INTERNAL && isParseBinaryMessage(trailer.get('grpc-message'))) {
+  if (trailer !== undefined && trailer.get('grpc-status') === GRPC_INTERNAL && isCallerDecodeMessage(trailer.get('grpc-message'))) {
     trailer.set('grpc-status', GRPC_INVALID_ARGUMENT);
     return res;
   }
@@ -45,7 +52,7 @@ export async function reclassifyDecodeError(res: UniversalServerResponse, reques
       json = undefined;
     }
     const error = json as { code?: unknown; message?: unknown } | undefined;
-    if (error?.code === 'internal' && typeof error.message === 'string' && isParseBinaryMessage(error.message)) {
+    if (error?.code === 'internal' && typeof error.message === 'string' && isCallerDecodeMessage(error.message)) {
       const body = encoder.encode(JSON.stringify({ code: 'invalid_argument', message: error.message }));
       const header = new Headers(res.header);
       header.delete('content-length');
@@ -66,7 +73,7 @@ async function* rewriteGrpcWebTrailer(body: AsyncIterable<Uint8Array>): AsyncIte
       const text = decoder.decode(chunk.subarray(5));
       const status = /^grpc-status:\s*(\d+)\s*$/im.exec(text)?.[1];
       const message = /^grpc-message:\s*(.*?)\s*$/im.exec(text)?.[1];
-      if (status === GRPC_INTERNAL && isParseBinaryMessage(message)) {
+      if (status === GRPC_INTERNAL && isCallerDecodeMessage(message)) {
         const fixed = encoder.encode(text.replace(/^(grpc-status:[ \t]*)13\b/im, (_m, head: string) => head + GRPC_INVALID_ARGUMENT));
         const frame = new Uint8Array(5 + fixed.length);
         frame[0] = GRPC_WEB_TRAILER_FLAG;

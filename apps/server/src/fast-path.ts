@@ -45,8 +45,8 @@ export function createNextIdsFastPath(options: FastPathOptions): (req: NodeReque
     const start = process.hrtime.bigint();
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > max) {
-      fail(res, protocol, tooLarge(declared, max), start, options);
       dropRest(req, res);
+      fail(res, protocol, tooLarge(declared, max), start, options);
       return true;
     }
     const chunks: Buffer[] = [];
@@ -57,8 +57,8 @@ export function createNextIdsFastPath(options: FastPathOptions): (req: NodeReque
       size += chunk.length;
       if (size > max) {
         over = true;
-        fail(res, protocol, tooLarge(size, max), start, options);
         dropRest(req, res);
+        fail(res, protocol, tooLarge(size, max), start, options);
         return;
       }
       chunks.push(chunk);
@@ -114,8 +114,13 @@ function tooLarge(size: number, max: number): ConnectError {
   return new ConnectError(`message size ${size} is larger than configured readMaxBytes ${max}`, Code.ResourceExhausted);
 }
 
-/** Stops reading a body we will not use: the connection (HTTP/1.1) or stream (HTTP/2) ends after the answer. */
+/**
+ * Stops reading a body we will not use: the connection (HTTP/1.1) or stream (HTTP/2) ends after the answer.
+ * Call before the answer is written: on HTTP/1.1 the answer must say `connection: close`, or a keep-alive
+ * client sends its next request into the socket we are about to cut and loses it (RFC 9112 §9.6).
+ */
 function dropRest(req: NodeRequest, res: NodeResponse): void {
+  if (req.httpVersionMajor !== 2 && !res.headersSent) res.setHeader('connection', 'close');
   const cut = (): void => {
     if (req.httpVersionMajor === 2) (req as Http2ServerRequest).stream.close(h2.NGHTTP2_NO_ERROR);
     else req.socket.destroy();

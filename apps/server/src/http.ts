@@ -61,6 +61,22 @@ export interface ServingServer {
   close(timeoutMs: number): Promise<number>;
 }
 
+/**
+ * A gRPC or gRPC-Web call whose answer connect-es failed to write still gets a gRPC status (trailers-only),
+ * not a bare HTTP 500 that gRPC clients can only read as UNKNOWN. The one such failure known (found by
+ * fuzzing, test/fuzz-wire.spec.ts): connect-es throws a URIError encoding grpc-message when the message
+ * quotes the caller's `+json` body and V8 cut that quote inside a surrogate pair; the caller's body was not
+ * a valid message: INVALID_ARGUMENT (DESIGN §6). Any other failure here is ours: INTERNAL.
+ */
+function grpcFailureHeaders(contentType: string, reason: unknown): Record<string, string> {
+  const callersBody = reason instanceof URIError;
+  return {
+    'content-type': contentType,
+    'grpc-status': callersBody ? '3' : '13',
+    'grpc-message': encodeURIComponent(callersBody ? 'the request message could not be parsed' : 'internal error'),
+  };
+}
+
 /** Paths served as plain HTTP next to the RPCs (DESIGN §6). */
 export const HEALTHZ_PATH = '/healthz';
 export const READYZ_PATH = '/readyz';
@@ -94,12 +110,22 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     const contentType = req.headers['content-type'] ?? null;
     handler(universalRequestFromNodeRequest(req, res, undefined, undefined))
       .then((uRes) => reclassifyDecodeError(uRes, contentType))
-      .then((uRes) => universalResponseToNodeResponse(uRes, res))
+      .then((uRes) => {
+        // HTTP/1.1 answered before the whole body was read (a size limit hit on a gRPC-Web frame header, found
+        // by fuzzing): close the connection after this answer and say so (RFC 9112 §9.6). Kept open, the unread
+        // rest stalls it, and a keep-alive client's next request waits behind it and gets a 400 at the header
+        // deadline. (HTTP/2 needs nothing: the stream is cancelled at the request deadline, the session lives on.)
+        if (!req.complete && req.httpVersionMajor !== 2 && !res.headersSent) res.setHeader('connection', 'close');
+        return universalResponseToNodeResponse(uRes, res);
+      })
       .catch((reason: unknown) => {
         // The caller went away (or the request was cancelled at its deadline): nothing to answer.
         if (ConnectError.from(reason).code === Code.Aborted) return;
         options.onHandlerError?.(reason);
-        if (!res.headersSent) res.writeHead(500);
+        if (!res.headersSent) {
+          if (contentType?.startsWith('application/grpc') === true) res.writeHead(200, grpcFailureHeaders(contentType, reason));
+          else res.writeHead(500);
+        }
         res.end();
       });
   };
