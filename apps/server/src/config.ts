@@ -394,6 +394,8 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
     ttlSeconds: config.leaseTtlSeconds,
     keepAliveIntervalMs: Math.min(2000, Math.floor((config.leaseTtlSeconds * 1000) / 3)),
     fenceMarginMs: config.fenceMarginMs,
+    // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
+    waitForFreeSlot: true,
     layout,
   };
 }

@@ -73,8 +73,13 @@ export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   readonly clockBoundMs?: number;
   /** Timeout of each etcd request on the claim path; default 5000 ms. */
   readonly requestTimeoutMs?: number;
-  /** Backoff between re-claim attempts: first and largest delay; default 250 ms to 5000 ms. */
+  /** Backoff between claim attempts: first and largest delay; default 250 ms to 2000 ms. */
   readonly backoff?: { readonly initialMs?: number; readonly maxMs?: number };
+  /**
+   * When every slot is held at start: `false` (default) rejects `start()` with {@link NoFreeWorkerError};
+   * `true` keeps trying (with backoff) until a slot frees up, as a spare node does.
+   */
+  readonly waitForFreeSlot?: boolean;
   readonly layout?: Layout;
   readonly clock?: ClockSource;
   /** Default: the global meter provider's `@idgen/lease` meter. */
@@ -104,6 +109,7 @@ export interface LeaseConfig {
   readonly requestTimeoutMs: number;
   readonly backoffInitialMs: number;
   readonly backoffMaxMs: number;
+  readonly waitForFreeSlot: boolean;
   readonly layout: Layout;
   readonly clock: ClockSource;
   readonly logger: LeaseLogger;
@@ -246,10 +252,12 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
   const requestTimeout = o.requestTimeoutMs ?? 5000;
   if (!isInt(requestTimeout) || requestTimeout < 10) problems.push(`requestTimeoutMs must be an integer ≥ 10, got ${describe(requestTimeout)}`);
   const backoffInitial = o.backoff?.initialMs ?? 250;
-  const backoffMax = o.backoff?.maxMs ?? 5000;
+  const backoffMax = o.backoff?.maxMs ?? 2000;
   if (!isInt(backoffInitial) || !isInt(backoffMax) || backoffInitial < 1 || backoffMax < backoffInitial) {
     problems.push(`backoff must have 1 ≤ initialMs ≤ maxMs, got ${describe(backoffInitial)}..${describe(backoffMax)}`);
   }
+  const waitForFreeSlot = o.waitForFreeSlot ?? false;
+  if (typeof waitForFreeSlot !== 'boolean') problems.push(`waitForFreeSlot must be true or false, got ${describe(waitForFreeSlot)}`);
   if (problems.length > 0) throw new LeaseConfigError(problems);
   return {
     endpoints,
@@ -271,6 +279,7 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
     requestTimeoutMs: requestTimeout,
     backoffInitialMs: backoffInitial,
     backoffMaxMs: backoffMax,
+    waitForFreeSlot,
     layout,
     clock: o.clock ?? systemClock,
     logger: o.logger ?? silentLogger,

@@ -1,5 +1,14 @@
-import { Etcd3 } from 'etcd3';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
+import { Etcd3, isRecoverableError } from 'etcd3';
 import type { IOptions, IResponseOp } from 'etcd3';
+
+/**
+ * How long a host's circuit stays open after three failures in a row before one call may try it again.
+ * The etcd3 client's default is 5 s: after etcd comes back, claims and keep-alives would be refused
+ * locally for up to that long ("circuit breaker is open") although etcd answers. Every call here has its
+ * own timeout and the lease its own backoff, so a short window is enough to spare a dead host.
+ */
+export const HOST_CIRCUIT_HALF_OPEN_MS = 1000;
 import type { EtcdTlsOptions } from './config.js';
 
 /** Creates the `etcd3` client for validated connection options. */
@@ -8,7 +17,17 @@ export function createEtcdClient(o: {
   tls: EtcdTlsOptions | undefined;
   auth: { readonly username: string; readonly password: string } | undefined;
 }): Etcd3 {
-  const options: IOptions = { hosts: [...o.endpoints], dialTimeout: 5000 };
+  const options: IOptions = {
+    hosts: [...o.endpoints],
+    dialTimeout: 5000,
+    faultHandling: {
+      host: () =>
+        circuitBreaker(handleWhen(isRecoverableError), {
+          halfOpenAfter: HOST_CIRCUIT_HALF_OPEN_MS,
+          breaker: new ConsecutiveBreaker(3),
+        }),
+    },
+  };
   if (o.tls !== undefined) {
     const buf = (v: string | Buffer | undefined): Buffer | undefined => (v === undefined ? undefined : Buffer.from(v));
     const credentials: NonNullable<IOptions['credentials']> = { rootCertificate: buf(o.tls.ca) ?? Buffer.alloc(0) };

@@ -171,6 +171,35 @@ describe('claiming and keeping a slot', () => {
     console.log(`clean takeover: next holder alive ${took.toFixed(1)} ms after start (floor = released ms ${released.ms})`);
   });
 
+  it('a spare (waitForFreeSlot) waits while every slot is held and takes the slot when it frees up', async () => {
+    const prefix = uniquePrefix('spare');
+    const book = new SlotBook();
+    const a = new RecordingTarget('a', book);
+    const la = lease(options(prefix, { workers: '3-3' }), a);
+    await la.start();
+    a.mint();
+
+    const spare = new RecordingTarget('spare', book);
+    const ls = lease(options(prefix, { workers: '3-3', waitForFreeSlot: true }), spare);
+    const messages: string[] = [];
+    ls.on('state', (s) => messages.push(`${s.state}: ${s.message}`));
+    let alive = false;
+    const started = ls.start().then(() => {
+      alive = true;
+    });
+    // It keeps claiming, saying why, and is not assigned while the slot is held.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(alive).toBe(false);
+    expect(spare.assignment).toBeUndefined();
+    expect(messages.some((m) => /no free worker slot: all 1 slot this node may claim are held/.test(m))).toBe(true);
+
+    await la.release();
+    await started;
+    expect(spare.assignment?.worker).toBe(3);
+    expect(spare.assignment?.floorMs).toBeGreaterThanOrEqual(a.lastMintedMs());
+    expect(book.violations).toEqual([]);
+  });
+
   it('20 claimers for 5 slots: exactly 5 win, the rest get NoFreeWorkerError, every round', async () => {
     for (let round = 0; round < 6; round++) {
       const prefix = uniquePrefix(`race-${round}`);

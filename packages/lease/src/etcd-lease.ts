@@ -183,7 +183,10 @@ class EtcdWorkerLease implements WorkerLease {
     return base / 2 + randomInt(Math.max(1, Math.floor(base / 2)) + 1);
   }
 
-  /** Boot steps 3-5; the first claim fails fast on a non-retryable or no-free-worker error. */
+  /**
+   * Boot steps 3-5. The first claim fails fast on a non-retryable error, and on a full range unless
+   * `waitForFreeSlot` (a spare node waits, not ready, until a slot frees up).
+   */
   private async run(signal?: AbortSignal): Promise<void> {
     const abort = (): void => this.lifetime.abort(signal?.reason);
     if (signal?.aborted) abort();
@@ -192,7 +195,7 @@ class EtcdWorkerLease implements WorkerLease {
       this.client ??= createEtcdClient(this.cfg);
       this.setState('claiming', 'connecting to etcd and checking the layout record');
       await this.retrying('layout check', () => this.checkLayout());
-      await this.acquire(true);
+      await this.acquire(!this.cfg.waitForFreeSlot);
     } catch (e) {
       if (!this.lifetime.signal.aborted || this.releasing === undefined) {
         this.setState('idle', `start failed: ${errorText(e)}`);
