@@ -1,4 +1,5 @@
 import { connect as connectHttp2 } from 'node:http2';
+import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
@@ -131,5 +132,44 @@ describe('the serving port', () => {
     ready = true;
     expect((await fetch(`${base}/readyz`)).status).toBe(200);
     expect((await fetch(`${base}/readyz`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('drops an HTTP/2 connection it answered with GOAWAY once the peer stops answering, keeps a live idle one', async () => {
+    const server = createServingServer({
+      routes: () => undefined,
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 2000,
+      http2ProbeMs: 200,
+    });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const live = connectHttp2(`http://127.0.0.1:${port}`);
+    try {
+      // A SETTINGS frame whose length is not a multiple of 6: FRAME_SIZE_ERROR, GOAWAY, and node:http2 stops
+      // reading that socket. The peer keeps it open and silent: the server must not hold it to the idle timeout.
+      const dead = connectTcp(port, '127.0.0.1');
+      const closed = new Promise<number>((resolve) => {
+        const t0 = Date.now();
+        dead.on('close', () => resolve(Date.now() - t0));
+      });
+      dead.on('error', () => undefined);
+      dead.resume(); // read, or this end never sees the server close
+      dead.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0])]));
+      const ms = await closed;
+      expect(ms).toBeLessThan(10_000); // the idle timeout is 60 s; the probe drops it within ~2 × 200 ms
+      // The live client, idle for many probe periods, answered the PINGs and still gets answers on the same connection.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      const answer = await new Promise<number>((resolve, reject) => {
+        const stream = live.request({ ':path': '/healthz' });
+        stream.on('response', (h) => resolve(Number(h[':status'])));
+        stream.on('error', reject);
+        stream.resume();
+      });
+      expect(answer).toBe(200);
+      expect(live.destroyed).toBe(false);
+    } finally {
+      live.destroy();
+      await server.close(1000);
+    }
   });
 });

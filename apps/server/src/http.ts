@@ -39,6 +39,11 @@ export interface ServingServerOptions {
   readonly requestTimeoutMs: number;
   /** A connection with no traffic for this long is closed. Default 60 s. */
   readonly idleTimeoutMs?: number;
+  /**
+   * An HTTP/2 connection that has sent nothing for this long is sent a PING; one that has still sent nothing
+   * (not even the PING's ACK) this much later is destroyed. Default 2 s. See {@link createServingServer}.
+   */
+  readonly http2ProbeMs?: number;
   /** Called when a request is cancelled at its deadline (for a metric). */
   readonly onRequestTimeout?: () => void;
   /** Called when writing a response failed for a reason other than the caller going away. */
@@ -254,9 +259,46 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     };
     socket.on('data', sniff);
   });
+  // A connection error (bad SETTINGS length, bad header compression, DATA on an idle stream: found by fuzzing,
+  // test/fuzz-wire.spec.ts) makes nghttp2 send GOAWAY and stop reading the socket, and node:http2 says nothing
+  // (no 'error', 'goaway' or 'frameError' on the session, no state to read): the socket would be held until the
+  // 60 s idle timeout even after the peer left, since a socket that is not read never sees the close. So every
+  // second, a session that has read no byte for `probeMs` gets a PING (RFC 9113 §6.7: a live peer must ACK it,
+  // and node's clients do so by themselves); one that has still read nothing `probeMs` after the PING is
+  // destroyed. A live idle connection costs one PING per idle spell; a dead one lives about 2 × probeMs.
+  const probeMs = options.http2ProbeMs ?? 2_000;
+  const probes = new Map<Http2Session, { bytesRead: number; since: number; pingedAt: number | undefined }>();
+  const noop = (): void => undefined;
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const [session, probe] of probes) {
+      if (session.destroyed) continue;
+      const bytesRead = session.socket?.bytesRead ?? 0;
+      if (bytesRead !== probe.bytesRead) {
+        probe.bytesRead = bytesRead;
+        probe.since = now;
+        probe.pingedAt = undefined;
+      } else if (probe.pingedAt === undefined) {
+        if (now - probe.since < probeMs) continue;
+        probe.pingedAt = now;
+        try {
+          session.ping(noop);
+        } catch {
+          probe.pingedAt = now - probeMs; // cannot even ping (closing): destroy on the next sweep
+        }
+      } else if (now - probe.pingedAt >= probeMs) {
+        session.destroy();
+      }
+    }
+  }, Math.min(1_000, probeMs));
+  sweep.unref();
   h2server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
-    session.once('close', () => sessions.delete(session));
+    probes.set(session, { bytesRead: -1, since: Date.now(), pingedAt: undefined });
+    session.once('close', () => {
+      sessions.delete(session);
+      probes.delete(session);
+    });
     session.on('error', (e) => options.onConnectionError?.(e));
     if (closing) session.close();
   });
@@ -294,6 +336,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       for (const s of sessions) s.destroy();
       for (const s of sockets) s.destroy();
       h1server.close(() => undefined);
+      clearInterval(sweep);
       await closed;
       return left;
     },

@@ -178,11 +178,11 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
     expect(node.process.exitStatus()).toBeUndefined();
 
     const afterRss = rssBytes(pid);
-    // node:http2 keeps the socket of a connection it answered with GOAWAY (bad SETTINGS length, bad HPACK, DATA
-    // on an idle stream) until the idle timeout (60 s), even after the peer has closed it: it stops reading, so
-    // it never sees the close. Bounded, and counted here rather than waited out.
+    // node:http2 stops reading a connection it answered with GOAWAY (bad SETTINGS length, bad HPACK, DATA on an
+    // idle stream), so it never sees the peer close; the server's PING probe (src/http.ts) destroys such a
+    // session ~2 × 2 s after it went silent, well inside settledFds' 10 s: no allowance for them any more.
     const goaways = [...tally.byOutcome.entries()].filter(([k]) => k.startsWith('raw:h2-goaway')).reduce((n, [, v]) => n + v, 0);
-    const afterFds = await settledFds(pid, baseFds + FD_GROWTH_LIMIT + goaways);
+    const afterFds = await settledFds(pid, baseFds + FD_GROWTH_LIMIT);
     const overlap = overlaps(blocks);
 
     console.log(
@@ -194,7 +194,7 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
         `by outcome:\n${tally.table(tally.byOutcome)}`,
         `slowest answer per category (ms):\n${tally.table(tally.slowest)}`,
         `node RSS ${(baseRss / 2 ** 20).toFixed(1)} MiB after warm-up, ${(afterRss / 2 ** 20).toFixed(1)} MiB after the run; ` +
-          `open descriptors ${baseFds} after warm-up, ${afterFds} after the run (${goaways} connections answered with GOAWAY, held to the idle timeout)`,
+          `open descriptors ${baseFds} after warm-up, ${afterFds} after the run (${goaways} connections answered with GOAWAY, dropped by the probe)`,
       ].join('\n'),
     );
 
@@ -204,7 +204,7 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
     expect(tally.sent).toBeGreaterThan(0);
     expect(tally.served).toBeGreaterThan(0);
     expect(afterRss - baseRss).toBeLessThan(RSS_GROWTH_LIMIT);
-    expect(afterFds).toBeLessThanOrEqual(baseFds + FD_GROWTH_LIMIT + goaways);
+    expect(afterFds).toBeLessThanOrEqual(baseFds + FD_GROWTH_LIMIT);
   });
 
   // Bugs the generated run found, pinned as plain cases (each failed before its fix in apps/server/src).
