@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { metrics as otelMetrics, type Meter } from '@opentelemetry/api';
+import { metrics as otelMetrics, type Attributes, type Meter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
 import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
@@ -57,10 +57,22 @@ export function createServerMetrics(): ServerMetricsHandle {
   const provider = new MeterProvider({ readers: [exporter] });
   otelMetrics.setGlobalMeterProvider(provider);
   const meter = provider.getMeter('@idgen/server');
-  const requests = meter.createCounter(ServerMetrics.requests, {
-    description: 'RPCs handled by the generator node, by method and status code.',
-    unit: '{request}',
-  });
+  // Request and ID counts are kept in plain numbers and read at collection time: recording a counter
+  // through the SDK sorts and hashes its attributes on every call, which measured ~11% of a NextIds(1)
+  // under load. Only the latency histogram is recorded per request, with a cached attributes object.
+  const calls = new Map<string, { readonly attributes: Attributes; count: number }>();
+  let idsServedTotal = 0;
+  meter
+    .createObservableCounter(ServerMetrics.requests, {
+      description: 'RPCs handled by the generator node, by method and status code.',
+      unit: '{request}',
+    })
+    .addCallback((result) => {
+      for (const c of calls.values()) result.observe(c.count, c.attributes);
+    });
+  meter
+    .createObservableCounter(ServerMetrics.idsServed, { description: 'IDs handed out by NextIds.', unit: '{id}' })
+    .addCallback((result) => result.observe(idsServedTotal));
   const duration = meter.createHistogram(ServerMetrics.duration, {
     description: 'Time the generator node spent handling an RPC, by method and status code.',
     unit: 's',
@@ -70,15 +82,19 @@ export function createServerMetrics(): ServerMetricsHandle {
     description: 'Requests the generator node cancelled at its per-request deadline.',
     unit: '{request}',
   });
-  const idsServed = meter.createCounter(ServerMetrics.idsServed, {
-    description: 'IDs handed out by NextIds.',
-    unit: '{id}',
-  });
 
   const record = (service: string, method: string, code: string, startNs: bigint): void => {
-    const attributes = { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code };
-    requests.add(1, attributes);
-    duration.record(Number(process.hrtime.bigint() - startNs) / 1e9, attributes);
+    const key = `${service}/${method}/${code}`;
+    let c = calls.get(key);
+    if (c === undefined) {
+      c = {
+        attributes: { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code },
+        count: 0,
+      };
+      calls.set(key, c);
+    }
+    c.count++;
+    duration.record(Number(process.hrtime.bigint() - startNs) / 1e9, c.attributes);
   };
 
   const interceptor: Interceptor = (next) => async (req) => {
@@ -92,7 +108,7 @@ export function createServerMetrics(): ServerMetricsHandle {
         const message = res.message as { blocks?: { count: number }[] };
         let n = 0;
         for (const b of message.blocks ?? []) n += b.count;
-        idsServed.add(n);
+        idsServedTotal += n;
       }
       return res;
     } catch (e) {
@@ -108,7 +124,7 @@ export function createServerMetrics(): ServerMetricsHandle {
     countTimeout: () => timeouts.add(1),
     recordRpc(service, method, code, startNs, ids) {
       record(service, method, code === undefined ? 'ok' : codeName(code), startNs);
-      if (ids > 0) idsServed.add(ids);
+      idsServedTotal += ids;
     },
     listen(listen) {
       return new Promise((resolve, reject) => {
