@@ -237,17 +237,22 @@ class BufferedIdClient implements IdClient {
 
   nextId(options?: CallOptions): Promise<bigint> {
     if (this.closed) return Promise.reject(closedError());
-    if (this.liveWaiters === 0) {
-      this.expire(this.clock.monoMs());
-      const id = this.buffer.take();
-      if (id !== undefined) {
-        this.counters.hits++;
-        this.demanded++;
-        if (this.buffer.available < this.lowWaterNow) this.kick();
-        return Promise.resolve(id);
-      }
-    }
+    const id = this.takeBuffered();
+    if (id !== undefined) return Promise.resolve(id);
     return this.enqueue(1, options) as Promise<bigint>;
+  }
+
+  /** The buffer path of one ID: an ID when no call is waiting ahead and the buffer holds one. */
+  private takeBuffered(): bigint | undefined {
+    if (this.liveWaiters !== 0) return undefined;
+    this.expire(this.clock.monoMs());
+    const id = this.buffer.take();
+    if (id !== undefined) {
+      this.counters.hits++;
+      this.demanded++;
+      if (this.buffer.available < this.lowWaterNow) this.kick();
+    }
+    return id;
   }
 
   nextIds(count: number, options?: CallOptions): Promise<bigint[]> {
@@ -275,16 +280,8 @@ class BufferedIdClient implements IdClient {
 
   tryNextId(): bigint | undefined {
     if (this.closed) return undefined;
-    if (this.liveWaiters === 0) {
-      this.expire(this.clock.monoMs());
-      const id = this.buffer.take();
-      if (id !== undefined) {
-        this.counters.hits++;
-        this.demanded++;
-        if (this.buffer.available < this.lowWaterNow) this.kick();
-        return id;
-      }
-    }
+    const id = this.takeBuffered();
+    if (id !== undefined) return id;
     this.counters.misses++;
     this.demanded++;
     this.kick();
