@@ -1,8 +1,6 @@
-import { randomBytes } from 'node:crypto';
-import { hostname } from 'node:os';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
-import { isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
+import { defaultNodeId, isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
 
 /** A `host:port` to listen on or advertise. */
 export interface HostPort {
@@ -398,11 +396,6 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
     waitForFreeSlot: true,
     layout,
   };
-}
-
-function defaultNodeId(): string {
-  const host = hostname().replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'node';
-  return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }
 
 function parseEtcd(value: string, from: string): string[] {
