@@ -42,11 +42,9 @@ function run(config: ServerConfig): void {
   const leaseLogger = logger.child({ component: 'lease' });
   const workers = { first: config.workers.from, last: config.workers.to };
   let lease: WorkerLease;
-  if (config.etcd !== undefined) {
-    lease = createEtcdLease(
-      { ...etcdLeaseOptions(config), endpoints: config.etcd, region: config.region, meter: metrics.meter('@idgen/lease'), logger: leaseLogger },
-      guard,
-    );
+  const etcdOptions = etcdLeaseOptions(config);
+  if (etcdOptions !== undefined) {
+    lease = createEtcdLease({ ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: leaseLogger }, guard);
   } else {
     logger.warn(
       { mode: 'standalone' },
