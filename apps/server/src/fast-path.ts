@@ -1,13 +1,10 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import { constants as h2, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
+import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
 import { NextIdsRequestSchema } from '@idgen/proto';
 import type { WireBlock } from './service.js';
-
-type NodeRequest = IncomingMessage | Http2ServerRequest;
-type NodeResponse = ServerResponse | Http2ServerResponse;
 
 /** The RPC path the fast path answers. */
 export const NEXT_IDS_PATH = '/idgen.v1.IdGenerator/NextIds';
@@ -21,6 +18,15 @@ export interface FastPathOptions {
   readonly record?: (code: Code | undefined, startNs: bigint, ids: number) => void;
 }
 
+/** Answers requests for {@link path} before connect-es; each returns false for a request it leaves to connect-es. */
+export interface NextIdsFastPath {
+  readonly path: string;
+  /** An HTTP/1.1 request (node:http). */
+  http1(req: IncomingMessage, res: ServerResponse): boolean;
+  /** An HTTP/2 stream, on node:http2's core API (not its compat request/response objects). */
+  http2(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
+}
+
 type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
 
 /**
@@ -32,98 +38,168 @@ type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
  * are small and fixed (DESIGN §6), so they are written by hand and checked against the generated clients by
  * the integration suites (test/cluster.spec.ts), which talk to this path over all three protocols.
  *
+ * HTTP/2 requests are answered on node:http2's core stream API: its compat layer (an Http2ServerRequest and
+ * Http2ServerResponse with their streams and listeners per request) cost about a third of a NextIds(1), and
+ * `bench:server`'s bare ceiling answers on the core API too.
+ *
  * Taken only for: POST, Connect unary with `application/json` or `application/proto` and no compression, or
  * gRPC (`application/grpc[+proto]`) over HTTP/2 with no compression. Everything else (gRPC-Web, compressed
  * bodies, GET, other methods) returns `false` and goes to connect-es, so behaviour there is unchanged.
  */
-export function createNextIdsFastPath(options: FastPathOptions): (req: NodeRequest, res: NodeResponse) => boolean {
+export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath {
   const max = options.maxBodyBytes;
-  return (req, res) => {
+  const record = options.record;
+
+  const http1 = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'POST') return false;
-    const protocol = protocolOf(req);
+    const protocol = protocolOf(req.headers, false);
     if (protocol === undefined) return false;
     const start = process.hrtime.bigint();
     const declared = Number(req.headers['content-length'] ?? 0);
     if (declared > max) {
-      dropRest(req, res);
-      fail(res, protocol, tooLarge(declared, max), start, options);
+      dropRestHttp1(req, res);
+      failHttp1(res, protocol, tooLarge(declared, max), start, record);
       return true;
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let over = false;
+    const body = new BodyReader(max);
     req.on('data', (chunk: Buffer) => {
-      if (over) return;
-      size += chunk.length;
-      if (size > max) {
-        over = true;
-        dropRest(req, res);
-        fail(res, protocol, tooLarge(size, max), start, options);
-        return;
-      }
-      chunks.push(chunk);
+      if (body.over || body.add(chunk)) return;
+      dropRestHttp1(req, res);
+      failHttp1(res, protocol, tooLarge(undefined, max), start, record);
     });
     req.on('end', () => {
-      if (over) return;
-      const body = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size);
+      if (body.over) return;
       let blocks: readonly WireBlock[];
       try {
-        blocks = options.nextIds(parseCount(protocol, body));
+        blocks = options.nextIds(parseCount(protocol, body.bytes()));
       } catch (e) {
-        fail(res, protocol, ConnectError.from(e), start, options);
+        failHttp1(res, protocol, ConnectError.from(e), start, record);
         return;
       }
-      let ids = 0;
-      for (const b of blocks) ids += b.count;
       if (protocol === 'connect-json') {
         const text = jsonResponse(blocks);
         res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
         res.end(text);
-      } else if (protocol === 'connect-proto') {
+      } else {
         const bytes = binaryResponse(blocks, 0);
         res.writeHead(200, { 'content-type': 'application/proto', 'content-length': bytes.length });
         res.end(bytes);
-      } else {
-        const bytes = binaryResponse(blocks, 5);
-        bytes.writeUInt32BE(bytes.length - 5, 1);
-        res.writeHead(200, { 'content-type': 'application/grpc+proto' });
-        (res as Http2ServerResponse).addTrailers({ 'grpc-status': '0' });
-        res.end(bytes);
       }
-      options.record?.(undefined, start, ids);
+      record?.(undefined, start, idsIn(blocks));
     });
     return true;
   };
+
+  const http2 = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean => {
+    if (headers[':method'] !== 'POST') return false;
+    const protocol = protocolOf(headers, true);
+    if (protocol === undefined) return false;
+    const start = process.hrtime.bigint();
+    const declared = Number(headers['content-length'] ?? 0);
+    if (declared > max) {
+      failHttp2(stream, protocol, tooLarge(declared, max), start, record, true);
+      return true;
+    }
+    const body = new BodyReader(max);
+    stream.on('data', (chunk: Buffer) => {
+      if (body.over || body.add(chunk)) return;
+      failHttp2(stream, protocol, tooLarge(undefined, max), start, record, true);
+    });
+    stream.on('end', () => {
+      if (body.over) return;
+      let blocks: readonly WireBlock[];
+      try {
+        blocks = options.nextIds(parseCount(protocol, body.bytes()));
+      } catch (e) {
+        failHttp2(stream, protocol, ConnectError.from(e), start, record, false);
+        return;
+      }
+      // The caller reset the stream while we minted: nothing to answer, and nothing was handed out.
+      if (stream.closed || stream.destroyed) return;
+      if (protocol === 'grpc') {
+        const bytes = binaryResponse(blocks, 5);
+        bytes.writeUInt32BE(bytes.length - 5, 1);
+        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+        stream.on('wantTrailers', sendGrpcOk);
+        stream.end(bytes);
+      } else if (protocol === 'connect-proto') {
+        const bytes = binaryResponse(blocks, 0);
+        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/proto', 'content-length': bytes.length });
+        stream.end(bytes);
+      } else {
+        const text = jsonResponse(blocks);
+        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+        stream.end(text);
+      }
+      record?.(undefined, start, idsIn(blocks));
+    });
+    return true;
+  };
+
+  return { path: NEXT_IDS_PATH, http1, http2 };
 }
 
-function protocolOf(req: NodeRequest): Protocol | undefined {
-  const type = req.headers['content-type'];
+/** `this` is the stream whose body ended: the gRPC status of a success travels in trailers. */
+function sendGrpcOk(this: ServerHttp2Stream): void {
+  this.sendTrailers({ 'grpc-status': '0' });
+}
+
+function idsIn(blocks: readonly WireBlock[]): number {
+  let ids = 0;
+  for (const b of blocks) ids += b.count;
+  return ids;
+}
+
+/** A request body collected up to a size limit; one chunk (the usual case) is used as is, not copied. */
+class BodyReader {
+  size = 0;
+  over = false;
+  private readonly chunks: Buffer[] = [];
+  constructor(private readonly max: number) {}
+  /** Adds a chunk; false (and `over`) once the body is larger than the limit. */
+  add(chunk: Buffer): boolean {
+    this.size += chunk.length;
+    if (this.size > this.max) {
+      this.over = true;
+      return false;
+    }
+    this.chunks.push(chunk);
+    return true;
+  }
+  bytes(): Buffer {
+    return this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
+  }
+}
+
+function protocolOf(headers: IncomingHttpHeaders, http2: boolean): Protocol | undefined {
+  const type = headers['content-type'];
   if (type === undefined) return undefined;
   if (type === 'application/grpc' || type === 'application/grpc+proto') {
-    const encoding = req.headers['grpc-encoding'];
-    return req.httpVersionMajor === 2 && (encoding === undefined || encoding === 'identity') ? 'grpc' : undefined;
+    const encoding = headers['grpc-encoding'];
+    return http2 && (encoding === undefined || encoding === 'identity') ? 'grpc' : undefined;
   }
-  const encoding = req.headers['content-encoding'];
+  const encoding = headers['content-encoding'];
   if (encoding !== undefined && encoding !== 'identity') return undefined;
   if (type === 'application/proto') return 'connect-proto';
   if (type === 'application/json' || /^application\/json;\s*charset=utf-8$/i.test(type)) return 'connect-json';
   return undefined;
 }
 
-function tooLarge(size: number, max: number): ConnectError {
-  return new ConnectError(`message size ${size} is larger than configured readMaxBytes ${max}`, Code.ResourceExhausted);
+/** connect-es's words: the size when the request declared it, none when the limit was hit while reading. */
+function tooLarge(size: number | undefined, max: number): ConnectError {
+  const what = size === undefined ? 'message size' : `message size ${size}`;
+  return new ConnectError(`${what} is larger than configured readMaxBytes ${max}`, Code.ResourceExhausted);
 }
 
 /**
- * Stops reading a body we will not use: the connection (HTTP/1.1) or stream (HTTP/2) ends after the answer.
- * Call before the answer is written: on HTTP/1.1 the answer must say `connection: close`, or a keep-alive
- * client sends its next request into the socket we are about to cut and loses it (RFC 9112 §9.6).
+ * Stops reading a body we will not use: the connection ends after the answer. Call before the answer is
+ * written: the answer must say `connection: close`, or a keep-alive client sends its next request into the
+ * socket we are about to cut and loses it (RFC 9112 §9.6).
  */
-function dropRest(req: NodeRequest, res: NodeResponse): void {
-  if (req.httpVersionMajor !== 2 && !res.headersSent) res.setHeader('connection', 'close');
+function dropRestHttp1(req: IncomingMessage, res: ServerResponse): void {
+  if (!res.headersSent) res.setHeader('connection', 'close');
   const cut = (): void => {
-    if (req.httpVersionMajor === 2) (req as Http2ServerRequest).stream.close(h2.NGHTTP2_NO_ERROR);
-    else req.socket.destroy();
+    req.socket.destroy();
   };
   if (res.writableFinished) cut();
   else res.once('finish', cut);
@@ -202,28 +278,60 @@ function varintLength(v: number): number {
   return n;
 }
 
-function fail(res: NodeResponse, protocol: Protocol, error: ConnectError, start: bigint, options: FastPathOptions): void {
-  options.record?.(error.code, start, 0);
+type Recorder = FastPathOptions['record'];
+
+function errorMetadata(error: ConnectError): { [key: string]: string } {
+  const metadata: { [key: string]: string } = {};
+  error.metadata.forEach((value, key) => {
+    metadata[key] = value;
+  });
+  return metadata;
+}
+
+function failHttp1(res: ServerResponse, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder): void {
+  record?.(error.code, start, 0);
   if (res.headersSent) {
     res.end();
     return;
   }
-  const metadata: Record<string, string> = {};
-  error.metadata.forEach((value, key) => {
-    metadata[key] = value;
-  });
+  const body = Buffer.from(errorToJsonBytes(error, {}));
+  res.writeHead(codeToHttpStatus(error.code), { ...errorMetadata(error), 'content-type': 'application/json', 'content-length': body.length });
+  res.end(body);
+}
+
+/**
+ * Answers an error on an HTTP/2 stream: gRPC as trailers-only (the status in the headers of an empty stream),
+ * Connect as its JSON error. `dropBody`: the request body is not read to its end, so the stream is closed
+ * (RST_STREAM NO_ERROR, RFC 9113 §8.1) once the answer is out.
+ */
+function failHttp2(stream: ServerHttp2Stream, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder, dropBody: boolean): void {
+  record?.(error.code, start, 0);
+  if (stream.closed || stream.destroyed) return;
+  if (stream.headersSent) {
+    stream.close(h2.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  const cut = dropBody ? () => stream.close(h2.NGHTTP2_NO_ERROR) : undefined;
   if (protocol === 'grpc') {
-    // Trailers-only response: the status travels in the headers of an empty stream.
-    res.writeHead(200, {
-      ...metadata,
-      'content-type': 'application/grpc+proto',
-      'grpc-status': String(error.code),
-      'grpc-message': encodeURIComponent(error.rawMessage),
-    });
-    res.end();
+    stream.respond(
+      {
+        ...errorMetadata(error),
+        [h2.HTTP2_HEADER_STATUS]: 200,
+        'content-type': 'application/grpc+proto',
+        'grpc-status': String(error.code),
+        'grpc-message': encodeURIComponent(error.rawMessage),
+      },
+      { endStream: true },
+    );
+    cut?.();
     return;
   }
   const body = Buffer.from(errorToJsonBytes(error, {}));
-  res.writeHead(codeToHttpStatus(error.code), { ...metadata, 'content-type': 'application/json', 'content-length': body.length });
-  res.end(body);
+  stream.respond({
+    ...errorMetadata(error),
+    [h2.HTTP2_HEADER_STATUS]: codeToHttpStatus(error.code),
+    'content-type': 'application/json',
+    'content-length': body.length,
+  });
+  stream.end(body, cut);
 }

@@ -31,7 +31,7 @@ beforeAll(async () => {
       ready: () => ready,
       maxBodyBytes: 1024,
       requestTimeoutMs: 2000,
-      ...(name === 'fast-path' ? { fastPath: (req, res, path) => path === NEXT_IDS_PATH && fast(req, res) } : {}),
+      ...(name === 'fast-path' ? { fastPath: fast } : {}),
     });
     const bound = await server.listen({ host: '127.0.0.1', port: 0 });
     servers.push({ name, server, base: `http://127.0.0.1:${bound.port}` });
@@ -120,6 +120,199 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
     expect(seen(b)).toEqual(seen(a));
   });
 });
+
+/** One request over HTTP/2 (h2c), what a client sees of it: status, content type, gRPC status wherever it travels, body. */
+function h2request(
+  base: string,
+  headers: Record<string, string>,
+  body: Uint8Array,
+): Promise<{ status: unknown; type: unknown; grpcStatus: unknown; text: string }> {
+  return new Promise((resolve, reject) => {
+    const session = connectHttp2(base);
+    session.on('error', reject);
+    const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, ...headers });
+    let status: unknown;
+    let type: unknown;
+    let grpcStatus: unknown;
+    const chunks: Buffer[] = [];
+    stream.on('response', (h) => {
+      status = h[':status'];
+      type = h['content-type'];
+      grpcStatus = h['grpc-status'];
+    });
+    stream.on('trailers', (t) => {
+      grpcStatus = t['grpc-status'] ?? grpcStatus;
+    });
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('error', reject);
+    stream.on('close', () => {
+      session.close();
+      resolve({ status, type, grpcStatus, text: masked(Buffer.concat(chunks).toString('latin1')) });
+    });
+    stream.end(body);
+  });
+}
+
+describe('over HTTP/2 the fast path (node:http2 core API) answers exactly as connect-es does', () => {
+  const big = `{"count":1,"pad":"${'x'.repeat(2000)}"}`;
+  it.each([
+    ['Connect JSON, count 3', { 'content-type': 'application/json' }, '{"count":3}'],
+    ['Connect JSON, count above the maximum', { 'content-type': 'application/json' }, '{"count":101}'],
+    ['Connect JSON, a wrong field type', { 'content-type': 'application/json' }, '{"count":"x"}'],
+    ['Connect JSON, a body above the limit', { 'content-type': 'application/json' }, big],
+    ['Connect JSON, a body above the limit it declared', { 'content-type': 'application/json', 'content-length': String(big.length) }, big],
+    ['Connect proto, count 0', { 'content-type': 'application/proto' }, new Uint8Array([])],
+    ['Connect proto, an undecodable body', { 'content-type': 'application/proto' }, new Uint8Array([0x0a, 0xff, 0xff])],
+    ['gRPC, a message above the limit', { 'content-type': 'application/grpc', te: 'trailers' }, grpcFrameOf(new Uint8Array(1995))],
+    ['gRPC, a truncated message', { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 9, 0x08])],
+  ])('%s', async (_what, headers, body) => {
+    const bytes = typeof body === 'string' ? Buffer.from(body) : body;
+    const [a, b] = await Promise.all(servers.map((s) => h2request(s.base, headers, bytes)));
+    expect(b).toEqual(a);
+  });
+
+  it('Connect proto, count 7: the same IDs shape (10 bytes of ID, count 7)', async () => {
+    const [a, b] = await Promise.all(servers.map((s) => h2request(s.base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x07]))));
+    expect(a?.status).toBe(200);
+    expect({ ...b, text: b?.text.length }).toEqual({ ...a, text: a?.text.length });
+  });
+});
+
+describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting', () => {
+  it('a stream whose body never ends is cancelled at the request deadline, counted, and the node serves on', async () => {
+    let timeouts = 0;
+    const deps = fastPathDeps();
+    const server = createServingServer({
+      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 300,
+      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
+      onRequestTimeout: () => timeouts++,
+    });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+      stream.write(Buffer.from([0, 0, 0, 0, 2])); // a frame header, then nothing: the body never ends
+      const t0 = Date.now();
+      const code = await new Promise<number>((resolve) => stream.on('close', () => resolve(stream.rstCode ?? -1)));
+      const waited = Date.now() - t0;
+      expect(code).toBe(8); // RST_STREAM CANCEL
+      expect(waited).toBeGreaterThanOrEqual(250);
+      expect(timeouts).toBe(1);
+      expect(server.inFlight()).toBe(0);
+      const answer = await h2request(`http://127.0.0.1:${port}`, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x02]));
+      expect(answer.status).toBe(200);
+    } finally {
+      session.destroy();
+      await server.close(1000);
+    }
+  });
+
+  it('a caller that resets its stream mid-body or right after sending it leaves nothing in flight and nothing thrown', async () => {
+    const errors: unknown[] = [];
+    const streamErrors: string[] = [];
+    const deps = fastPathDeps();
+    const server = createServingServer({
+      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 5000,
+      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
+      onHandlerError: (e) => errors.push(e),
+      onConnectionError: (e) => streamErrors.push(e.message),
+    });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    try {
+      const closes: Promise<void>[] = [];
+      for (let i = 0; i < 50; i++) {
+        const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+        stream.on('error', () => undefined);
+        closes.push(new Promise((resolve) => stream.on('close', () => resolve())));
+        // CANCEL (8) is how clients abort; any other code (2: INTERNAL_ERROR) makes node:http2 emit 'error'
+        // on the server's stream, which would crash a process with no listener for it.
+        const code = i % 4 < 2 ? 8 : 2;
+        if (i % 2 === 0) {
+          stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
+          stream.close(code);
+        } else {
+          stream.end(Buffer.from([0, 0, 0, 0, 2, 0x08, 0x01]));
+          setImmediate(() => stream.close(code));
+        }
+      }
+      await Promise.all(closes);
+      const deadline = Date.now() + 2000;
+      while ((server.inFlight() !== 0 || streamErrors.length === 0) && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      expect(server.inFlight()).toBe(0);
+      expect(errors).toEqual([]);
+      // The resets with INTERNAL_ERROR reached the stream's 'error' listener (none would be an uncaught
+      // exception that ends a real process) and were reported as connection errors, not handler errors.
+      expect(streamErrors.length).toBeGreaterThan(0);
+      expect(new Set(streamErrors)).toEqual(new Set(['Stream closed with error code NGHTTP2_INTERNAL_ERROR']));
+      const answer = await h2request(`http://127.0.0.1:${port}`, { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 2, 0x08, 0x03]));
+      expect(answer).toMatchObject({ status: 200, grpcStatus: '0' });
+    } finally {
+      session.destroy();
+      await server.close(1000);
+    }
+  });
+
+  it('close() waits for a fast-path request in flight, then counts none left', async () => {
+    const deps = fastPathDeps();
+    const server = createServingServer({
+      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 5000,
+      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
+    });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    session.on('error', () => undefined);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      let grpcStatus: unknown;
+      stream.on('trailers', (t) => (grpcStatus = t['grpc-status']));
+      const closed = new Promise((resolve) => stream.on('close', resolve));
+      stream.resume();
+      stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(server.inFlight()).toBe(1);
+      const closing = server.close(3000);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      stream.end(Buffer.from([0x04])); // the rest of the message: count 4
+      expect(await closing).toBe(0);
+      await closed;
+      expect(grpcStatus).toBe('0');
+    } finally {
+      session.destroy();
+    }
+  });
+});
+
+function grpcFrameOf(message: Uint8Array): Buffer {
+  const frame = Buffer.alloc(5 + message.length);
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  return frame;
+}
+
+function fastPathDeps(): ServiceDeps {
+  return {
+    guard,
+    lease: () => ({ nodeId: 'n', leaseId: undefined, keepAliveAgeSeconds: undefined, deadlineInMs: undefined, mode: 'standalone' }),
+    phase: () => 'running',
+    region: 4,
+    maxCount: 100,
+    timeSourceMode: 'none',
+    advertise: () => 'here:1',
+  };
+}
 
 describe('the serving port', () => {
   it('answers /healthz always and /readyz by readiness, GET or HEAD only', async () => {

@@ -5,7 +5,9 @@ import {
   type Http2ServerRequest,
   type Http2ServerResponse,
   type Http2Session,
+  type IncomingHttpHeaders,
   type ServerHttp2Session,
+  type ServerHttp2Stream,
 } from 'node:http2';
 import { createServer as createNetServer, type Socket } from 'node:net';
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type Interceptor } from '@connectrpc/connect';
@@ -16,19 +18,31 @@ import {
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
+import type { HostPort } from './config.js';
 import { reclassifyDecodeError } from './decode-errors.js';
 
 type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type NodeServerResponse = ServerResponse | Http2ServerResponse;
-import type { HostPort } from './config.js';
+
+/** A request answered before connect-es (fast-path.ts); each method returns false to pass the request on. */
+export interface FastPath {
+  /** The one path it answers. */
+  readonly path: string;
+  http1(req: IncomingMessage, res: ServerResponse): boolean;
+  /** On node:http2's core API: the stream and its request headers. */
+  http2(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
+}
+
+/** The 'stream' listener node:http2 installs for its compat API ('request' events). */
+type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
 
 /** Options of {@link createServingServer}. */
 export interface ServingServerOptions {
   /** Registers the Connect services. */
   readonly routes: (router: ConnectRouter) => void;
   readonly interceptors?: Interceptor[];
-  /** Answers a request before connect-es when it can (fast-path.ts); returns false to pass it on. */
-  readonly fastPath?: (req: NodeServerRequest, res: NodeServerResponse, path: string) => boolean;
+  /** Answers requests for its path before connect-es when it can (fast-path.ts). */
+  readonly fastPath?: FastPath;
   /** May the node mint now? `/readyz` 200 when true, 503 when false (DESIGN §6). Called per probe: keep cheap. */
   readonly ready: () => boolean;
   /** Extra JSON for the `/readyz` body (state, reason). */
@@ -140,6 +154,35 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   let drained: (() => void) | undefined;
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
+  // Fast-path streams still open, with their deadlines (performance.now() ms), oldest first (a Map keeps
+  // insertion order and every stream gets the same timeout). A sweep cancels the late ones: a timer per
+  // request measurably cost the fast path, and a deadline needs no better than the sweep's resolution.
+  const fastDeadlines = new Map<ServerHttp2Stream, number>();
+  const requestDone = (): void => {
+    inFlight--;
+    if (inFlight === 0) drained?.();
+  };
+  function onFastStreamClose(this: ServerHttp2Stream): void {
+    if (fastDeadlines.delete(this)) requestDone();
+  }
+  function onFastStreamError(this: ServerHttp2Stream, e: Error): void {
+    // A caller that resets its stream (or goes away) mid-request: the stream closes; nothing else to do.
+    options.onConnectionError?.(e);
+  }
+  const deadlineSweep = setInterval(
+    () => {
+      const now = performance.now();
+      for (const [stream, deadline] of fastDeadlines) {
+        if (deadline > now) break;
+        fastDeadlines.delete(stream);
+        requestDone();
+        options.onRequestTimeout?.();
+        stream.close(h2.NGHTTP2_CANCEL);
+      }
+    },
+    Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
+  );
+  deadlineSweep.unref();
 
   const plain = (res: NodeServerResponse, status: number, body: Record<string, unknown>): void => {
     const text = JSON.stringify(body) + '\n';
@@ -182,12 +225,15 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       if (finished) return;
       finished = true;
       clearTimeout(timer);
-      inFlight--;
-      if (inFlight === 0) drained?.();
+      requestDone();
     };
     res.once('finish', done);
     res.once('close', done);
-    if (options.fastPath?.(req, res, path) !== true) connect(req, res, path);
+    const fast = options.fastPath;
+    // HTTP/2 requests the fast path takes never get here: it sees them first, as streams (below).
+    if (fast === undefined || path !== fast.path || req.httpVersionMajor === 2 || !fast.http1(req as IncomingMessage, res as ServerResponse)) {
+      connect(req, res, path);
+    }
   };
 
   // HTTP/2 with prior knowledge (h2c: gRPC, Connect over h2) and HTTP/1.1 (Connect JSON from curl and
@@ -208,6 +254,38 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     },
     handler,
   );
+  // The fast path sees HTTP/2 streams before node:http2's compat layer builds a request and response for them
+  // (fast-path.ts: why). That layer is the one 'stream' listener the server installed for `handler`: it is
+  // taken off and called only for the streams the fast path leaves, so everything else is served as before.
+  const fast = options.fastPath;
+  if (fast !== undefined) {
+    const compat = h2server.listeners('stream') as StreamListener[];
+    const serveCompat = compat[0];
+    if (compat.length !== 1 || serveCompat === undefined) {
+      throw new Error(`node:http2 changed: expected its compat layer as the one 'stream' listener, found ${compat.length}`);
+    }
+    h2server.removeListener('stream', serveCompat);
+    h2server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+      const url = headers[h2.HTTP2_HEADER_PATH] ?? '';
+      const query = url.indexOf('?');
+      const path = query === -1 ? url : url.slice(0, query);
+      if (path !== fast.path) {
+        serveCompat(stream, headers, flags, rawHeaders);
+        return;
+      }
+      // Listeners first: the fast path may answer (and the stream close) before it returns.
+      stream.on('error', onFastStreamError);
+      stream.on('close', onFastStreamClose);
+      if (!fast.http2(stream, headers)) {
+        stream.off('error', onFastStreamError);
+        stream.off('close', onFastStreamClose);
+        serveCompat(stream, headers, flags, rawHeaders);
+        return;
+      }
+      inFlight++;
+      fastDeadlines.set(stream, performance.now() + options.requestTimeoutMs);
+    });
+  }
   const h1server = createHttp1Server(
     {
       maxHeaderSize: 16 * 1024,
@@ -339,6 +417,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       for (const s of sockets) s.destroy();
       h1server.close(() => undefined);
       clearInterval(sweep);
+      clearInterval(deadlineSweep);
       await closed;
       return left;
     },

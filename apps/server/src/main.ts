@@ -12,7 +12,7 @@ import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from
 import { createServingServer } from './http.js';
 import { createServerMetrics } from './metrics.js';
 import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
-import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
+import { createNextIdsFastPath } from './fast-path.js';
 
 /** Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration. */
 export const EXIT_FATAL = 1;
@@ -83,7 +83,7 @@ function run(config: ServerConfig): void {
     record: (code, start, ids) => metrics.recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, start, ids),
   });
   const server = createServingServer({
-    fastPath: (req, res, path) => path === NEXT_IDS_PATH && fastNextIds(req, res),
+    fastPath: fastNextIds,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(serviceDeps));
       router.service(Health, createHealthService(ready));
