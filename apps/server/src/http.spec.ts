@@ -315,6 +315,32 @@ function fastPathDeps(): ServiceDeps {
 }
 
 describe('the serving port', () => {
+  it('puts the stream table work-around on its HTTP/2 sessions (http2-stream-table.ts), so it never warns here', async () => {
+    const unavailable: string[] = [];
+    const server = createServingServer({
+      routes: () => undefined,
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 2000,
+      onStreamTableUnavailable: (why) => unavailable.push(why),
+    });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const session = connectHttp2(`http://127.0.0.1:${port}`);
+    try {
+      const status = await new Promise<number>((resolve, reject) => {
+        const stream = session.request({ ':path': '/healthz' });
+        stream.on('response', (h) => resolve(Number(h[':status'])));
+        stream.on('error', reject);
+        stream.resume();
+      });
+      expect(status).toBe(200);
+      expect(unavailable).toEqual([]);
+    } finally {
+      session.destroy();
+      await server.close(1000);
+    }
+  });
+
   it('answers /healthz always and /readyz by readiness, GET or HEAD only', async () => {
     const base = servers[0]?.base ?? '';
     expect((await fetch(`${base}/healthz`)).status).toBe(200);

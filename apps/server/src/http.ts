@@ -19,7 +19,9 @@ import {
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
 import type { HostPort } from './config.js';
+import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
+import { installStreamTable } from './http2-stream-table.js';
 
 type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type NodeServerResponse = ServerResponse | Http2ServerResponse;
@@ -32,6 +34,9 @@ export interface FastPath {
   /** On node:http2's core API: the stream and its request headers. */
   http2(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
 }
+
+const kDeadlineTicket = Symbol('idgen.deadlineTicket');
+type TicketedStream = ServerHttp2Stream & { [kDeadlineTicket]?: number };
 
 /** The 'stream' listener node:http2 installs for its compat API ('request' events). */
 type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
@@ -64,6 +69,11 @@ export interface ServingServerOptions {
   readonly onHandlerError?: (e: unknown) => void;
   /** Called for connection-level errors worth a debug line (a client's garbage is not an error of ours). */
   readonly onConnectionError?: (e: Error) => void;
+  /**
+   * Called (once) when node:http2's internals are not what http2-stream-table.ts works around: the node then
+   * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
+   */
+  readonly onStreamTableUnavailable?: (why: string) => void;
 }
 
 /** The serving port: one node:http2 server, HTTP/1.1 and h2c, Connect + gRPC + gRPC-Web + probes. */
@@ -154,32 +164,29 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   let drained: (() => void) | undefined;
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
-  // Fast-path streams still open, with their deadlines (performance.now() ms), oldest first (a Map keeps
-  // insertion order and every stream gets the same timeout). A sweep cancels the late ones: a timer per
-  // request measurably cost the fast path, and a deadline needs no better than the sweep's resolution.
-  const fastDeadlines = new Map<ServerHttp2Stream, number>();
+  // Fast-path streams still open, with their deadlines (performance.now() ms), oldest first. A sweep cancels
+  // the late ones: a timer per request measurably cost the fast path, and a deadline needs no better than
+  // the sweep's resolution. Each stream carries its ticket in the queue under `kDeadlineTicket`.
+  const fastDeadlines = new DeadlineQueue<ServerHttp2Stream>();
   const requestDone = (): void => {
     inFlight--;
     if (inFlight === 0) drained?.();
   };
   function onFastStreamClose(this: ServerHttp2Stream): void {
-    if (fastDeadlines.delete(this)) requestDone();
+    const ticket = (this as TicketedStream)[kDeadlineTicket];
+    if (ticket !== undefined && fastDeadlines.remove(ticket, this)) requestDone();
   }
   function onFastStreamError(this: ServerHttp2Stream, e: Error): void {
     // A caller that resets its stream (or goes away) mid-request: the stream closes; nothing else to do.
     options.onConnectionError?.(e);
   }
+  const cancelLate = (stream: ServerHttp2Stream): void => {
+    requestDone();
+    options.onRequestTimeout?.();
+    stream.close(h2.NGHTTP2_CANCEL);
+  };
   const deadlineSweep = setInterval(
-    () => {
-      const now = performance.now();
-      for (const [stream, deadline] of fastDeadlines) {
-        if (deadline > now) break;
-        fastDeadlines.delete(stream);
-        requestDone();
-        options.onRequestTimeout?.();
-        stream.close(h2.NGHTTP2_CANCEL);
-      }
-    },
+    () => fastDeadlines.expire(performance.now(), cancelLate),
     Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
   );
   deadlineSweep.unref();
@@ -283,7 +290,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
         return;
       }
       inFlight++;
-      fastDeadlines.set(stream, performance.now() + options.requestTimeoutMs);
+      (stream as TicketedStream)[kDeadlineTicket] = fastDeadlines.add(stream, performance.now() + options.requestTimeoutMs);
     });
   }
   const h1server = createHttp1Server(
@@ -372,7 +379,13 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     }
   }, Math.min(1_000, probeMs));
   sweep.unref();
+  let streamTableWarned = false;
   h2server.on('session', (session: ServerHttp2Session) => {
+    const table = installStreamTable(session);
+    if (!table.installed && !streamTableWarned) {
+      streamTableWarned = true;
+      options.onStreamTableUnavailable?.(table.why);
+    }
     sessions.add(session);
     probes.set(session, { bytesRead: -1, since: Date.now(), pingedAt: undefined });
     session.once('close', () => {

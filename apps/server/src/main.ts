@@ -98,6 +98,7 @@ function run(config: ServerConfig): void {
     requestTimeoutMs: config.requestTimeoutMs,
     onRequestTimeout: () => metrics.countTimeout(),
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
+    onStreamTableUnavailable: (why) => logger.warn({ why }, 'HTTP/2 stream table work-around not applied: expect longer GC pauses'),
     onHandlerError: (e) => logger.warn({ err: e }, 'writing a response failed'),
   });
 
