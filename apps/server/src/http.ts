@@ -18,10 +18,10 @@ import {
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
+import { installStreamTable } from '@idgen/http2-stream-table';
 import type { HostPort } from './config.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
-import { installStreamTable } from './http2-stream-table.js';
 
 type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type NodeServerResponse = ServerResponse | Http2ServerResponse;
@@ -70,7 +70,7 @@ export interface ServingServerOptions {
   /** Called for connection-level errors worth a debug line (a client's garbage is not an error of ours). */
   readonly onConnectionError?: (e: Error) => void;
   /**
-   * Called (once) when node:http2's internals are not what http2-stream-table.ts works around: the node then
+   * Called (once) when node:http2's internals are not what @idgen/http2-stream-table works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
    */
   readonly onStreamTableUnavailable?: (why: string) => void;

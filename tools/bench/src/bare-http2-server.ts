@@ -4,9 +4,12 @@
  * like the real server, so both are loaded the same way. Uses the core `stream` API (the cheapest way to
  * answer in `node:http2`), so the figure is the stack's ceiling, not a framework's.
  *
- * Usage: `node bare-http2-server.js <port> <hex body>`; prints `listening <port>` when ready.
+ * Usage: `node bare-http2-server.js <port> <hex body> [stream-table]`; prints `listening <port>` when ready.
+ * With `stream-table`, each session gets the GC work-around idgen-server runs (`@idgen/http2-stream-table`):
+ * the like-for-like floor for idgen's tail latency.
  */
 import { constants, createServer } from 'node:http2';
+import { installStreamTable } from '@idgen/http2-stream-table';
 
 function main(): void {
   const port = Number(process.argv[2]);
@@ -15,7 +18,17 @@ function main(): void {
     process.stderr.write('usage: bare-http2-server <port> <hex body>\n');
     process.exit(2);
   }
+  const streamTable = process.argv[4] === 'stream-table';
   const server = createServer({ settings: { maxConcurrentStreams: 128 } });
+  if (streamTable) {
+    server.on('session', (session) => {
+      const result = installStreamTable(session);
+      if (!result.installed) {
+        process.stderr.write(`bare-http2-server: stream table not installed: ${result.why}\n`);
+        process.exit(1);
+      }
+    });
+  }
   server.on('stream', (stream) => {
     stream.on('data', () => {
       // the request body is read and dropped: the answer is fixed

@@ -1,6 +1,6 @@
 import { connect, createServer, type ClientHttp2Session, type Http2Session, type Http2Server } from 'node:http2';
 import fc from 'fast-check';
-import { StreamTable, installStreamTable } from './http2-stream-table.js';
+import { StreamTable, installStreamTable } from './stream-table.js';
 
 describe('StreamTable', () => {
   it('behaves as a Map for get, set, has, delete, size and iteration under random operations', () => {

@@ -1,0 +1,1 @@
+export { StreamTable, installStreamTable } from './stream-table.js';
