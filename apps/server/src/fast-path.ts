@@ -49,6 +49,14 @@ type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
 export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath {
   const max = options.maxBodyBytes;
   const record = options.record;
+  /** The blocks for a request body, or the error to answer (a body the caller got wrong, or a fence). */
+  const mint = (protocol: Protocol, body: Buffer): readonly WireBlock[] | ConnectError => {
+    try {
+      return options.nextIds(parseCount(protocol, body));
+    } catch (e) {
+      return ConnectError.from(e);
+    }
+  };
 
   const http1 = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'POST') return false;
@@ -69,11 +77,9 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     req.on('end', () => {
       if (body.over) return;
-      let blocks: readonly WireBlock[];
-      try {
-        blocks = options.nextIds(parseCount(protocol, body.bytes()));
-      } catch (e) {
-        failHttp1(res, protocol, ConnectError.from(e), start, record);
+      const blocks = mint(protocol, body.bytes());
+      if (blocks instanceof ConnectError) {
+        failHttp1(res, protocol, blocks, start, record);
         return;
       }
       if (protocol === 'connect-json') {
@@ -107,11 +113,9 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     stream.on('end', () => {
       if (body.over) return;
-      let blocks: readonly WireBlock[];
-      try {
-        blocks = options.nextIds(parseCount(protocol, body.bytes()));
-      } catch (e) {
-        failHttp2(stream, protocol, ConnectError.from(e), start, record, false);
+      const blocks = mint(protocol, body.bytes());
+      if (blocks instanceof ConnectError) {
+        failHttp2(stream, protocol, blocks, start, record, false);
         return;
       }
       // The caller reset the stream while we minted: nothing to answer, and nothing was handed out.

@@ -3,7 +3,7 @@ import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import { createServingServer, type ServingServer } from './http.js';
+import { createServingServer, type ServingServer, type ServingServerOptions } from './http.js';
 import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
 
 // The same NextIds answered two ways on the real serving stack (loopback, real guard): through connect-es,
@@ -15,15 +15,7 @@ let ready = true;
 beforeAll(async () => {
   guard = createGuardedMinter({ region: 4 });
   guard.assign({ region: 4, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.MAX_SAFE_INTEGER });
-  const deps: ServiceDeps = {
-    guard,
-    lease: () => ({ nodeId: 'n', leaseId: undefined, keepAliveAgeSeconds: undefined, deadlineInMs: undefined, mode: 'standalone' }),
-    phase: () => 'running',
-    region: 4,
-    maxCount: 100,
-    timeSourceMode: 'none',
-    advertise: () => 'here:1',
-  };
+  const deps = testDeps();
   const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 });
   for (const name of ['connect-es', 'fast-path']) {
     const server = createServingServer({
@@ -181,16 +173,7 @@ describe('over HTTP/2 the fast path (node:http2 core API) answers exactly as con
 describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting', () => {
   it('a stream whose body never ends is cancelled at the request deadline, counted, and the node serves on', async () => {
     let timeouts = 0;
-    const deps = fastPathDeps();
-    const server = createServingServer({
-      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
-      ready: () => true,
-      maxBodyBytes: 1024,
-      requestTimeoutMs: 300,
-      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
-      onRequestTimeout: () => timeouts++,
-    });
-    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const { server, port } = await startFastPathServer({ requestTimeoutMs: 300, onRequestTimeout: () => timeouts++ });
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     try {
       const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
@@ -213,17 +196,10 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
   it('a caller that resets its stream mid-body or right after sending it leaves nothing in flight and nothing thrown', async () => {
     const errors: unknown[] = [];
     const streamErrors: string[] = [];
-    const deps = fastPathDeps();
-    const server = createServingServer({
-      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
-      ready: () => true,
-      maxBodyBytes: 1024,
-      requestTimeoutMs: 5000,
-      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
+    const { server, port } = await startFastPathServer({
       onHandlerError: (e) => errors.push(e),
       onConnectionError: (e) => streamErrors.push(e.message),
     });
-    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     try {
       const closes: Promise<void>[] = [];
@@ -262,15 +238,7 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
   });
 
   it('close() waits for a fast-path request in flight, then counts none left', async () => {
-    const deps = fastPathDeps();
-    const server = createServingServer({
-      routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
-      ready: () => true,
-      maxBodyBytes: 1024,
-      requestTimeoutMs: 5000,
-      fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
-    });
-    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    const { server, port } = await startFastPathServer({});
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     session.on('error', () => undefined);
     try {
@@ -302,7 +270,8 @@ function grpcFrameOf(message: Uint8Array): Buffer {
   return frame;
 }
 
-function fastPathDeps(): ServiceDeps {
+/** The service's dependencies over the shared test guard (worker 9 of region 4, always assigned). */
+function testDeps(): ServiceDeps {
   return {
     guard,
     lease: () => ({ nodeId: 'n', leaseId: undefined, keepAliveAgeSeconds: undefined, deadlineInMs: undefined, mode: 'standalone' }),
@@ -312,6 +281,21 @@ function fastPathDeps(): ServiceDeps {
     timeSourceMode: 'none',
     advertise: () => 'here:1',
   };
+}
+
+/** A serving server with the fast path on a free loopback port; `extra` overrides the defaults. */
+async function startFastPathServer(extra: Partial<ServingServerOptions>): Promise<{ server: ServingServer; port: number }> {
+  const deps = testDeps();
+  const server = createServingServer({
+    routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
+    ready: () => true,
+    maxBodyBytes: 1024,
+    requestTimeoutMs: 5000,
+    fastPath: createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 }),
+    ...extra,
+  });
+  const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+  return { server, port };
 }
 
 describe('the serving port', () => {
