@@ -73,6 +73,13 @@ async function verify(baseUrl: string): Promise<void> {
   }
 }
 
+/** HTTP/2 framed by hand on node:net (raw-h2-server.ts): what Node does without node:http2. */
+async function startRawServer(port: number, body: Uint8Array): Promise<ProcessHandle> {
+  const raw = spawnProcess(process.execPath, [join(__dirname, 'raw-h2-server.js'), String(port), Buffer.from(body).toString('hex')]);
+  await raw.waitForLine(/^listening /, 10_000);
+  return raw;
+}
+
 async function startBareServer(port: number, body: Uint8Array, streamTable = false): Promise<ProcessHandle> {
   const bare = spawnProcess(process.execPath, [
     join(__dirname, 'bare-http2-server.js'),
@@ -119,7 +126,7 @@ async function main(): Promise<void> {
   );
 
   const work = await tempDir('idgen-bench-server');
-  const [idgenPort, barePort, bareTablePort] = [await freePort(), await freePort(), await freePort()];
+  const [idgenPort, barePort, bareTablePort, rawPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   // The bare server answers what NextIds(1) answers, byte for byte in size.
   const cannedResponse = toBinary(
     NextIdsResponseSchema,
@@ -129,6 +136,7 @@ async function main(): Promise<void> {
   try {
     servers.push(await startBareServer(barePort, cannedResponse));
     servers.push(await startBareServer(bareTablePort, cannedResponse, true));
+    servers.push(await startRawServer(rawPort, cannedResponse));
     servers.push(await startIdgenServer(idgenPort));
     await verify(`http://127.0.0.1:${idgenPort}`);
 
@@ -199,6 +207,18 @@ async function main(): Promise<void> {
     process.stdout.write('  measured bare node:http2 at the idgen half-load rate\n');
     const floor = await halfLoad('  + stream table (floor)', bareTablePort, floorCase, floorBody, floorRate, 'floor-table');
     process.stdout.write('  measured bare node:http2 + stream table at the idgen half-load rate\n');
+    const rawHalf = await halfLoad('HTTP/2 framed by hand, no node:http2', rawPort, floorCase, floorBody, floorRate, 'raw');
+    const rawSaturated = await runH2load(h2load, {
+      url: `http://127.0.0.1:${rawPort}${NEXT_IDS_PATH}`,
+      bodyFile: floorBody,
+      headers: CONNECT_HEADERS,
+      clients: CLIENTS,
+      streams: STREAMS,
+      seconds: args.seconds,
+      warmupSeconds: 2,
+      logFile: join(work.path, 'saturated-raw.log'),
+    });
+    process.stdout.write('  measured HTTP/2 framed by hand on node:net (no node:http2)\n');
     // p99 against the offered rate, for one process: what the design's processes-per-node answer rests on.
     const grpcIndex = cases.findIndex((c) => c.name === 'NextIds(1), gRPC');
     const byRate: { rate: number; result: H2openResult }[] = [];
@@ -233,7 +253,7 @@ async function main(): Promise<void> {
           { header: 'share of bare', align: 'right' },
           { header: 'failed', align: 'right' },
         ],
-        saturated.map(({ c, result }) => [
+        [...saturated, { c: { ...floorCase, name: 'HTTP/2 framed by hand, no node:http2' }, result: rawSaturated }].map(({ c, result }) => [
           c.name,
           formatCount(result.requestsPerSecond),
           c.count === 0 ? '—' : formatCount(result.requestsPerSecond * c.count),
@@ -249,7 +269,7 @@ async function main(): Promise<void> {
       const d = h.poisson.p99Us - floor.poisson.p99Us;
       return `${d >= 0 ? '+' : '−'}${micros(Math.abs(d))}`;
     };
-    const halfRows = [...half, shipped, floor];
+    const halfRows = [...half, shipped, floor, rawHalf];
     process.stdout.write('\nHalf load (a fixed offered rate: half of that case\'s saturated req/s)\n\n');
     process.stdout.write(
       formatTable(
@@ -289,6 +309,8 @@ async function main(): Promise<void> {
         "last rows: the bare server at the idgen cases' mean half-load rate, as node ships it, and with the GC\n" +
         '  work-around idgen-server runs (@idgen/http2-stream-table): the floor of this harness, like for like.\n' +
         "p99 over floor: the case's Poisson p99 minus the floor's: what idgen adds above the stack.\n" +
+        "'HTTP/2 framed by hand': the same answer from raw-h2-server.ts, HTTP/2 framed on node:net with no header\n" +
+        '  decoded (no node:http2): what Node itself does here without node:http2 (a baseline, not a server).\n' +
         'failed: failed or non-2xx answers; gRPC errors travel in trailers of a 200, so the node is also checked\n' +
         '  with real Connect and gRPC clients before and after the load.\n',
     );
@@ -334,7 +356,8 @@ async function main(): Promise<void> {
         `Target: p99 ≤ 2 ms at half saturation: worst idgen case ${micros(worstH2load)} (h2load), ` +
         `${micros(worstPoisson)} (Poisson): ${Math.max(worstH2load, worstPoisson) <= 2000 ? 'MET' : 'NOT MET'}; ` +
         `the bare node:http2 server at the same rate: ${micros(shipped.h2load.p99Us)} / ${micros(shipped.poisson.p99Us)} ` +
-        `as node ships it, ${micros(floor.h2load.p99Us)} / ${micros(floor.poisson.p99Us)} with the stream table\n`,
+        `as node ships it, ${micros(floor.h2load.p99Us)} / ${micros(floor.poisson.p99Us)} with the stream table; ` +
+        `HTTP/2 framed by hand on node:net: ${micros(rawHalf.h2load.p99Us)} / ${micros(rawHalf.poisson.p99Us)}\n`,
     );
   } finally {
     for (const server of servers) await server.stop(5000);
