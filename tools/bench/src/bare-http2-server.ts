@@ -10,15 +10,11 @@
  */
 import { constants, createServer } from 'node:http2';
 import { installStreamTable } from '@idgen/http2-stream-table';
+import { baselineArgs, serveBaseline } from './baseline-server.js';
 
 function main(): void {
-  const port = Number(process.argv[2]);
-  const body = Buffer.from(process.argv[3] ?? '', 'hex');
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    process.stderr.write('usage: bare-http2-server <port> <hex body>\n');
-    process.exit(2);
-  }
-  const streamTable = process.argv[4] === 'stream-table';
+  const { port, body, extra } = baselineArgs('bare-http2-server <port> <hex body> [stream-table]');
+  const streamTable = extra === 'stream-table';
   const server = createServer({ settings: { maxConcurrentStreams: 128 } });
   if (streamTable) {
     server.on('session', (session) => {
@@ -41,13 +37,7 @@ function main(): void {
       // a load generator that goes away mid-stream is not an error of the ceiling
     });
   });
-  server.listen(port, '127.0.0.1', () => process.stdout.write(`listening ${port}\n`));
-  const stop = (): void => {
-    server.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  serveBaseline(server, port);
 }
 
 main();

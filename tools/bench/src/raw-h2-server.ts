@@ -9,6 +9,7 @@
  * Usage: `node raw-h2-server.js <port> <hex body>`; prints `listening <port>` when ready.
  */
 import { createServer } from 'node:net';
+import { baselineArgs, serveBaseline } from './baseline-server.js';
 
 const PREFACE_LENGTH = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 const DATA = 0x0;
@@ -30,12 +31,7 @@ function frameHeader(length: number, type: number, flags: number, stream: number
 }
 
 function main(): void {
-  const port = Number(process.argv[2]);
-  const body = Buffer.from(process.argv[3] ?? '', 'hex');
-  if (!Number.isInteger(port) || port < 1 || port > 65535) {
-    process.stderr.write('usage: raw-h2-server <port> <hex body>\n');
-    process.exit(2);
-  }
+  const { port, body } = baselineArgs('raw-h2-server <port> <hex body>');
   // :status 200 (static index 8), then content-type: application/proto as a literal without indexing
   // (static name index 31: 0x0f 0x10), the value not Huffman-coded.
   const contentType = Buffer.from('application/proto');
@@ -90,13 +86,7 @@ function main(): void {
       if (out.length > 0) socket.write(Buffer.concat(out));
     });
   });
-  server.listen(port, '127.0.0.1', () => process.stdout.write(`listening ${port}\n`));
-  const stop = (): void => {
-    server.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  serveBaseline(server, port);
 }
 
 main();

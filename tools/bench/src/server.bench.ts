@@ -73,22 +73,11 @@ async function verify(baseUrl: string): Promise<void> {
   }
 }
 
-/** HTTP/2 framed by hand on node:net (raw-h2-server.ts): what Node does without node:http2. */
-async function startRawServer(port: number, body: Uint8Array): Promise<ProcessHandle> {
-  const raw = spawnProcess(process.execPath, [join(__dirname, 'raw-h2-server.js'), String(port), Buffer.from(body).toString('hex')]);
-  await raw.waitForLine(/^listening /, 10_000);
-  return raw;
-}
-
-async function startBareServer(port: number, body: Uint8Array, streamTable = false): Promise<ProcessHandle> {
-  const bare = spawnProcess(process.execPath, [
-    join(__dirname, 'bare-http2-server.js'),
-    String(port),
-    Buffer.from(body).toString('hex'),
-    ...(streamTable ? ['stream-table'] : []),
-  ]);
-  await bare.waitForLine(/^listening /, 10_000);
-  return bare;
+/** A baseline server (baseline-server.ts) as a child process, loaded like the real server; resolves when ready. */
+async function startBaseline(script: string, port: number, body: Uint8Array, ...extra: string[]): Promise<ProcessHandle> {
+  const server = spawnProcess(process.execPath, [join(__dirname, script), String(port), Buffer.from(body).toString('hex'), ...extra]);
+  await server.waitForLine(/^listening /, 10_000);
+  return server;
 }
 
 function micros(us: number): string {
@@ -134,9 +123,10 @@ async function main(): Promise<void> {
   );
   const servers: ProcessHandle[] = [];
   try {
-    servers.push(await startBareServer(barePort, cannedResponse));
-    servers.push(await startBareServer(bareTablePort, cannedResponse, true));
-    servers.push(await startRawServer(rawPort, cannedResponse));
+    servers.push(await startBaseline('bare-http2-server.js', barePort, cannedResponse));
+    servers.push(await startBaseline('bare-http2-server.js', bareTablePort, cannedResponse, 'stream-table'));
+    // HTTP/2 framed by hand on node:net (raw-h2-server.ts): what Node does without node:http2.
+    servers.push(await startBaseline('raw-h2-server.js', rawPort, cannedResponse));
     servers.push(await startIdgenServer(idgenPort));
     await verify(`http://127.0.0.1:${idgenPort}`);
 
