@@ -38,6 +38,13 @@ export interface FastPath {
 const kDeadlineTicket = Symbol('idgen.deadlineTicket');
 type TicketedStream = ServerHttp2Stream & { [kDeadlineTicket]?: number };
 
+/** A request's path without its query. Not split('?'): no array per request on the hot path. */
+function pathOf(url: string | undefined): string {
+  if (url === undefined) return '';
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
 /** The 'stream' listener node:http2 installs for its compat API ('request' events). */
 type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
 
@@ -159,6 +166,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       });
   };
 
+  const fast = options.fastPath;
   let inFlight = 0;
   let closing = false;
   let drained: (() => void) | undefined;
@@ -198,10 +206,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   };
 
   const handler = (req: NodeServerRequest, res: NodeServerResponse): void => {
-    const url = req.url ?? '';
-    // Not split('?'): no array per request on the hot path.
-    const query = url.indexOf('?');
-    const path = query === -1 ? url : url.slice(0, query);
+    const path = pathOf(req.url);
     if (path === HEALTHZ_PATH || path === READYZ_PATH) {
       if (req.method !== 'GET' && req.method !== 'HEAD') {
         res.setHeader('allow', 'GET, HEAD');
@@ -236,7 +241,6 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     };
     res.once('finish', done);
     res.once('close', done);
-    const fast = options.fastPath;
     // HTTP/2 requests the fast path takes never get here: it sees them first, as streams (below).
     if (fast === undefined || path !== fast.path || req.httpVersionMajor === 2 || !fast.http1(req as IncomingMessage, res as ServerResponse)) {
       connect(req, res, path);
@@ -264,7 +268,6 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   // The fast path sees HTTP/2 streams before node:http2's compat layer builds a request and response for them
   // (fast-path.ts: why). That layer is the one 'stream' listener the server installed for `handler`: it is
   // taken off and called only for the streams the fast path leaves, so everything else is served as before.
-  const fast = options.fastPath;
   if (fast !== undefined) {
     const compat = h2server.listeners('stream') as StreamListener[];
     const serveCompat = compat[0];
@@ -273,9 +276,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     }
     h2server.removeListener('stream', serveCompat);
     h2server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-      const url = headers[h2.HTTP2_HEADER_PATH] ?? '';
-      const query = url.indexOf('?');
-      const path = query === -1 ? url : url.slice(0, query);
+      const path = pathOf(headers[h2.HTTP2_HEADER_PATH] as string | undefined); // a pseudo-header: one value
       if (path !== fast.path) {
         serveCompat(stream, headers, flags, rawHeaders);
         return;

@@ -31,6 +31,25 @@ function flatten(h: Record<string, string | string[] | number | undefined>): Rec
 }
 
 /** A sender over all three transports; `close()` ends every connection it opened. */
+/**
+ * One result per request: the first `settle` wins. With none after `timeoutMs`, the result is `hang` and
+ * `onHang` gives up the request.
+ */
+function settleOnce(resolve: (r: WireResult) => void, timeoutMs: number, onHang?: () => void): (r: WireResult) => void {
+  let settled = false;
+  const settle = (r: WireResult): void => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    resolve(r);
+  };
+  const timer = setTimeout(() => {
+    settle({ kind: 'hang', ms: timeoutMs });
+    onHang?.();
+  }, timeoutMs);
+  return settle;
+}
+
 export interface FuzzSender {
   send(c: WireCase): Promise<WireResult>;
   close(): Promise<void>;
@@ -55,13 +74,7 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
 
   const sendH1 = (c: WireCase): Promise<WireResult> =>
     new Promise((resolve) => {
-      let settled = false;
-      const settle = (r: WireResult): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(r);
-      };
+      const settle = settleOnce(resolve, timeoutMs, () => req.destroy());
       const headers: Record<string, string | number> = { ...c.headers };
       // Always a length when there is a body: a GET body without one would be read as the next request.
       if (c.body.length > 0 || (c.method !== 'GET' && c.method !== 'HEAD')) headers['content-length'] = c.body.length;
@@ -81,23 +94,13 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
         res.on('error', (e) => settle({ kind: 'cut', reason: `response: ${e.message}` }));
         res.on('aborted', () => settle({ kind: 'cut', reason: 'response aborted' }));
       });
-      const timer = setTimeout(() => {
-        settle({ kind: 'hang', ms: timeoutMs });
-        req.destroy();
-      }, timeoutMs);
       req.on('error', (e: NodeJS.ErrnoException) => settle({ kind: 'cut', reason: e.code ?? e.message }));
       req.end(c.body.length > 0 ? c.body : undefined);
     });
 
   const sendH2 = (c: WireCase): Promise<WireResult> =>
     new Promise((resolve) => {
-      let settled = false;
-      const settle = (r: WireResult): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(r);
-      };
+      const settle = settleOnce(resolve, timeoutMs, () => stream.close(h2.NGHTTP2_CANCEL));
       const s = session();
       const stream = s.request({ ':method': c.method, ':path': c.path, ...c.headers }, { endStream: false });
       let status = 0;
@@ -125,25 +128,17 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
         if (!responded) settle({ kind: 'cut', reason: `h2 stream closed before a response (rst ${stream.rstCode})` });
         else settle({ kind: 'response', status, headers, trailers, body: Buffer.concat(chunks), rstCode: stream.rstCode ?? 0 });
       });
-      const timer = setTimeout(() => {
-        settle({ kind: 'hang', ms: timeoutMs });
-        stream.close(h2.NGHTTP2_CANCEL);
-      }, timeoutMs);
       stream.end(c.body);
     });
 
   const sendRaw = (c: WireCase): Promise<WireResult> =>
     new Promise((resolve) => {
-      let settled = false;
       const socket = connectTcp(port, '127.0.0.1', () => socket.write(c.raw ?? new Uint8Array(0)));
       const chunks: Buffer[] = [];
-      const settle = (r: WireResult): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
+      const settle = settleOnce((r) => {
         socket.destroy();
         resolve(r);
-      };
+      }, timeoutMs);
       const h2 = Buffer.from(c.raw ?? []).toString('latin1').startsWith('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
       socket.on('data', (d: Buffer) => {
         chunks.push(d);
@@ -162,7 +157,6 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
         if (final === undefined) settle({ kind: 'cut', reason: text.length === 0 ? 'closed without an answer' : `closed after ${text.length} bytes with no final HTTP/1.x status` });
         else settle({ kind: 'response', status: final, headers: {}, trailers: {}, body: Buffer.from(text, 'latin1'), rstCode: 0 });
       });
-      const timer = setTimeout(() => settle({ kind: 'hang', ms: timeoutMs }), timeoutMs);
     });
 
   return {
