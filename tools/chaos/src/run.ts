@@ -269,14 +269,20 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     records.push(r);
     const until = async (): Promise<void> => sleep(begin + f.effectMs - Date.now(), o.signal);
     const line = (): void => o.say(`  t+${(r.startedMs / 1000).toFixed(1)}s fault #${f.index} ${f.kind} → ${r.target}`);
+    /** The fault's node: named in the record (with the worker it held), announced, its metrics scraped first. */
+    const hitNode = async (noteWorker: boolean): Promise<Incarnation | undefined> => {
+      const inc = await pickNode(f);
+      if (inc === undefined) return undefined;
+      r.target = inc.name;
+      if (noteWorker) r.notes.push(`held worker ${inc.worker ?? '-'}`);
+      line();
+      await fleet.scrape(inc);
+      return inc;
+    };
     switch (f.kind) {
       case 'kill-node': {
-        const inc = await pickNode(f);
+        const inc = await hitNode(true);
         if (inc === undefined) break;
-        r.target = inc.name;
-        r.notes.push(`held worker ${inc.worker ?? '-'}`);
-        line();
-        await fleet.scrape(inc);
         inc.expectedExit = true;
         await inc.handle.kill();
         await until();
@@ -286,12 +292,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         break;
       }
       case 'sigterm-node': {
-        const inc = await pickNode(f);
+        const inc = await hitNode(true);
         if (inc === undefined) break;
-        r.target = inc.name;
-        r.notes.push(`held worker ${inc.worker ?? '-'}`);
-        line();
-        await fleet.scrape(inc);
         inc.expectedExit = true;
         const exit = await inc.handle.stop(15_000);
         r.notes.push(`exit code ${exit.code}${exit.signal !== null ? ` signal ${exit.signal}` : ''}`);
@@ -302,13 +304,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         break;
       }
       case 'pause-node': {
-        const inc = await pickNode(f);
+        const inc = await hitNode(true);
         if (inc === undefined) break;
-        r.target = inc.name;
         const worker = inc.worker;
-        r.notes.push(`held worker ${worker ?? '-'}`);
-        line();
-        await fleet.scrape(inc);
         inc.paused = true;
         inc.handle.signal('SIGSTOP');
         const pausedAt = Date.now();
@@ -368,11 +366,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       }
       case 'clock-jump-small':
       case 'clock-jump-large': {
-        const inc = await pickNode(f);
+        const inc = await hitNode(false);
         if (inc === undefined) break;
-        r.target = inc.name;
-        line();
-        await fleet.scrape(inc);
         const before = inc.metrics;
         const probing = probe(inc, begin + f.effectMs + 300);
         await sleep(200, o.signal);
