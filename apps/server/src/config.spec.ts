@@ -37,6 +37,7 @@ describe('parseConfig', () => {
       maxRollbackMs: 10,
       maxFenceMs: 30000,
       maxClockOffsetMs: 10,
+      http2Server: 'idgen',
     });
     expect(c.nodeId).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
   });
@@ -48,6 +49,7 @@ describe('parseConfig', () => {
       '--lease-ttl', '10', '--fence-margin-ms', '1500', '--time-source', 'none', '--max-count', '100', '--node-id', 'n-1',
       '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
       '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
+      '--http2-server', 'node',
     ]);
     expect(c).toEqual({
       region: 2,
@@ -69,6 +71,7 @@ describe('parseConfig', () => {
       requestTimeoutMs: 1000,
       shutdownTimeoutMs: 3000,
       maxBodyBytes: 4096,
+      http2Server: 'node',
     });
   });
 
@@ -79,6 +82,7 @@ describe('parseConfig', () => {
       IDGEN_FENCE_MARGIN_MS: '2000', IDGEN_TIME_SOURCE: 'none', IDGEN_MAX_COUNT: '10', IDGEN_NODE_ID: 'env-node',
       IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
       IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
+      IDGEN_HTTP2_SERVER: 'node',
     };
     // Every flag has a variable, and this test sets each one.
     expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).sort());
@@ -102,6 +106,7 @@ describe('parseConfig', () => {
       requestTimeoutMs: 700,
       shutdownTimeoutMs: 800,
       maxBodyBytes: 2048,
+      http2Server: 'node',
     });
     expect(config(['--region', '4', '--max-count', '20'], env)).toMatchObject({ region: 4, maxCount: 20 });
   });
@@ -145,6 +150,7 @@ describe('parseConfig', () => {
     [['--log-level', 'loud'], /--log-level must be one of/],
     [['--request-timeout-ms', '5'], /--request-timeout-ms must be an integer from 100/],
     [['--max-body-bytes', '1'], /--max-body-bytes must be an integer from 1024/],
+    [['--http2-server', 'nghttp2'], /--http2-server must be idgen or node, got "nghttp2"/],
     [['--bogus'], /unknown option '--bogus'/],
     [['--region'], /option '--region <code>' argument missing/],
     [['extra'], /too many arguments/],

@@ -48,6 +48,8 @@ export interface ServerConfig {
   readonly shutdownTimeoutMs: number;
   /** Largest request body accepted, in bytes. */
   readonly maxBodyBytes: number;
+  /** h2c connections on @idgen/h2 (`idgen`) or node:http2 (`node`). */
+  readonly http2Server: 'idgen' | 'node';
 }
 
 /** pino's levels. */
@@ -191,6 +193,13 @@ export const FLAGS: readonly FlagSpec[] = [
     description: 'largest request body accepted',
     defaultValue: '65536',
   },
+  {
+    flags: '--http2-server <impl>',
+    key: 'http2Server',
+    env: 'IDGEN_HTTP2_SERVER',
+    description: 'HTTP/2 (h2c) implementation: idgen (@idgen/h2, no GC pauses from headers) or node (node:http2, the fallback)',
+    defaultValue: 'idgen',
+  },
 ];
 
 function buildCommand(): Command {
@@ -332,6 +341,10 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const logLevel = LOG_LEVELS.find((l) => l === logRaw.value);
   if (logLevel === undefined) throw new ConfigError(`${logRaw.from} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logRaw.value ?? '')}`);
 
+  const h2Raw = get('http2Server');
+  const http2Server = h2Raw.value === 'idgen' || h2Raw.value === 'node' ? h2Raw.value : undefined;
+  if (http2Server === undefined) throw new ConfigError(`${h2Raw.from} must be idgen or node, got ${JSON.stringify(h2Raw.value ?? '')}`);
+
   const nodeRaw = get('nodeId');
   const nodeId = nodeRaw.value ?? defaultNodeId();
   if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) {
@@ -359,6 +372,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     requestTimeoutMs: integer('requestTimeoutMs', 100, 600_000),
     shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
     maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
+    http2Server,
   };
   // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
   // so a bad combination is a configuration error (exit 2), not a crash at start-up.

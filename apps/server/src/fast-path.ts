@@ -3,6 +3,7 @@ import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
+import { encodeHeaders, type H2Stream } from '@idgen/h2';
 import { NextIdsRequestSchema } from '@idgen/proto';
 import type { WireBlock } from './service.js';
 
@@ -25,6 +26,8 @@ export interface NextIdsFastPath {
   http1(req: IncomingMessage, res: ServerResponse): boolean;
   /** An HTTP/2 stream, on node:http2's core API (not its compat request/response objects). */
   http2(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
+  /** An HTTP/2 stream of @idgen/h2 (`--http2-server idgen`). Sets the stream's `ondata` and `onend`, not `onclose`. */
+  h2(stream: H2Stream): boolean;
 }
 
 type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
@@ -140,7 +143,70 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     return true;
   };
 
-  return { path: NEXT_IDS_PATH, http1, http2 };
+  const h2Stream = (stream: H2Stream): boolean => {
+    if (stream.method !== 'POST') return false;
+    const headers = stream.headers;
+    const protocol = protocolOf(headers, true);
+    if (protocol === undefined) return false;
+    const start = process.hrtime.bigint();
+    const declared = Number(headers['content-length'] ?? 0);
+    if (declared > max) {
+      failH2(stream, protocol, tooLarge(declared, max), start, record);
+      return true;
+    }
+    const body = new BodyReader(max);
+    stream.ondata = (chunk: Buffer): void => {
+      if (body.over || body.add(chunk)) return;
+      failH2(stream, protocol, tooLarge(undefined, max), start, record);
+    };
+    stream.onend = (): void => {
+      if (body.over) return;
+      const blocks = mint(protocol, body.bytes());
+      if (blocks instanceof ConnectError) {
+        failH2(stream, protocol, blocks, start, record);
+        return;
+      }
+      if (protocol === 'grpc') {
+        const bytes = binaryResponse(blocks, 5);
+        bytes.writeUInt32BE(bytes.length - 5, 1);
+        stream.respond(200, GRPC_OK_HEADERS);
+        stream.end(bytes, GRPC_OK_TRAILERS);
+      } else if (protocol === 'connect-proto') {
+        const bytes = binaryResponse(blocks, 0);
+        stream.respond(200, connectHeaders('application/proto', bytes.length));
+        stream.end(bytes);
+      } else {
+        const bytes = Buffer.from(jsonResponse(blocks));
+        stream.respond(200, connectHeaders('application/json', bytes.length));
+        stream.end(bytes);
+      }
+      record?.(undefined, start, idsIn(blocks));
+    };
+    return true;
+  };
+
+  return { path: NEXT_IDS_PATH, http1, http2, h2: h2Stream };
+}
+
+// Response header blocks of the fast path on @idgen/h2, HPACK-encoded once (not per request).
+const GRPC_OK_HEADERS = encodeHeaders([
+  [':status', '200'],
+  ['content-type', 'application/grpc+proto'],
+]);
+const GRPC_OK_TRAILERS = encodeHeaders([['grpc-status', '0']]);
+const connectBlocks = new Map<string, Buffer>();
+/** The block for a Connect answer of `length` bytes; NextIds answers come in few lengths, so they are kept. */
+function connectHeaders(type: string, length: number): Buffer {
+  const key = type + length;
+  const kept = connectBlocks.get(key);
+  if (kept !== undefined) return kept;
+  const block = encodeHeaders([
+    [':status', '200'],
+    ['content-type', type],
+    ['content-length', String(length)],
+  ]);
+  if (connectBlocks.size < 256) connectBlocks.set(key, block);
+  return block;
 }
 
 /** `this` is the stream whose body ended: the gRPC status of a success travels in trailers. */
@@ -175,7 +241,7 @@ class BodyReader {
   }
 }
 
-function protocolOf(headers: IncomingHttpHeaders, http2: boolean): Protocol | undefined {
+function protocolOf(headers: IncomingHttpHeaders | Readonly<Record<string, string>>, http2: boolean): Protocol | undefined {
   const type = headers['content-type'];
   if (type === undefined) return undefined;
   if (type === 'application/grpc' || type === 'application/grpc+proto') {
@@ -338,4 +404,33 @@ function failHttp2(stream: ServerHttp2Stream, protocol: Protocol, error: Connect
     'content-length': body.length,
   });
   stream.end(body, cut);
+}
+
+/**
+ * {@link failHttp2} on an @idgen/h2 stream. A body not read to its end needs nothing more: a stream answered
+ * before its request ended is reset with NO_ERROR by the connection itself (RFC 9113 §8.1).
+ */
+function failH2(stream: H2Stream, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder): void {
+  record?.(error.code, start, 0);
+  if (stream.isClosed) return;
+  if (stream.isResponded) {
+    stream.reset(h2.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  if (protocol === 'grpc') {
+    stream.respond(
+      200,
+      {
+        ...errorMetadata(error),
+        'content-type': 'application/grpc+proto',
+        'grpc-status': String(error.code),
+        'grpc-message': encodeURIComponent(error.rawMessage),
+      },
+      true,
+    );
+    return;
+  }
+  const body = Buffer.from(errorToJsonBytes(error, {}));
+  stream.respond(codeToHttpStatus(error.code), { ...errorMetadata(error), 'content-type': 'application/json', 'content-length': body.length });
+  stream.end(body);
 }

@@ -3,27 +3,38 @@ import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import { createServingServer, type ServingServer, type ServingServerOptions } from './http.js';
+import { createServingServer, type Http2Server, type ServingServer, type ServingServerOptions } from './http.js';
 import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
 
-// The same NextIds answered two ways on the real serving stack (loopback, real guard): through connect-es,
-// and through the fast path. Callers must not be able to tell them apart (fast-path.ts).
+// The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
+// node:http2 (the reference), through the fast path on node:http2, and both again on @idgen/h2 (for HTTP/1.1
+// the two node:http2 servers and the two @idgen/h2 servers are the same node:http server). Callers must not
+// be able to tell them apart (fast-path.ts).
 let guard: GuardedMinter;
 let servers: { name: string; server: ServingServer; base: string }[] = [];
 let ready = true;
+/** Calls the fast path answered (its `record` hook): the servers without it must leave this alone. */
+let fastCalls = 0;
 
 beforeAll(async () => {
   guard = createGuardedMinter({ region: 4 });
   guard.assign({ region: 4, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.MAX_SAFE_INTEGER });
   const deps = testDeps();
-  const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024 });
-  for (const name of ['connect-es', 'fast-path']) {
+  const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024, record: () => fastCalls++ });
+  const variants: [string, Http2Server, boolean][] = [
+    ['connect-es on node:http2', 'node', false],
+    ['fast path on node:http2', 'node', true],
+    ['connect-es on @idgen/h2', 'idgen', false],
+    ['fast path on @idgen/h2', 'idgen', true],
+  ];
+  for (const [name, http2Server, withFastPath] of variants) {
     const server = createServingServer({
       routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
       ready: () => ready,
       maxBodyBytes: 1024,
       requestTimeoutMs: 2000,
-      ...(name === 'fast-path' ? { fastPath: fast } : {}),
+      http2Server,
+      ...(withFastPath ? { fastPath: fast } : {}),
     });
     const bound = await server.listen({ host: '127.0.0.1', port: 0 });
     servers.push({ name, server, base: `http://127.0.0.1:${bound.port}` });
@@ -81,8 +92,8 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
     ['an unknown field (ignored)', '{"count":1,"future":true}', 'application/json'],
     ['a body above the limit', `{"count":1,"pad":"${'x'.repeat(2000)}"}`, 'application/json'],
   ])('%s', async (_what, body, type) => {
-    const [a, b] = await Promise.all(servers.map((s) => post(s.base, body, type)));
-    expect(b).toEqual(a);
+    const [a, ...rest] = await Promise.all(servers.map((s) => post(s.base, body, type)));
+    for (const b of rest) expect(b).toEqual(a);
   });
 
   it.each([
@@ -90,9 +101,11 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
     ['count 100 as protobuf', new Uint8Array([0x08, 0x64])],
     ['an undecodable body', new Uint8Array([0x0a, 0xff, 0xff])],
   ])('%s', async (_what, body) => {
-    const [a, b] = await Promise.all(servers.map((s) => post(s.base, body, 'application/proto')));
-    expect({ ...b, text: '' }).toEqual({ ...a, text: '' });
-    if ((a?.status ?? 0) !== 200) expect(b?.text).toEqual(a?.text);
+    const [a, ...rest] = await Promise.all(servers.map((s) => post(s.base, body, 'application/proto')));
+    for (const b of rest) {
+      expect({ ...b, text: '' }).toEqual({ ...a, text: '' });
+      if ((a?.status ?? 0) !== 200) expect(b.text).toEqual(a?.text);
+    }
   });
 
   it.each([
@@ -100,7 +113,7 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
     ['count 0', new Uint8Array([])],
     ['an undecodable message', new Uint8Array([0x0a, 0xff])],
   ])('over gRPC: %s', async (_what, payload) => {
-    const [a, b] = await Promise.all(servers.map((s) => grpc(s.base, payload)));
+    const [a, ...rest] = await Promise.all(servers.map((s) => grpc(s.base, payload)));
     // An error may come as trailers-only (fast path) or as headers then trailers (connect-es): both are
     // gRPC; what a client sees is the status wherever it travels.
     const seen = (r: typeof a) => ({
@@ -109,7 +122,7 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
       grpcStatus: r?.trailers['grpc-status'] ?? r?.headers['grpc-status'],
       bodyBytes: r?.body.length,
     });
-    expect(seen(b)).toEqual(seen(a));
+    for (const b of rest) expect(seen(b)).toEqual(seen(a));
   });
 });
 
@@ -145,7 +158,21 @@ function h2request(
   });
 }
 
-describe('over HTTP/2 the fast path (node:http2 core API) answers exactly as connect-es does', () => {
+describe('which path answers', () => {
+  it.each([
+    ['Connect JSON over HTTP/1.1', (base: string) => post(base, '{"count":2}', 'application/json')],
+    ['Connect proto over HTTP/2', (base: string) => h2request(base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x02]))],
+    ['gRPC over HTTP/2', (base: string) => grpc(base, new Uint8Array([0x08, 0x02]))],
+  ])('%s: the fast path on both HTTP/2 servers, connect-es on the others', async (_what, call) => {
+    for (const s of servers) {
+      const before = fastCalls;
+      await call(s.base);
+      expect({ server: s.name, fast: fastCalls - before }).toEqual({ server: s.name, fast: s.name.startsWith('fast path') ? 1 : 0 });
+    }
+  });
+});
+
+describe('over HTTP/2 the fast path and @idgen/h2 answer exactly as connect-es on node:http2 does', () => {
   const big = `{"count":1,"pad":"${'x'.repeat(2000)}"}`;
   it.each([
     ['Connect JSON, count 3', { 'content-type': 'application/json' }, '{"count":3}'],
@@ -159,21 +186,21 @@ describe('over HTTP/2 the fast path (node:http2 core API) answers exactly as con
     ['gRPC, a truncated message', { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 9, 0x08])],
   ])('%s', async (_what, headers, body) => {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
-    const [a, b] = await Promise.all(servers.map((s) => h2request(s.base, headers, bytes)));
-    expect(b).toEqual(a);
+    const [a, ...rest] = await Promise.all(servers.map((s) => h2request(s.base, headers, bytes)));
+    for (const b of rest) expect(b).toEqual(a);
   });
 
   it('Connect proto, count 7: the same IDs shape (10 bytes of ID, count 7)', async () => {
-    const [a, b] = await Promise.all(servers.map((s) => h2request(s.base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x07]))));
+    const [a, ...rest] = await Promise.all(servers.map((s) => h2request(s.base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x07]))));
     expect(a?.status).toBe(200);
-    expect({ ...b, text: b?.text.length }).toEqual({ ...a, text: a?.text.length });
+    for (const b of rest) expect({ ...b, text: b.text.length }).toEqual({ ...a, text: a?.text.length });
   });
 });
 
-describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting', () => {
+describe.each(['idgen', 'node'] as const)('fast-path HTTP/2 streams on --http2-server %s: deadlines, resets and in-flight accounting', (http2Server) => {
   it('a stream whose body never ends is cancelled at the request deadline, counted, and the node serves on', async () => {
     let timeouts = 0;
-    const { server, port } = await startFastPathServer({ requestTimeoutMs: 300, onRequestTimeout: () => timeouts++ });
+    const { server, port } = await startFastPathServer({ http2Server, requestTimeoutMs: 300, onRequestTimeout: () => timeouts++ });
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     try {
       const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
@@ -197,6 +224,7 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
     const errors: unknown[] = [];
     const streamErrors: string[] = [];
     const { server, port } = await startFastPathServer({
+      http2Server,
       onHandlerError: (e) => errors.push(e),
       onConnectionError: (e) => streamErrors.push(e.message),
     });
@@ -208,7 +236,8 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
         stream.on('error', () => undefined);
         closes.push(new Promise((resolve) => stream.on('close', () => resolve())));
         // CANCEL (8) is how clients abort; any other code (2: INTERNAL_ERROR) makes node:http2 emit 'error'
-        // on the server's stream, which would crash a process with no listener for it.
+        // on the server's stream, which would crash a process with no listener for it (@idgen/h2 has no such
+        // event: a reset is the stream's onclose with its code).
         const code = i % 4 < 2 ? 8 : 2;
         if (i % 2 === 0) {
           stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
@@ -220,15 +249,20 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
       }
       await Promise.all(closes);
       const deadline = Date.now() + 2000;
-      while ((server.inFlight() !== 0 || streamErrors.length === 0) && Date.now() < deadline) {
+      const expectErrors = http2Server === 'node';
+      while ((server.inFlight() !== 0 || (expectErrors && streamErrors.length === 0)) && Date.now() < deadline) {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
       expect(server.inFlight()).toBe(0);
       expect(errors).toEqual([]);
-      // The resets with INTERNAL_ERROR reached the stream's 'error' listener (none would be an uncaught
-      // exception that ends a real process) and were reported as connection errors, not handler errors.
-      expect(streamErrors.length).toBeGreaterThan(0);
-      expect(new Set(streamErrors)).toEqual(new Set(['Stream closed with error code NGHTTP2_INTERNAL_ERROR']));
+      if (expectErrors) {
+        // The resets with INTERNAL_ERROR reached the stream's 'error' listener (none would be an uncaught
+        // exception that ends a real process) and were reported as connection errors, not handler errors.
+        expect(streamErrors.length).toBeGreaterThan(0);
+        expect(new Set(streamErrors)).toEqual(new Set(['Stream closed with error code NGHTTP2_INTERNAL_ERROR']));
+      } else {
+        expect(streamErrors).toEqual([]);
+      }
       const answer = await h2request(`http://127.0.0.1:${port}`, { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 2, 0x08, 0x03]));
       expect(answer).toMatchObject({ status: 200, grpcStatus: '0' });
     } finally {
@@ -238,7 +272,7 @@ describe('fast-path HTTP/2 streams: deadlines, resets and in-flight accounting',
   });
 
   it('close() waits for a fast-path request in flight, then counts none left', async () => {
-    const { server, port } = await startFastPathServer({});
+    const { server, port } = await startFastPathServer({ http2Server });
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     session.on('error', () => undefined);
     try {
@@ -306,6 +340,7 @@ describe('the serving port', () => {
       ready: () => true,
       maxBodyBytes: 1024,
       requestTimeoutMs: 2000,
+      http2Server: 'node',
       onStreamTableUnavailable: (why) => unavailable.push(why),
     });
     const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
@@ -337,12 +372,50 @@ describe('the serving port', () => {
     expect((await fetch(`${base}/readyz`, { method: 'POST' })).status).toBe(405);
   });
 
-  it('drops an HTTP/2 connection it answered with GOAWAY once the peer stops answering, keeps a live idle one', async () => {
+  it('answers the probes over HTTP/2 the same on both implementations: GET, HEAD, POST (405), not ready (503)', async () => {
+    const probe = (base: string, method: string, path: string) =>
+      new Promise<{ status: unknown; allow: unknown; body: string }>((resolve, reject) => {
+        const session = connectHttp2(base);
+        session.on('error', reject);
+        const stream = session.request({ ':method': method, ':path': path }, { endStream: method !== 'POST' });
+        if (method === 'POST') stream.end('x');
+        let status: unknown;
+        let allow: unknown;
+        const chunks: Buffer[] = [];
+        stream.on('response', (h) => ((status = h[':status']), (allow = h['allow'])));
+        stream.on('data', (c: Buffer) => chunks.push(c));
+        stream.on('error', reject);
+        stream.on('close', () => {
+          session.close();
+          resolve({ status, allow, body: Buffer.concat(chunks).toString() });
+        });
+      });
+    const cases: [string, string, boolean][] = [
+      ['GET', '/healthz', true],
+      ['HEAD', '/readyz', true],
+      ['POST', '/readyz', true],
+      ['GET', '/readyz', false],
+      ['GET', '/readyz?x=1', true],
+    ];
+    try {
+      for (const [method, path, readiness] of cases) {
+        ready = readiness;
+        const [a, ...rest] = await Promise.all(servers.map((s) => probe(s.base, method, path)));
+        expect(a?.status).toBe(method === 'POST' ? 405 : readiness ? 200 : 503);
+        for (const b of rest) expect(b).toEqual(a);
+      }
+    } finally {
+      ready = true;
+    }
+  });
+
+  it.each(['idgen', 'node'] as const)('on --http2-server %s, drops an HTTP/2 connection it answered with GOAWAY, keeps a live idle one', async (http2Server) => {
     const server = createServingServer({
       routes: () => undefined,
       ready: () => true,
       maxBodyBytes: 1024,
       requestTimeoutMs: 2000,
+      http2Server,
       http2ProbeMs: 200,
     });
     const { port } = await server.listen({ host: '127.0.0.1', port: 0 });

@@ -18,10 +18,12 @@ import {
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
+import { ErrorCode, H2Connection, type H2Stream } from '@idgen/h2';
 import { installStreamTable } from '@idgen/http2-stream-table';
 import type { HostPort } from './config.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
+import { connectErrorFromResetCode, universalRequestFromH2Stream, universalResponseToH2Stream } from './h2-universal.js';
 
 type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type NodeServerResponse = ServerResponse | Http2ServerResponse;
@@ -33,7 +35,15 @@ export interface FastPath {
   http1(req: IncomingMessage, res: ServerResponse): boolean;
   /** On node:http2's core API: the stream and its request headers. */
   http2(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean;
+  /** On @idgen/h2: sets the stream's `ondata` and `onend` (its `onclose` is the server's). */
+  h2(stream: H2Stream): boolean;
 }
+
+/**
+ * Which HTTP/2 implementation serves h2c connections: `idgen` (@idgen/h2, framed by hand on node:net, the
+ * default) or `node` (node:http2). See @idgen/h2's README for why there are two.
+ */
+export type Http2Server = 'idgen' | 'node';
 
 const kDeadlineTicket = Symbol('idgen.deadlineTicket');
 type TicketedStream = ServerHttp2Stream & { [kDeadlineTicket]?: number };
@@ -70,6 +80,8 @@ export interface ServingServerOptions {
    * (not even the PING's ACK) this much later is destroyed. Default 2 s. See {@link createServingServer}.
    */
   readonly http2ProbeMs?: number;
+  /** The HTTP/2 implementation for h2c connections. Default `idgen`. */
+  readonly http2Server?: Http2Server;
   /** Called when a request is cancelled at its deadline (for a metric). */
   readonly onRequestTimeout?: () => void;
   /** Called when writing a response failed for a reason other than the caller going away. */
@@ -199,26 +211,28 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   );
   deadlineSweep.unref();
 
-  const plain = (res: NodeServerResponse, status: number, body: Record<string, unknown>): void => {
-    const text = JSON.stringify(body) + '\n';
-    res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) });
-    res.end(text);
+  /** The answer to a `/healthz` or `/readyz` request (DESIGN §6): plain JSON, never cached. */
+  const probe = (method: string | undefined, path: string): { status: number; headers: Record<string, string | number>; body: string } => {
+    const answer = (status: number, body: Record<string, unknown>, extra: Record<string, string> = {}) => {
+      const text = JSON.stringify(body) + '\n';
+      return {
+        status,
+        headers: { ...extra, 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) },
+        body: text,
+      };
+    };
+    if (method !== 'GET' && method !== 'HEAD') return answer(405, { error: 'method not allowed' }, { allow: 'GET, HEAD' });
+    if (path === HEALTHZ_PATH) return answer(200, { status: 'alive' });
+    const ready = options.ready();
+    return answer(ready ? 200 : 503, { ready, ...(options.readyDetail?.() ?? {}) });
   };
 
   const handler = (req: NodeServerRequest, res: NodeServerResponse): void => {
     const path = pathOf(req.url);
     if (path === HEALTHZ_PATH || path === READYZ_PATH) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') {
-        res.setHeader('allow', 'GET, HEAD');
-        plain(res, 405, { error: 'method not allowed' });
-        return;
-      }
-      if (path === HEALTHZ_PATH) {
-        plain(res, 200, { status: 'alive' });
-        return;
-      }
-      const ready = options.ready();
-      plain(res, ready ? 200 : 503, { ready, ...(options.readyDetail?.() ?? {}) });
+      const answer = probe(req.method, path);
+      res.writeHead(answer.status, answer.headers);
+      res.end(answer.body);
       return;
     }
     if (closing && req.httpVersionMajor === 1) res.setHeader('connection', 'close');
@@ -314,6 +328,71 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     else socket.destroy();
   });
 
+  // h2c on @idgen/h2 (the default): a stream is a probe, a fast-path call, or a call for connect-es's handlers.
+  const useIdgenH2 = (options.http2Server ?? 'idgen') === 'idgen';
+  const h2Connections = new Set<H2Connection>();
+  const h2Deadlines = new DeadlineQueue<H2Stream>();
+  const cancelLateH2 = (stream: H2Stream): void => {
+    requestDone();
+    options.onRequestTimeout?.();
+    stream.reset(ErrorCode.CANCEL);
+  };
+  const h2DeadlineSweep = setInterval(
+    () => h2Deadlines.expire(performance.now(), cancelLateH2),
+    Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
+  );
+  h2DeadlineSweep.unref();
+  const onH2Stream = (stream: H2Stream): void => {
+    const path = pathOf(stream.path);
+    if (path === HEALTHZ_PATH || path === READYZ_PATH) {
+      const answer = probe(stream.method, path);
+      const head = stream.method === 'HEAD';
+      stream.respond(answer.status, answer.headers, head);
+      if (!head) stream.end(Buffer.from(answer.body));
+      return;
+    }
+    inFlight++;
+    const ticket = h2Deadlines.add(stream, performance.now() + options.requestTimeoutMs);
+    // Set once connect-es has the request: a reset then aborts its call.
+    const call: { abort?: (reason: ConnectError) => void } = {};
+    stream.onclose = (code) => {
+      if (h2Deadlines.remove(ticket, stream)) requestDone();
+      if (code !== ErrorCode.NO_ERROR) call.abort?.(connectErrorFromResetCode(code));
+    };
+    if (fast !== undefined && path === fast.path && fast.h2(stream)) return;
+    const universal = handlers.get(path);
+    if (universal === undefined) {
+      stream.respond(404, { 'content-length': 0 }, true);
+      return;
+    }
+    const contentType = stream.headers['content-type'] ?? null;
+    const { request, abort } = universalRequestFromH2Stream(stream, options.maxBodyBytes);
+    call.abort = abort;
+    universal(request)
+      .then((uRes) => reclassifyDecodeError(uRes, contentType))
+      .then((uRes) => universalResponseToH2Stream(uRes, stream))
+      .catch((reason: unknown) => {
+        if (ConnectError.from(reason).code === Code.Aborted || stream.isClosed) return;
+        options.onHandlerError?.(reason);
+        if (stream.isResponded) stream.reset(ErrorCode.INTERNAL_ERROR);
+        else if (contentType?.startsWith('application/grpc') === true) stream.respond(200, grpcFailureHeaders(contentType, reason), true);
+        else stream.respond(500, { 'content-length': 0 }, true);
+      });
+  };
+  const serveIdgenH2 = (socket: Socket): void => {
+    const connection = new H2Connection(socket, onH2Stream, {
+      maxConcurrentStreams: 128,
+      maxHeaderListSize: 16 * 1024,
+      maxHeaderPairs: 64,
+      initialWindowSize: 64 * 1024,
+      onError: (e) => options.onConnectionError?.(e),
+    });
+    h2Connections.add(connection);
+    connection.onClose(() => h2Connections.delete(connection));
+    if (closing) connection.close();
+    socket.resume();
+  };
+
   const idleMs = options.idleTimeoutMs ?? 60_000;
   const server = createNetServer((socket: Socket) => {
     sockets.add(socket);
@@ -339,7 +418,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       socket.unshift(head);
       if (head.toString('latin1', 0, 3) === 'PRI') {
         // The http2 session reads the unshifted bytes itself on the next tick: do not resume here.
-        h2server.emit('connection', socket);
+        if (useIdgenH2) serveIdgenH2(socket);
+        else h2server.emit('connection', socket);
       } else {
         h1server.emit('connection', socket);
         socket.resume();
@@ -414,6 +494,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       closing = true;
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sessions) s.close();
+      for (const c of h2Connections) c.close();
       h1server.closeIdleConnections();
       if (inFlight > 0) {
         await new Promise<void>((resolve) => {
@@ -428,10 +509,12 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       const left = inFlight;
       shutdown.abort();
       for (const s of sessions) s.destroy();
+      for (const c of h2Connections) c.destroy();
       for (const s of sockets) s.destroy();
       h1server.close(() => undefined);
       clearInterval(sweep);
       clearInterval(deadlineSweep);
+      clearInterval(h2DeadlineSweep);
       await closed;
       return left;
     },

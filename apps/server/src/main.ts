@@ -3,6 +3,7 @@
  * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
  */
 import { hostname } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
@@ -17,7 +18,22 @@ import { createNextIdsFastPath } from './fast-path.js';
 /** Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration. */
 export const EXIT_FATAL = 1;
 
+/**
+ * V8's allocation-site pretenuring off, for this process, before it serves. With it on (the default), V8
+ * watches which allocation sites' objects survive scavenges, and once a site's survive often (a burst of
+ * requests in flight at a scavenge is enough) it allocates all of that site's objects in old space from then
+ * on: every request's stream, body and closures became old garbage only Mark-Compacts free. Measured with
+ * `--trace-gc` at 16,000 NextIds/s (gRPC, Poisson): ~0.7 MB promoted per scavenge, scavenges of 1-2.4 ms,
+ * p99 2.6 ms; with it off, nothing promoted, scavenges of 0.4-0.7 ms, one Mark-Compact in 12 s, p99 0.25 ms.
+ * The flag is read by the collector as it runs, so setting it here (not on node's command line) takes effect
+ * for however the node is started.
+ */
+export function tuneGarbageCollector(): void {
+  setFlagsFromString('--no-allocation-site-pretenuring');
+}
+
 function run(config: ServerConfig): void {
+  tuneGarbageCollector();
   const logger: Logger = pino({
     level: config.logLevel,
     base: { service: 'idgen-server', nodeId: config.nodeId, region: config.region },
@@ -95,6 +111,7 @@ function run(config: ServerConfig): void {
       return { state: NodeState[nodeState(phase, guard.canMint())]?.toLowerCase(), reason: g.reason, message: g.message };
     },
     maxBodyBytes: config.maxBodyBytes,
+    http2Server: config.http2Server,
     requestTimeoutMs: config.requestTimeoutMs,
     onRequestTimeout: () => metrics.countTimeout(),
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
