@@ -308,6 +308,29 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
   });
 });
 
+describe('H2Connection against rapid reset (CVE-2023-44487)', () => {
+  it('ends a connection whose peer resets more open streams a second than allowed, not one within it', async () => {
+    const server = await startH2Server(() => undefined, { maxResetsPerSecond: 10 });
+    const openAndReset = (raw: RawClient, ids: number[]): void => {
+      for (const id of ids) raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, id, REQUEST), frame(FrameType.RST_STREAM, 0, id, words(ErrorCode.CANCEL)));
+    };
+    try {
+      const calm = await RawClient.open(server.port);
+      openAndReset(calm, [1, 3, 5, 7, 9, 11, 13, 15, 17, 19]);
+      calm.send(frame(FrameType.PING, 0, 0, Buffer.from('stillup?')));
+      await calm.waitFor((f) => f.type === FrameType.PING);
+      expect(calm.frames.some((f) => f.type === FrameType.GOAWAY)).toBe(false);
+      calm.close();
+      const rapid = await RawClient.open(server.port);
+      openAndReset(rapid, [1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21]);
+      expect(await rapid.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+      await rapid.waitEnd();
+    } finally {
+      await server.close();
+    }
+  });
+});
+
 function statusOf(headers: { payload: Buffer }): string | undefined {
   const fields: string[] = [];
   new HpackDecoder(4096).decode(headers.payload, 0, headers.payload.length, fields);

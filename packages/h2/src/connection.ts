@@ -32,6 +32,12 @@ export interface H2ConnectionOptions {
    * Default 1 MiB.
    */
   readonly maxOutputBytes?: number;
+  /**
+   * Streams the peer may reset (RST_STREAM on a stream still open) per second before the connection is ended
+   * with ENHANCE_YOUR_CALM: opening and resetting streams in a loop ("rapid reset", CVE-2023-44487) costs the
+   * server work per stream and the peer almost nothing. Default 1,000.
+   */
+  readonly maxResetsPerSecond?: number;
   /** Called for a connection-level protocol error (the peer's fault, worth a debug line). */
   readonly onError?: (e: Error) => void;
 }
@@ -196,6 +202,11 @@ export class H2Connection {
   /** Our first header block starts with a dynamic table size update to 0: we never index, so peers' table limits never matter. */
   private tableSizeSent = false;
   private flushQueued = false;
+  /** True while a read is being processed: answers written meanwhile leave in the flush at its end. */
+  private inRead = false;
+  private readonly maxResets: number;
+  private resetsInWindow = 0;
+  private resetWindowStart = 0;
   private reading = true;
   private goingAway = false;
   private dead = false;
@@ -212,6 +223,7 @@ export class H2Connection {
     this.initialWindow = options.initialWindowSize ?? DEFAULT_WINDOW;
     this.connectionWindow = options.connectionWindowSize ?? 1024 * 1024;
     this.maxOutput = options.maxOutputBytes ?? 1024 * 1024;
+    this.maxResets = options.maxResetsPerSecond ?? 1_000;
     this.onError = options.onError;
 
     // Our SETTINGS, then the connection window raised from its default.
@@ -274,8 +286,9 @@ export class H2Connection {
 
   private read(chunk: Buffer): void {
     if (this.dead) return;
-    let input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
+    const input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     let at = 0;
+    this.inRead = true;
     try {
       if (this.prefaceAt < PREFACE.length) {
         const n = Math.min(PREFACE.length - this.prefaceAt, input.length);
@@ -300,10 +313,11 @@ export class H2Connection {
     } catch (e) {
       this.fail(e);
       return;
+    } finally {
+      this.inRead = false;
     }
     // Keep a partial frame; copy it if small so the whole chunk is not held.
     this.input = at === input.length ? EMPTY : at > 0 && input.length - at < 4096 ? Buffer.from(input.subarray(at)) : input.subarray(at);
-    input = EMPTY;
     this.flush();
   }
 
@@ -508,7 +522,14 @@ export class H2Connection {
     if (end - start !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
     if (id > this.lastStreamId) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
     const stream = this.streams.get(id);
-    if (stream !== undefined) this.resetStream(stream, buf.readUInt32BE(start), false);
+    if (stream === undefined) return;
+    const now = Date.now();
+    if (now - this.resetWindowStart >= 1_000) {
+      this.resetWindowStart = now;
+      this.resetsInWindow = 0;
+    }
+    if (++this.resetsInWindow > this.maxResets) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams reset by the peer');
+    this.resetStream(stream, buf.readUInt32BE(start), false);
   }
 
   private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -715,7 +736,7 @@ export class H2Connection {
   }
 
   private queueFlush(): void {
-    if (this.flushQueued || this.dead) return;
+    if (this.flushQueued || this.dead || this.inRead) return;
     this.flushQueued = true;
     process.nextTick(() => this.flush());
   }

@@ -21,14 +21,15 @@ export function buildServer(): void {
 
 /**
  * Starts one standalone node on `127.0.0.1:port` (no etcd, no chrony, no metrics listener: what is
- * measured is the serving path) and resolves once it logs `ready`.
+ * measured is the serving path) and resolves once it logs `ready`. `extra`: more flags.
  */
-export async function startIdgenServer(port: number): Promise<ProcessHandle> {
+export async function startIdgenServer(port: number, extra: readonly string[] = []): Promise<ProcessHandle> {
   const server = spawnProcess(process.execPath, [
     SERVER_MAIN,
     '--time-source', 'none',
     '--listen', `127.0.0.1:${port}`,
     '--metrics-listen', 'off',
+    ...extra,
   ]);
   await server.waitForLine(/"msg":"ready"/, 20_000);
   return server;

@@ -2,13 +2,14 @@
  * `npm run bench:server`: one idgen server node (standalone, built `apps/server/dist/main.js`) under
  * HTTP/2 load from h2load in its own process, for NextIds(1) and NextIds(100) over the Connect and gRPC
  * protocols, and in the same run a bare `node:http2` server answering a fixed body: the ceiling of this
- * stack on this machine (issue 5, "Benchmark").
+ * stack on this machine (issue 5, "Benchmark"). The node serves h2c on @idgen/h2 (its default); a second
+ * node on `--http2-server node` (node:http2, the fallback) is measured beside it for NextIds(1) over gRPC.
  *
  * Per case: req/s and IDs/s at saturation, p50 and p99 there, the share of the bare ceiling; then p50, p99
  * and p99.9 at a fixed offered load of half the measured saturation rate, twice: from several h2load
  * processes (h2load.ts `runH2loadSpread`: why) and from h2open, an open-loop generator with Poisson arrivals
- * (native/h2open.c: why h2load alone was not enough). The bare server at idgen's half-load rate, as node
- * ships it and with the GC work-around idgen runs, is the floor of this harness, printed beside idgen's.
+ * (native/h2open.c: why h2load alone was not enough). HTTP/2 framed by hand with no header decoded
+ * (raw-h2-server.ts) at idgen's half-load rate is the floor of this harness, printed beside idgen's.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,12 +33,15 @@ const HALF_PROCESSES = 8;
 const HALF_STREAMS = 16;
 /** h2open's connections at half load (its arrivals are spread over them round robin). */
 const POISSON_CONNECTIONS = 4;
-/** Lower offered rates for one process: the tail against the rate (design note: processes per node). */
-const PER_PROCESS_RATES = [2_000, 4_000, 8_000];
+/** The most IDs one worker may mint a second: 4,096 a millisecond (DESIGN §2's 12-bit sequence). */
+const WORKER_IDS_PER_SECOND = 4_096_000;
+/** Offered rates for one process: the tail against the rate (DESIGN §3's 25,000 req/s per node among them). */
+const PER_PROCESS_RATES = [8_000, 25_000, 50_000];
 
 interface LoadCase {
   readonly name: string;
-  readonly target: 'bare' | 'idgen';
+  /** `idgen-node`: the node on `--http2-server node`. */
+  readonly target: 'bare' | 'idgen' | 'idgen-node';
   readonly count: number;
   readonly headers: readonly string[];
   readonly body: Uint8Array;
@@ -115,20 +119,22 @@ async function main(): Promise<void> {
   );
 
   const work = await tempDir('idgen-bench-server');
-  const [idgenPort, barePort, bareTablePort, rawPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [idgenPort, idgenNodePort, barePort, rawPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
   // The bare server answers what NextIds(1) answers, byte for byte in size.
   const cannedResponse = toBinary(
     NextIdsResponseSchema,
     create(NextIdsResponseSchema, { blocks: [{ first: 385360699775254528n, count: 1 }] }),
   );
+  const portOf = { bare: barePort, idgen: idgenPort, 'idgen-node': idgenNodePort } as const;
   const servers: ProcessHandle[] = [];
   try {
     servers.push(await startBaseline('bare-http2-server.js', barePort, cannedResponse));
-    servers.push(await startBaseline('bare-http2-server.js', bareTablePort, cannedResponse, 'stream-table'));
     // HTTP/2 framed by hand on node:net (raw-h2-server.ts): what Node does without node:http2.
     servers.push(await startBaseline('raw-h2-server.js', rawPort, cannedResponse));
     servers.push(await startIdgenServer(idgenPort));
+    servers.push(await startIdgenServer(idgenNodePort, ['--http2-server', 'node']));
     await verify(`http://127.0.0.1:${idgenPort}`);
+    await verify(`http://127.0.0.1:${idgenNodePort}`);
 
     const cases: LoadCase[] = [
       { name: 'bare node:http2, fixed body', target: 'bare', count: 0, headers: CONNECT_HEADERS, body: nextIdsBody(1) },
@@ -136,6 +142,7 @@ async function main(): Promise<void> {
       { name: 'NextIds(100), Connect', target: 'idgen', count: 100, headers: CONNECT_HEADERS, body: nextIdsBody(100) },
       { name: 'NextIds(1), gRPC', target: 'idgen', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
       { name: 'NextIds(100), gRPC', target: 'idgen', count: 100, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(100)) },
+      { name: 'NextIds(1), gRPC, on node:http2', target: 'idgen-node', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
     ];
     /** Both half-load measurements of one target at one rate. */
     const halfLoad = async (name: string, port: number, c: LoadCase, bodyFile: string, rate: number, tag: string): Promise<HalfLoad> => {
@@ -165,49 +172,37 @@ async function main(): Promise<void> {
       });
       return { name, rate, h2load: h2, poisson };
     };
+    const saturate = (port: number, bodyFile: string, headers: readonly string[], tag: string): Promise<H2loadResult> =>
+      runH2load(h2load, {
+        url: `http://127.0.0.1:${port}${NEXT_IDS_PATH}`,
+        bodyFile,
+        headers,
+        clients: CLIENTS,
+        streams: STREAMS,
+        seconds: args.seconds,
+        warmupSeconds: 2,
+        logFile: join(work.path, `saturated-${tag}.log`),
+      });
 
     const saturated: { c: LoadCase; result: H2loadResult }[] = [];
     const half: HalfLoad[] = [];
     for (const [index, c] of cases.entries()) {
       const bodyFile = join(work.path, `${index}.bin`);
       writeFileSync(bodyFile, c.body);
-      const port = c.target === 'bare' ? barePort : idgenPort;
-      const result = await runH2load(h2load, {
-        url: `http://127.0.0.1:${port}${NEXT_IDS_PATH}`,
-        bodyFile,
-        headers: c.headers,
-        clients: CLIENTS,
-        streams: STREAMS,
-        seconds: args.seconds,
-        warmupSeconds: 2,
-        logFile: join(work.path, `saturated-${index}.log`),
-      });
+      const port = portOf[c.target];
+      const result = await saturate(port, bodyFile, c.headers, String(index));
       saturated.push({ c, result });
       half.push(await halfLoad(c.name, port, c, bodyFile, result.requestsPerSecond / 2, String(index)));
       process.stdout.write(`  measured ${c.name}\n`);
     }
-    // The floor at the rate idgen's half-load runs offered (bare's own half rate is higher, so its tail is
-    // not the floor for them): the bare server again at the mean half-load rate of the idgen cases, as node
-    // ships it and with the GC work-around idgen-server runs (@idgen/http2-stream-table): like for like.
+    // The floor at the rate idgen's half-load runs offered: the same answer framed by hand with no header
+    // decoded, at the mean half-load rate of the idgen cases (on @idgen/h2): like for like.
     const idgenRates = half.filter((_, i) => cases[i]?.target === 'idgen').map((h) => h.rate);
     const floorRate = idgenRates.reduce((sum, rate) => sum + rate, 0) / idgenRates.length;
     const floorCase = cases[0] as LoadCase;
     const floorBody = join(work.path, '0.bin');
-    const shipped = await halfLoad('bare node:http2, idgen half rate', barePort, floorCase, floorBody, floorRate, 'floor');
-    process.stdout.write('  measured bare node:http2 at the idgen half-load rate\n');
-    const floor = await halfLoad('  + stream table (floor)', bareTablePort, floorCase, floorBody, floorRate, 'floor-table');
-    process.stdout.write('  measured bare node:http2 + stream table at the idgen half-load rate\n');
-    const rawHalf = await halfLoad('HTTP/2 framed by hand, no node:http2', rawPort, floorCase, floorBody, floorRate, 'raw');
-    const rawSaturated = await runH2load(h2load, {
-      url: `http://127.0.0.1:${rawPort}${NEXT_IDS_PATH}`,
-      bodyFile: floorBody,
-      headers: CONNECT_HEADERS,
-      clients: CLIENTS,
-      streams: STREAMS,
-      seconds: args.seconds,
-      warmupSeconds: 2,
-      logFile: join(work.path, 'saturated-raw.log'),
-    });
+    const floor = await halfLoad('HTTP/2 framed by hand (floor)', rawPort, floorCase, floorBody, floorRate, 'raw');
+    const rawSaturated = await saturate(rawPort, floorBody, CONNECT_HEADERS, 'raw');
     process.stdout.write('  measured HTTP/2 framed by hand on node:net (no node:http2)\n');
     // p99 against the offered rate, for one process: what the design's processes-per-node answer rests on.
     const grpcIndex = cases.findIndex((c) => c.name === 'NextIds(1), gRPC');
@@ -229,6 +224,7 @@ async function main(): Promise<void> {
       process.stdout.write(`  measured NextIds(1), gRPC, Poisson at ${formatCount(rate)} req/s\n`);
     }
     await verify(`http://127.0.0.1:${idgenPort}`);
+    await verify(`http://127.0.0.1:${idgenNodePort}`);
 
     const ceiling = saturated[0]?.result.requestsPerSecond ?? Number.NaN;
     process.stdout.write('\nSaturation (h2load as fast as the server answers, 128 requests in flight)\n\n');
@@ -259,8 +255,8 @@ async function main(): Promise<void> {
       const d = h.poisson.p99Us - floor.poisson.p99Us;
       return `${d >= 0 ? '+' : '−'}${micros(Math.abs(d))}`;
     };
-    const halfRows = [...half, shipped, floor, rawHalf];
-    process.stdout.write('\nHalf load (a fixed offered rate: half of that case\'s saturated req/s)\n\n');
+    const halfRows = [...half, floor];
+    process.stdout.write("\nHalf load (a fixed offered rate: half of that case's saturated req/s)\n\n");
     process.stdout.write(
       formatTable(
         [
@@ -296,16 +292,15 @@ async function main(): Promise<void> {
         'Poisson: h2open, exponential gaps at the same total rate, each request written on time whatever the\n' +
         "  answers do (open loop); latency from its write to the end of its answer. 'late sends p99': how late\n" +
         '  h2open wrote requests against its schedule (its own delay, or all streams busy while the server stalls).\n' +
-        "last rows: the bare server at the idgen cases' mean half-load rate, as node ships it, and with the GC\n" +
-        '  work-around idgen-server runs (@idgen/http2-stream-table): the floor of this harness, like for like.\n' +
-        "p99 over floor: the case's Poisson p99 minus the floor's: what idgen adds above the stack.\n" +
-        "'HTTP/2 framed by hand': the same answer from raw-h2-server.ts, HTTP/2 framed on node:net with no header\n" +
-        '  decoded (no node:http2): what Node itself does here without node:http2 (a baseline, not a server).\n' +
+        "floor: raw-h2-server.ts, the same answer from HTTP/2 framed on node:net with no header decoded, at the idgen\n" +
+        "  cases' mean half-load rate: what Node itself does here (a baseline, not a server).\n" +
+        "p99 over floor: the case's Poisson p99 minus the floor's: what idgen adds above Node.\n" +
+        "'on node:http2': the same node started with --http2-server node (the fallback), for comparison.\n" +
         'failed: failed or non-2xx answers; gRPC errors travel in trailers of a 200, so the node is also checked\n' +
         '  with real Connect and gRPC clients before and after the load.\n',
     );
 
-    process.stdout.write('\nOne node process, NextIds(1) over gRPC, Poisson arrivals (h2open) at lower rates\n\n');
+    process.stdout.write('\nOne node process, NextIds(1) over gRPC, Poisson arrivals (h2open) at fixed rates\n\n');
     process.stdout.write(
       formatTable(
         [
@@ -337,17 +332,23 @@ async function main(): Promise<void> {
     const worst = (pick: (h: HalfLoad) => number): number => Math.max(...idgenHalf.map(pick));
     const worstH2load = worst((h) => h.h2load.p99Us);
     const worstPoisson = worst((h) => h.poisson.p99Us);
+    const onNode = half.find((_, i) => cases[i]?.target === 'idgen-node');
     process.stdout.write(
       `\nTarget: NextIds(1) ≥ 60% of the bare ceiling: Connect ${formatShare(one, ceiling)}, ` +
         `gRPC ${formatShare(oneGrpc, ceiling)}: ${Math.min(one, oneGrpc) / ceiling >= 0.6 ? 'MET (both)' : 'NOT MET'}\n` +
         `Target: NextIds(100) within 10% of NextIds(1) in req/s: Connect ${formatShare(hundred, one)}, ` +
         `gRPC ${formatShare(hundredGrpc, oneGrpc)} of NextIds(1): ` +
-        `${Math.min(hundred / one, hundredGrpc / oneGrpc) >= 0.9 ? 'MET (both)' : 'NOT MET'}\n` +
+        `${Math.min(hundred / one, hundredGrpc / oneGrpc) >= 0.9 ? 'MET (both)' : 'NOT MET'}\n  ` +
+        `but one worker mints at most ${formatCount(WORKER_IDS_PER_SECOND)} IDs/s (12-bit sequence), so NextIds(100) cannot pass ` +
+        `${formatCount(WORKER_IDS_PER_SECOND / 100)} req/s: against min(NextIds(1), that cap) it is at ` +
+        `${formatShare(hundred, Math.min(one, WORKER_IDS_PER_SECOND / 100))} (Connect), ` +
+        `${formatShare(hundredGrpc, Math.min(oneGrpc, WORKER_IDS_PER_SECOND / 100))} (gRPC): ` +
+        `${Math.min(hundred / Math.min(one, WORKER_IDS_PER_SECOND / 100), hundredGrpc / Math.min(oneGrpc, WORKER_IDS_PER_SECOND / 100)) >= 0.9 ? 'MET (both)' : 'NOT MET'}\n` +
         `Target: p99 ≤ 2 ms at half saturation: worst idgen case ${micros(worstH2load)} (h2load), ` +
         `${micros(worstPoisson)} (Poisson): ${Math.max(worstH2load, worstPoisson) <= 2000 ? 'MET' : 'NOT MET'}; ` +
-        `the bare node:http2 server at the same rate: ${micros(shipped.h2load.p99Us)} / ${micros(shipped.poisson.p99Us)} ` +
-        `as node ships it, ${micros(floor.h2load.p99Us)} / ${micros(floor.poisson.p99Us)} with the stream table; ` +
-        `HTTP/2 framed by hand on node:net: ${micros(rawHalf.h2load.p99Us)} / ${micros(rawHalf.poisson.p99Us)}\n`,
+        `the floor at the same rate: ${micros(floor.h2load.p99Us)} / ${micros(floor.poisson.p99Us)}; ` +
+        `on node:http2 (--http2-server node) at its own half rate (${formatCount(onNode?.rate ?? Number.NaN)} req/s): ` +
+        `${micros(onNode?.h2load.p99Us ?? Number.NaN)} / ${micros(onNode?.poisson.p99Us ?? Number.NaN)}\n`,
     );
   } finally {
     for (const server of servers) await server.stop(5000);
