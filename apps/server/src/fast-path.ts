@@ -295,11 +295,32 @@ function parseCount(protocol: Protocol, body: Buffer): number {
     }
     message = body.subarray(5);
   }
+  const quick = countOf(message);
+  if (quick !== undefined) return quick;
   try {
     return fromBinary(NextIdsRequestSchema, message).count;
   } catch (e) {
     throw new ConnectError(`parse binary: ${e instanceof Error ? e.message : String(e)}`, Code.InvalidArgument);
   }
+}
+
+/**
+ * NextIdsRequest.count read straight from the bytes of the request every client sends: nothing (count 0) or
+ * the one field `count` (tag 0x08) as a varint of at most 5 bytes (uint32). Anything else (unknown fields,
+ * the field repeated, a longer varint, truncated bytes) returns undefined and goes to the generated decoder,
+ * which also words the errors. Why: fromBinary built a reflection object and two Maps per request, a fifth
+ * of what a NextIds allocated.
+ */
+export function countOf(message: Uint8Array): number | undefined {
+  if (message.length === 0) return 0;
+  if (message[0] !== 0x08 || message.length > 6) return undefined;
+  let value = 0;
+  for (let i = 1; i < message.length; i++) {
+    const byte = message[i] ?? 0;
+    value += (byte & 0x7f) * 2 ** (7 * (i - 1));
+    if ((byte & 0x80) === 0) return i === message.length - 1 && value <= 0xffff_ffff ? value : undefined;
+  }
+  return undefined;
 }
 
 /** `{"blocks":[{"first":"<decimal>","count":n},…]}`: fixed64 is a decimal string in JSON. */

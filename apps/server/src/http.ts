@@ -342,6 +342,10 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
   );
   h2DeadlineSweep.unref();
+  /** Every counted @idgen/h2 stream's close: out of the deadline queue (its ticket is its `context`), one fewer in flight. */
+  const onH2Close = (_code: number, stream: H2Stream): void => {
+    if (h2Deadlines.remove(stream.context as number, stream)) requestDone();
+  };
   const onH2Stream = (stream: H2Stream): void => {
     const path = pathOf(stream.path);
     if (path === HEALTHZ_PATH || path === READYZ_PATH) {
@@ -352,13 +356,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       return;
     }
     inFlight++;
-    const ticket = h2Deadlines.add(stream, performance.now() + options.requestTimeoutMs);
-    // Set once connect-es has the request: a reset then aborts its call.
-    const call: { abort?: (reason: ConnectError) => void } = {};
-    stream.onclose = (code) => {
-      if (h2Deadlines.remove(ticket, stream)) requestDone();
-      if (code !== ErrorCode.NO_ERROR) call.abort?.(connectErrorFromResetCode(code));
-    };
+    stream.context = h2Deadlines.add(stream, performance.now() + options.requestTimeoutMs);
+    stream.onclose = onH2Close;
     if (fast !== undefined && path === fast.path && fast.h2(stream)) return;
     const universal = handlers.get(path);
     if (universal === undefined) {
@@ -367,7 +366,11 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     }
     const contentType = stream.headers['content-type'] ?? null;
     const { request, abort } = universalRequestFromH2Stream(stream, options.maxBodyBytes);
-    call.abort = abort;
+    // A reset (or the connection going) aborts connect-es's call.
+    stream.onclose = (code) => {
+      onH2Close(code, stream);
+      if (code !== ErrorCode.NO_ERROR) abort(connectErrorFromResetCode(code));
+    };
     universal(request)
       .then((uRes) => reclassifyDecodeError(uRes, contentType))
       .then((uRes) => universalResponseToH2Stream(uRes, stream))

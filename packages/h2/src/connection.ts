@@ -82,8 +82,11 @@ export class H2Stream {
   ondata: ((chunk: Buffer) => void) | undefined = undefined;
   /** The request is complete (END_STREAM). */
   onend: (() => void) | undefined = undefined;
-  /** The stream is closed: `code` 0 when it completed, else the RST_STREAM code (sent, received, or CANCEL when the connection went). */
-  onclose: ((code: number) => void) | undefined = undefined;
+  /**
+   * The stream is closed: `code` 0 when it completed, else the RST_STREAM code (sent, received, or CANCEL when
+   * the connection went). The stream is passed too, so one function can serve every stream (no closure each).
+   */
+  onclose: ((code: number, stream: H2Stream) => void) | undefined = undefined;
   /** Everything written so far has left for the socket (after flow control held some of it back). */
   ondrain: (() => void) | undefined = undefined;
   /** Free for the handler's own bookkeeping (a deadline ticket, say). */
@@ -723,7 +726,7 @@ export class H2Connection {
     if (blockedAt !== -1) this.blocked.splice(blockedAt, 1);
     const onclose = stream.onclose;
     stream.ondata = stream.onend = stream.onclose = stream.ondrain = undefined;
-    onclose?.(code);
+    onclose?.(code, stream);
     this.endIfIdle();
   }
 

@@ -95,7 +95,9 @@ export class FrameWriter {
     b.writeUInt32BE(stream >>> 0, at + 5);
     this.length = at + FRAME_HEADER_LENGTH;
     if (payload !== undefined && length > 0) {
-      b.set(payload.subarray(payloadStart, payloadEnd), this.length);
+      // Copied without a subarray view: nothing allocated per frame.
+      if (Buffer.isBuffer(payload)) payload.copy(b, this.length, payloadStart, payloadEnd);
+      else b.set(payload.subarray(payloadStart, payloadEnd), this.length);
       this.length += length;
     }
   }
