@@ -200,13 +200,24 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     // A caller that resets its stream (or goes away) mid-request: the stream closes; nothing else to do.
     options.onConnectionError?.(e);
   }
-  const cancelLate = (stream: ServerHttp2Stream): void => {
-    requestDone();
-    options.onRequestTimeout?.();
-    stream.close(h2.NGHTTP2_CANCEL);
-  };
+  // The same for every request on @idgen/h2 (the default h2c server): fast path or not, its ticket is its `context`.
+  const h2Deadlines = new DeadlineQueue<H2Stream>();
+  /** What a request still open at its deadline gets: counted out, counted as a timeout, its stream cancelled. */
+  const late =
+    <S>(cancel: (stream: S) => void) =>
+    (stream: S): void => {
+      requestDone();
+      options.onRequestTimeout?.();
+      cancel(stream);
+    };
+  const cancelLate = late((stream: ServerHttp2Stream) => stream.close(h2.NGHTTP2_CANCEL));
+  const cancelLateH2 = late((stream: H2Stream) => stream.reset(ErrorCode.CANCEL));
   const deadlineSweep = setInterval(
-    () => fastDeadlines.expire(performance.now(), cancelLate),
+    () => {
+      const now = performance.now();
+      fastDeadlines.expire(now, cancelLate);
+      h2Deadlines.expire(now, cancelLateH2);
+    },
     Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
   );
   deadlineSweep.unref();
@@ -331,17 +342,6 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   // h2c on @idgen/h2 (the default): a stream is a probe, a fast-path call, or a call for connect-es's handlers.
   const useIdgenH2 = (options.http2Server ?? 'idgen') === 'idgen';
   const h2Connections = new Set<H2Connection>();
-  const h2Deadlines = new DeadlineQueue<H2Stream>();
-  const cancelLateH2 = (stream: H2Stream): void => {
-    requestDone();
-    options.onRequestTimeout?.();
-    stream.reset(ErrorCode.CANCEL);
-  };
-  const h2DeadlineSweep = setInterval(
-    () => h2Deadlines.expire(performance.now(), cancelLateH2),
-    Math.max(10, Math.min(250, Math.floor(options.requestTimeoutMs / 10))),
-  );
-  h2DeadlineSweep.unref();
   /** Every counted @idgen/h2 stream's close: out of the deadline queue (its ticket is its `context`), one fewer in flight. */
   const onH2Close = (_code: number, stream: H2Stream): void => {
     if (h2Deadlines.remove(stream.context as number, stream)) requestDone();
@@ -517,7 +517,6 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       h1server.close(() => undefined);
       clearInterval(sweep);
       clearInterval(deadlineSweep);
-      clearInterval(h2DeadlineSweep);
       await closed;
       return left;
     },

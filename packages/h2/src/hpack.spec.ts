@@ -10,6 +10,7 @@ import {
   encodeInteger,
   encodeTableSizeUpdate,
 } from './hpack.js';
+import { frame } from './connection.test-helper.js';
 import { huffmanEncodeLatin1, huffmanEncodedLengthLatin1 } from './huffman.js';
 
 type Field = readonly [string, string];
@@ -726,15 +727,6 @@ interface Capture {
   /** Decoded header lists by stream, in the order HEADERS arrived. */
   readonly byStream: Map<number, Field[]>;
   readonly sawSizeUpdate: boolean;
-}
-
-function frame(type: number, flags: number, stream: number, payload: Buffer): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
 }
 
 async function captureNghttp2(

@@ -1,5 +1,5 @@
 /**
- * A third floor for `bench:server`: HTTP/2 (h2c) framed by hand on `node:net`, without `node:http2`, answering
+ * The floor of `bench:server`: HTTP/2 (h2c) framed by hand on `node:net`, without `node:http2`, answering
  * every request with the same fixed body as `bare-http2-server.ts`. It reads no header (HPACK blocks are
  * skipped, not decoded) and keeps no per-stream object, so it shows what Node itself can do on this machine
  * when no V8 string is made of each request's header values, which is where `node:http2`'s Mark-Compact
