@@ -95,7 +95,7 @@ export interface ServingServerOptions {
   readonly onStreamTableUnavailable?: (why: string) => void;
 }
 
-/** The serving port: one node:http2 server, HTTP/1.1 and h2c, Connect + gRPC + gRPC-Web + probes. */
+/** The serving port: HTTP/1.1 (node:http) and h2c (@idgen/h2, or node:http2), Connect + gRPC + gRPC-Web + probes. */
 export interface ServingServer {
   /** Binds `listen`; resolves with the bound address (port 0 becomes the real port). */
   listen(listen: HostPort): Promise<HostPort>;
@@ -130,8 +130,8 @@ export const HEALTHZ_PATH = '/healthz';
 export const READYZ_PATH = '/readyz';
 
 /**
- * Creates the serving server. HTTP/2 settings are bounded so one client cannot hold much memory:
- * at most 128 concurrent streams per connection, 16 KiB of headers, 64 KiB windows.
+ * Creates the serving server. HTTP/2 settings are bounded so one client cannot hold much memory, on either
+ * implementation: at most 128 concurrent streams per connection, 16 KiB of headers, 64 KiB stream windows.
  */
 export function createServingServer(options: ServingServerOptions): ServingServer {
   const shutdown = new AbortController();

@@ -116,6 +116,22 @@ describe('H2Connection with node:http2 as the client', () => {
     );
   });
 
+  it('sends a header block larger than the client’s frame size as HEADERS + CONTINUATION', async () => {
+    await server.close();
+    const big = 'v'.repeat(40_000); // > 16,384 (the frame size node's client accepts) twice over
+    server = await startH2Server((stream) => {
+      stream.respond(200, { 'x-big': big });
+      stream.end(Buffer.from('ok'), { 'x-big-trailer': big });
+    });
+    client.destroy();
+    client = connect(`http://127.0.0.1:${server.port}`, { maxHeaderListPairs: 10, settings: { maxHeaderListSize: 200_000 } });
+    client.on('error', () => undefined);
+    const answer = await request(client, { ':path': '/big-headers' });
+    expect(answer.headers['x-big']).toBe(big);
+    expect(answer.trailers['x-big-trailer']).toBe(big);
+    expect(answer.body.toString()).toBe('ok');
+  });
+
   it('tells the handler when the client resets a stream mid-body, and keeps serving', async () => {
     const closed: number[] = [];
     await server.close();
