@@ -395,7 +395,7 @@ describe('H2Connection under random frames', () => {
             raw.close();
           }
         }),
-        { numRuns: 1000 },
+        { numRuns: Number(process.env.H2_FUZZ_RUNS ?? 1000) },
       );
       expect(uncaught).toEqual([]);
       // And a well-behaved client is still served afterwards.
