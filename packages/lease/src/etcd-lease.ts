@@ -31,6 +31,8 @@ interface Session {
   assigned: boolean;
   ended: boolean;
   fenceTimer: NodeJS.Timeout | undefined;
+  /** The keep-alive loop, once started: a release waits for it so its last refresh cannot land after the final record. */
+  loop?: Promise<void>;
 }
 
 /** The session was lost while claiming or waiting for the floor: the claim loop tries again. */
@@ -373,7 +375,7 @@ class EtcdWorkerLease implements WorkerLease {
       if (!(await this.writeLastMs(s, false, requestTimeoutMs))) {
         throw new SessionLostError('the worker key vanished right after the claim');
       }
-      void this.keepAliveLoop(s);
+      s.loop = this.keepAliveLoop(s);
 
       const wait = floorMs - clock.nowMs();
       this.setState(
@@ -475,6 +477,7 @@ class EtcdWorkerLease implements WorkerLease {
         this.keepAliveFailed(s, e);
         continue;
       }
+      if (s.ended) return; // released (or lost) while the keep-alive was out: no refresh after the final record
       try {
         if (left() <= 0) throw new Error('no time left for the last-ms refresh');
         const held = await this.writeLastMs(s, false, left());
@@ -597,6 +600,9 @@ class EtcdWorkerLease implements WorkerLease {
             this.cfg.logger.warn({ err: errorText(e) }, 'lease: deregistering failed (the key goes with the lease)');
           }
           try {
+            // A refresh the keep-alive loop had in flight (released: false) must not land after the final record:
+            // wait for the loop (ended above, its requests bounded by their timeouts) before writing it.
+            await s.loop?.catch(() => undefined);
             // Minting stopped above, so lastMintedMs() is final: the next holder may start right above it.
             const ok = await this.writeLastMs(s, true, timeout);
             if (!ok) this.cfg.logger.warn({}, 'lease: the slot was no longer ours; last-ms left as it was');
