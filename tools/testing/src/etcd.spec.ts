@@ -1,6 +1,7 @@
 import { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, startEtcd, startEtcdCluster } from './etcd.js';
 import { cleanupAll } from './registry.js';
 import { existsSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
 
 jest.setTimeout(60_000);
 
@@ -44,6 +45,19 @@ describe('startEtcd', () => {
       await fetch(`${etcd.clientUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('k').toString('base64') }) })
     ).json()) as { kvs?: { value: string }[] };
     expect(Buffer.from(got.kvs?.[0]?.value ?? '', 'base64').toString()).toBe('v');
+    await etcd.stop();
+  });
+
+  it('restarts even when its client port is taken for a moment while it is down', async () => {
+    const etcd = await startEtcd();
+    await etcd.kill();
+    const port = Number(etcd.endpoint.split(':')[1]);
+    const squatter = createServer((socket) => socket.destroy()); // health probes meanwhile get no answer
+    await new Promise<void>((resolve) => squatter.listen(port, '127.0.0.1', resolve));
+    const released = new Promise<void>((resolve) => setTimeout(() => squatter.close(() => resolve()), 800));
+    await etcd.restart({ hard: true });
+    await released;
+    expect(await etcdHealthy(etcd.clientUrl)).toBe(true);
     await etcd.stop();
   });
 
