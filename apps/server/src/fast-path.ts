@@ -3,7 +3,7 @@ import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
-import { encodeHeaders, type H2Stream } from '@idgen/h2';
+import { encodeHeaders, ErrorCode, type H2Stream } from '@idgen/h2';
 import { NextIdsRequestSchema } from '@idgen/proto';
 import type { WireBlock } from './service.js';
 
@@ -379,15 +379,35 @@ function errorMetadata(error: ConnectError): { [key: string]: string } {
   return metadata;
 }
 
+/** A gRPC error as the header fields of a trailers-only answer (the status in the headers of an empty stream). */
+function grpcErrorFields(error: ConnectError): Record<string, string> {
+  return {
+    ...errorMetadata(error),
+    'content-type': 'application/grpc+proto',
+    'grpc-status': String(error.code),
+    'grpc-message': encodeURIComponent(error.rawMessage),
+  };
+}
+
+/** A Connect unary error: its HTTP status, header fields and JSON body, the same on every transport. */
+function connectErrorAnswer(error: ConnectError): { status: number; headers: Record<string, string | number>; body: Buffer } {
+  const body = Buffer.from(errorToJsonBytes(error, {}));
+  return {
+    status: codeToHttpStatus(error.code),
+    headers: { ...errorMetadata(error), 'content-type': 'application/json', 'content-length': body.length },
+    body,
+  };
+}
+
 function failHttp1(res: ServerResponse, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder): void {
   record?.(error.code, start, 0);
   if (res.headersSent) {
     res.end();
     return;
   }
-  const body = Buffer.from(errorToJsonBytes(error, {}));
-  res.writeHead(codeToHttpStatus(error.code), { ...errorMetadata(error), 'content-type': 'application/json', 'content-length': body.length });
-  res.end(body);
+  const answer = connectErrorAnswer(error);
+  res.writeHead(answer.status, answer.headers);
+  res.end(answer.body);
 }
 
 /**
@@ -404,27 +424,13 @@ function failHttp2(stream: ServerHttp2Stream, protocol: Protocol, error: Connect
   }
   const cut = dropBody ? () => stream.close(h2.NGHTTP2_NO_ERROR) : undefined;
   if (protocol === 'grpc') {
-    stream.respond(
-      {
-        ...errorMetadata(error),
-        [h2.HTTP2_HEADER_STATUS]: 200,
-        'content-type': 'application/grpc+proto',
-        'grpc-status': String(error.code),
-        'grpc-message': encodeURIComponent(error.rawMessage),
-      },
-      { endStream: true },
-    );
+    stream.respond({ ...grpcErrorFields(error), [h2.HTTP2_HEADER_STATUS]: 200 }, { endStream: true });
     cut?.();
     return;
   }
-  const body = Buffer.from(errorToJsonBytes(error, {}));
-  stream.respond({
-    ...errorMetadata(error),
-    [h2.HTTP2_HEADER_STATUS]: codeToHttpStatus(error.code),
-    'content-type': 'application/json',
-    'content-length': body.length,
-  });
-  stream.end(body, cut);
+  const answer = connectErrorAnswer(error);
+  stream.respond({ ...answer.headers, [h2.HTTP2_HEADER_STATUS]: answer.status });
+  stream.end(answer.body, cut);
 }
 
 /**
@@ -435,23 +441,14 @@ function failH2(stream: H2Stream, protocol: Protocol, error: ConnectError, start
   record?.(error.code, start, 0);
   if (stream.isClosed) return;
   if (stream.isResponded) {
-    stream.reset(h2.NGHTTP2_INTERNAL_ERROR);
+    stream.reset(ErrorCode.INTERNAL_ERROR);
     return;
   }
   if (protocol === 'grpc') {
-    stream.respond(
-      200,
-      {
-        ...errorMetadata(error),
-        'content-type': 'application/grpc+proto',
-        'grpc-status': String(error.code),
-        'grpc-message': encodeURIComponent(error.rawMessage),
-      },
-      true,
-    );
+    stream.respond(200, grpcErrorFields(error), true);
     return;
   }
-  const body = Buffer.from(errorToJsonBytes(error, {}));
-  stream.respond(codeToHttpStatus(error.code), { ...errorMetadata(error), 'content-type': 'application/json', 'content-length': body.length });
-  stream.end(body);
+  const answer = connectErrorAnswer(error);
+  stream.respond(answer.status, answer.headers);
+  stream.end(answer.body);
 }
