@@ -105,7 +105,6 @@ export class H2Stream {
   /** @internal */ pendingBytes = 0;
   /** @internal */ pendingEnd = false;
   /** @internal */ pendingTrailers: Buffer | undefined = undefined;
-  /** @internal */ rstCode = 0;
 
   constructor(
     readonly id: number,
@@ -718,7 +717,6 @@ export class H2Connection {
 
   private closeStream(stream: H2Stream, code: number): void {
     stream.closed = true;
-    stream.rstCode = code;
     stream.pending = [];
     stream.pendingBytes = 0;
     this.streams.delete(stream.id);
