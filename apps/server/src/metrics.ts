@@ -69,15 +69,13 @@ function hrTimeOf(ms: number): HrTime {
  * (name, unit, buckets, labels, cumulative) as the SDK did.
  */
 class LatencyProducer implements MetricProducer {
-  private readonly histograms = new Map<string, LatencyHistogram>();
+  private readonly histograms: LatencyHistogram[] = [];
   private readonly startTime = hrTimeOf(Date.now());
 
-  histogram(key: string, attributes: () => Attributes): LatencyHistogram {
-    let h = this.histograms.get(key);
-    if (h === undefined) {
-      h = new LatencyHistogram(attributes());
-      this.histograms.set(key, h);
-    }
+  /** A new histogram for one method and code (the caller keeps one per set of attributes). */
+  add(attributes: Attributes): LatencyHistogram {
+    const h = new LatencyHistogram(attributes);
+    this.histograms.push(h);
     return h;
   }
 
@@ -92,7 +90,7 @@ class LatencyProducer implements MetricProducer {
       },
       aggregationTemporality: AggregationTemporality.CUMULATIVE,
       dataPointType: DataPointType.HISTOGRAM,
-      dataPoints: [...this.histograms.values()].map((h) => ({
+      dataPoints: this.histograms.map((h) => ({
         attributes: h.attributes,
         startTime: this.startTime,
         endTime,
@@ -169,7 +167,7 @@ export function createServerMetrics(): ServerMetricsHandle {
     let c = calls.get(key);
     if (c === undefined) {
       const attributes = { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code };
-      c = { attributes, count: 0, latency: latencies.histogram(key, () => attributes) };
+      c = { attributes, count: 0, latency: latencies.add(attributes) };
       calls.set(key, c);
     }
     c.count++;
