@@ -1,4 +1,4 @@
-import { connect as connectHttp2 } from 'node:http2';
+import { connect as connectHttp2, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
@@ -56,30 +56,47 @@ async function post(base: string, body: string | Uint8Array, type: string): Prom
   return { status: res.status, type: res.headers.get('content-type'), text: masked(buf.toString('latin1')), bytes: buf.length };
 }
 
-function grpc(base: string, payload: Uint8Array): Promise<{ headers: Record<string, unknown>; trailers: Record<string, unknown>; body: Buffer }> {
+/** What a client sees of one HTTP/2 exchange on `session`: response headers, trailers and body. */
+function exchange(
+  session: ClientHttp2Session,
+  headers: OutgoingHttpHeaders,
+  body?: Uint8Array,
+): Promise<{ headers: IncomingHttpHeaders; trailers: IncomingHttpHeaders; body: Buffer }> {
   return new Promise((resolve, reject) => {
-    const session = connectHttp2(base);
-    const frame = Buffer.alloc(5 + payload.length);
-    frame.writeUInt32BE(payload.length, 1);
-    frame.set(payload, 5);
-    const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-    let headers: Record<string, unknown> = {};
-    let trailers: Record<string, unknown> = {};
+    const stream = session.request(headers, { endStream: body === undefined });
+    let answer: IncomingHttpHeaders = {};
+    let trailers: IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
-    stream.on('response', (h) => {
-      headers = { status: h[':status'], 'content-type': h['content-type'], 'grpc-status': h['grpc-status'] };
-    });
-    stream.on('trailers', (t) => {
-      trailers = { 'grpc-status': t['grpc-status'] };
-    });
+    stream.on('response', (h) => (answer = h));
+    stream.on('trailers', (t) => (trailers = t));
     stream.on('data', (c: Buffer) => chunks.push(c));
     stream.on('error', reject);
-    stream.on('close', () => {
-      session.close();
-      resolve({ headers, trailers, body: Buffer.concat(chunks) });
-    });
-    stream.end(frame);
+    stream.on('close', () => resolve({ headers: answer, trailers, body: Buffer.concat(chunks) }));
+    if (body !== undefined) stream.end(body);
   });
+}
+
+/** {@link exchange} on a session of its own to `base` (h2c), closed after the answer. */
+async function h2call(base: string, headers: OutgoingHttpHeaders, body?: Uint8Array): ReturnType<typeof exchange> {
+  const session = connectHttp2(base);
+  try {
+    return await new Promise((resolve, reject) => {
+      session.on('error', reject);
+      exchange(session, headers, body).then(resolve, reject);
+    });
+  } finally {
+    session.close();
+  }
+}
+
+async function grpc(base: string, payload: Uint8Array): Promise<{ headers: Record<string, unknown>; trailers: Record<string, unknown>; body: Buffer }> {
+  const answer = await h2call(base, { ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' }, grpcFrameOf(payload));
+  const h = answer.headers;
+  return {
+    headers: { status: h[':status'], 'content-type': h['content-type'], 'grpc-status': h['grpc-status'] },
+    trailers: { 'grpc-status': answer.trailers['grpc-status'] },
+    body: answer.body,
+  };
 }
 
 describe('the NextIds fast path answers exactly as connect-es does', () => {
@@ -127,35 +144,18 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
 });
 
 /** One request over HTTP/2 (h2c), what a client sees of it: status, content type, gRPC status wherever it travels, body. */
-function h2request(
+async function h2request(
   base: string,
   headers: Record<string, string>,
   body: Uint8Array,
 ): Promise<{ status: unknown; type: unknown; grpcStatus: unknown; text: string }> {
-  return new Promise((resolve, reject) => {
-    const session = connectHttp2(base);
-    session.on('error', reject);
-    const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, ...headers });
-    let status: unknown;
-    let type: unknown;
-    let grpcStatus: unknown;
-    const chunks: Buffer[] = [];
-    stream.on('response', (h) => {
-      status = h[':status'];
-      type = h['content-type'];
-      grpcStatus = h['grpc-status'];
-    });
-    stream.on('trailers', (t) => {
-      grpcStatus = t['grpc-status'] ?? grpcStatus;
-    });
-    stream.on('data', (c: Buffer) => chunks.push(c));
-    stream.on('error', reject);
-    stream.on('close', () => {
-      session.close();
-      resolve({ status, type, grpcStatus, text: masked(Buffer.concat(chunks).toString('latin1')) });
-    });
-    stream.end(body);
-  });
+  const answer = await h2call(base, { ':method': 'POST', ':path': NEXT_IDS_PATH, ...headers }, body);
+  return {
+    status: answer.headers[':status'],
+    type: answer.headers['content-type'],
+    grpcStatus: answer.trailers['grpc-status'] ?? answer.headers['grpc-status'],
+    text: masked(answer.body.toString('latin1')),
+  };
 }
 
 describe('which path answers', () => {
@@ -346,12 +346,7 @@ describe('the serving port', () => {
     const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
     const session = connectHttp2(`http://127.0.0.1:${port}`);
     try {
-      const status = await new Promise<number>((resolve, reject) => {
-        const stream = session.request({ ':path': '/healthz' });
-        stream.on('response', (h) => resolve(Number(h[':status'])));
-        stream.on('error', reject);
-        stream.resume();
-      });
+      const status = (await exchange(session, { ':path': '/healthz' })).headers[':status'];
       expect(status).toBe(200);
       expect(unavailable).toEqual([]);
     } finally {
@@ -373,23 +368,10 @@ describe('the serving port', () => {
   });
 
   it('answers the probes over HTTP/2 the same on both implementations: GET, HEAD, POST (405), not ready (503)', async () => {
-    const probe = (base: string, method: string, path: string) =>
-      new Promise<{ status: unknown; allow: unknown; body: string }>((resolve, reject) => {
-        const session = connectHttp2(base);
-        session.on('error', reject);
-        const stream = session.request({ ':method': method, ':path': path }, { endStream: method !== 'POST' });
-        if (method === 'POST') stream.end('x');
-        let status: unknown;
-        let allow: unknown;
-        const chunks: Buffer[] = [];
-        stream.on('response', (h) => ((status = h[':status']), (allow = h['allow'])));
-        stream.on('data', (c: Buffer) => chunks.push(c));
-        stream.on('error', reject);
-        stream.on('close', () => {
-          session.close();
-          resolve({ status, allow, body: Buffer.concat(chunks).toString() });
-        });
-      });
+    const probe = async (base: string, method: string, path: string) => {
+      const answer = await h2call(base, { ':method': method, ':path': path }, method === 'POST' ? Buffer.from('x') : undefined);
+      return { status: answer.headers[':status'], allow: answer.headers['allow'], body: answer.body.toString() };
+    };
     const cases: [string, string, boolean][] = [
       ['GET', '/healthz', true],
       ['HEAD', '/readyz', true],
@@ -435,12 +417,7 @@ describe('the serving port', () => {
       expect(ms).toBeLessThan(10_000); // the idle timeout is 60 s; the probe drops it within ~2 × 200 ms
       // The live client, idle for many probe periods, answered the PINGs and still gets answers on the same connection.
       await new Promise((resolve) => setTimeout(resolve, 1000));
-      const answer = await new Promise<number>((resolve, reject) => {
-        const stream = live.request({ ':path': '/healthz' });
-        stream.on('response', (h) => resolve(Number(h[':status'])));
-        stream.on('error', reject);
-        stream.resume();
-      });
+      const answer = (await exchange(live, { ':path': '/healthz' })).headers[':status'];
       expect(answer).toBe(200);
       expect(live.destroyed).toBe(false);
     } finally {
