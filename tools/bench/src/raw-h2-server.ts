@@ -9,17 +9,13 @@
  * Usage: `node raw-h2-server.js <port> <hex body>`; prints `listening <port>` when ready.
  */
 import { createServer } from 'node:net';
+import { Flag, FrameType, PREFACE } from '@idgen/h2';
 import { baselineArgs, serveBaseline } from './baseline-server.js';
 
-const PREFACE_LENGTH = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-const DATA = 0x0;
-const HEADERS = 0x1;
-const SETTINGS = 0x4;
-const PING = 0x6;
-const WINDOW_UPDATE = 0x8;
-const END_STREAM = 0x1;
-const END_HEADERS = 0x4;
-const ACK = 0x1;
+// The protocol's numbers from @idgen/h2 (its constants only: none of its framing, so the floor stays bare).
+const { DATA, HEADERS, SETTINGS, PING, WINDOW_UPDATE } = FrameType;
+const { END_STREAM, END_HEADERS, ACK } = Flag;
+const PREFACE_LENGTH = PREFACE.length;
 
 function frameHeader(length: number, type: number, flags: number, stream: number): Buffer {
   const h = Buffer.allocUnsafe(9);
