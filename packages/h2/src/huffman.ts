@@ -186,16 +186,10 @@ export function huffmanDecode(src: Buffer, start: number, end: number, out: Buff
   return ACCEPTS[state] === 1 ? n : -1;
 }
 
-/** Octets the Huffman coding of `src` takes (codes padded to a whole octet), to size a buffer or choose raw. */
-export function huffmanEncodedLength(src: Buffer): number {
-  let bits = 0;
-  for (let i = 0; i < src.length; i++) bits += HUFFMAN_CODE_LENGTHS[src[i] ?? 0] ?? 0;
-  return (bits + 7) >>> 3;
-}
-
 /**
- * Same as {@link huffmanEncodedLength} for a latin1 string (each char one octet, the low 8 bits of its
- * code unit, as `Buffer.write(s, 'latin1')` would store it), so the encoder needs no temporary Buffer.
+ * Octets the Huffman coding of a latin1 string takes (codes padded to a whole octet), to size a buffer or
+ * choose raw. Each char is one octet, the low 8 bits of its code unit, as `Buffer.write(s, 'latin1')` would
+ * store it: the encoder works on strings and needs no temporary Buffer.
  */
 export function huffmanEncodedLengthLatin1(src: string): number {
   let bits = 0;
@@ -235,20 +229,9 @@ function flushPadding(out: Buffer, at: number): number {
 }
 
 /**
- * Huffman-codes `src` into `out` at offset `at` and returns the offset after the last octet written.
- * `out` must have {@link huffmanEncodedLength}(src) octets free at `at`.
+ * Huffman-codes the latin1 string `src` (see {@link huffmanEncodedLengthLatin1}) into `out` at offset `at` and
+ * returns the offset after the last octet written. `out` must have huffmanEncodedLengthLatin1(src) octets free.
  */
-export function huffmanEncode(src: Buffer, out: Buffer, at: number): number {
-  pending = 0;
-  pendingBits = 0;
-  for (let i = 0; i < src.length; i++) {
-    const sym = src[i] ?? 0;
-    at = pushCode(out, at, HUFFMAN_CODES[sym] ?? 0, HUFFMAN_CODE_LENGTHS[sym] ?? 0);
-  }
-  return flushPadding(out, at);
-}
-
-/** {@link huffmanEncode} for a latin1 string (see {@link huffmanEncodedLengthLatin1}). */
 export function huffmanEncodeLatin1(src: string, out: Buffer, at: number): number {
   pending = 0;
   pendingBits = 0;
