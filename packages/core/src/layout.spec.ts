@@ -18,9 +18,9 @@ interface Vectors {
   invalid: { input: string; why: string }[];
 }
 
-// The shared vectors live beside the repository (../shared/vectors/ids.json): the contract every
+// The vectors (a copy of the deployment's shared ids.json, kept in the repository): the contract every
 // implementation of the layout is checked against. Missing vectors fail the run rather than skip it.
-const vectorsPath = resolve(__dirname, '../../../../shared/vectors/ids.json');
+const vectorsPath = resolve(__dirname, '../test/vectors.json');
 const vectors = JSON.parse(readFileSync(vectorsPath, 'utf8')) as Vectors;
 
 describe('the default layout', () => {

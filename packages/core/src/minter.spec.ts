@@ -73,7 +73,13 @@ describe('Minter, one ID at a time', () => {
     const m = createMinter({ region: 0, worker: 0 });
     expect(m.mintOne(DEFAULT_EPOCH_MS - 1)).toMatchObject({ kind: 'clock-out-of-range' });
     expect(m.mintOne(DEFAULT_EPOCH_MS + 2 ** 41)).toMatchObject({ kind: 'clock-out-of-range' });
-    expect(DEFAULT_LAYOUT.decompose(expectId(m.mintOne(DEFAULT_EPOCH_MS))).timestampMs).toBe(0);
+    expect(DEFAULT_LAYOUT.decompose(expectId(m.mintOne(DEFAULT_EPOCH_MS + 2 ** 41 - 1))).timestampMs).toBe(2 ** 41 - 1);
+  });
+
+  it("never mints in the epoch's own millisecond, so 0 is never an ID", () => {
+    const m = createMinter({ region: 0, worker: 0, floorMs: -5 });
+    expect(m.mintOne(DEFAULT_EPOCH_MS)).toMatchObject({ kind: 'below-floor', retryAtMs: DEFAULT_EPOCH_MS + 1 });
+    expect(DEFAULT_LAYOUT.decompose(expectId(m.mintOne(DEFAULT_EPOCH_MS + 1)))).toEqual({ timestampMs: 1, region: 0, worker: 0, sequence: 0 });
   });
 
   it('throws on a reading that is not an integer, a programming error', () => {
@@ -200,5 +206,57 @@ describe('Minter properties', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('Minter: any input, never a foreign or zero ID (issue 12)', () => {
+  /** Any number a caller could pass as a clock reading, including the sentinels a minter keeps internally. */
+  const anyMs = fc.oneof(
+    fc.constantFrom(-1, 0, 1, DEFAULT_EPOCH_MS - 1, DEFAULT_EPOCH_MS, T0, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER),
+    fc.integer({ min: -10, max: 10 }),
+    fc.integer({ min: DEFAULT_EPOCH_MS - 5, max: DEFAULT_EPOCH_MS + 5 }),
+    fc.integer({ min: T0 - 50, max: T0 + 50 }),
+    fc.maxSafeInteger(),
+  );
+  const call = fc.record({ nowMs: anyMs, count: fc.integer({ min: 1, max: 4096 }), single: fc.boolean() });
+
+  it('returns only IDs of its own region and worker, never 0, whatever it is called with', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 0, max: 7 }),
+        fc.integer({ min: 0, max: 127 }),
+        fc.option(fc.integer({ min: -1, max: T0 + 10 }), { nil: undefined }),
+        fc.array(call, { minLength: 1, maxLength: 50 }),
+        (region, worker, floorMs, calls) => {
+          const m = floorMs === undefined ? createMinter({ region, worker }) : createMinter({ region, worker, floorMs });
+          for (const c of calls) {
+            let r: bigint | MintedBlock | MintVerdict;
+            try {
+              r = c.single ? m.mintOne(c.nowMs) : m.mintBlock(c.nowMs, c.count);
+            } catch (e) {
+              expect(e).toBeInstanceOf(RangeError); // a non-integer reading: refused loudly, nothing minted
+              continue;
+            }
+            if (isMintVerdict(r)) continue;
+            const first = typeof r === 'bigint' ? r : r.first;
+            const count = typeof r === 'bigint' ? 1 : r.count;
+            for (const id of [first, first + BigInt(count) - 1n]) {
+              expect(id).toBeGreaterThan(0n);
+              const f = DEFAULT_LAYOUT.decompose(id);
+              expect([f.region, f.worker]).toEqual([region, worker]);
+            }
+          }
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('refuses the first call at -1, the reading a fresh minter used to take for its current millisecond', () => {
+    const m = createMinter({ region: 2, worker: 17 });
+    expect(isMintVerdict(m.mintOne(-1))).toBe(true);
+    expect(isMintVerdict(m.mintBlock(-1, 3))).toBe(true);
+    expect(m.lastMs).toBe(-1);
+    expect(m.snapshot()).toMatchObject({ lastMs: -1, sequence: -1 });
   });
 });

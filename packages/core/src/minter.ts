@@ -66,7 +66,7 @@ export interface MinterOptions {
   readonly layout?: Layout;
   readonly region: number;
   readonly worker: number;
-  /** Never mint at or below this Unix millisecond (DESIGN §5). Default: nothing before the epoch. */
+  /** Never mint at or below this Unix millisecond (DESIGN §5). Default (and lowest): the epoch's millisecond. */
   readonly floorMs?: number;
 }
 
@@ -90,7 +90,11 @@ export class Minter {
   private readonly nodeBits: bigint;
   private readonly maxUnixMs: number;
   private floor: number;
-  private last = -1;
+  /**
+   * The Unix millisecond minted in last; NaN before the first mint, so no input can match it and take the
+   * same-millisecond shortcut past the range and floor checks (a `-1` here minted ID 0 for `mintOne(-1)`).
+   */
+  private last = Number.NaN;
   private sequence = -1;
   /** The ID the next mint in `last` returns. */
   private nextId = 0n;
@@ -101,13 +105,15 @@ export class Minter {
     this.worker = this.layout.checkWorker(options.worker);
     this.nodeBits = this.layout.nodeBits(this.region, this.worker);
     this.maxUnixMs = this.layout.epochMs + this.layout.maxTimestamp;
-    this.floor = this.layout.epochMs - 1;
+    // The epoch's own millisecond is never minted in, so 0 is never an ID (region 0, worker 0, sequence 0
+    // there): callers may keep 0 as "no ID".
+    this.floor = this.layout.epochMs;
     if (options.floorMs !== undefined) this.raiseFloor(options.floorMs);
   }
 
   /** Last Unix millisecond minted in, or -1 before the first mint. */
   get lastMs(): number {
-    return this.last;
+    return Number.isNaN(this.last) ? -1 : this.last;
   }
 
   /** No ID is ever minted at or below this Unix millisecond. */
@@ -183,7 +189,7 @@ export class Minter {
     return {
       region: this.region,
       worker: this.worker,
-      lastMs: this.last,
+      lastMs: this.lastMs,
       sequence: this.sequence,
       floorMs: this.floor,
     };
