@@ -13,3 +13,5 @@ export { spawnProcess } from './process.js';
 export type { ProcessExit, ProcessHandle, SpawnProcessOptions } from './process.js';
 export { cleanupAll, liveCount } from './registry.js';
 export { REGISTER_TS_PATH, tsNodeArgs } from './ts-node.js';
+export { createTcpProxy } from './tcp-proxy.js';
+export type { TcpProxy, TcpProxyCutMode, TcpProxyOptions } from './tcp-proxy.js';
