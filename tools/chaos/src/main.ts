@@ -1,8 +1,8 @@
 /**
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
- * `node tools/chaos/dist/main.js [--duration 60] [--seed N] [--out DIR] [--callers 3] [--nodes 4] [--slots 3]
- *  [--rate 1000] [--lease-ttl 3]`
+ * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--nodes 4] [--slots 3]
+ *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--server-main PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
  * 130 interrupted (everything started is cleaned up either way).
@@ -10,32 +10,35 @@
 import { randomInt } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cleanupAll } from '@idgen/testing';
 import { formatReport, reportJson } from './report.js';
 import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
-import { createSchedule, formatFault } from './schedule.js';
+import { FAULT_KINDS, FULL_ROUND_SECONDS, createSchedule, formatFault, parseFaultKinds, type FaultKind } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>]
-  --duration   seconds of load with faults (default 60; from 60 on every fault kind runs, longer runs repeat them)
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>]
+  --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
   --callers    caller processes (default 3)
   --nodes      generator nodes (default 4)
   --slots      worker slots the nodes share (default 3: one node is a spare)
   --rate       IDs per second per caller (default 1000)
-  --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)`;
+  --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)
+  --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')})
+  --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
+               e.g. another commit's worktree: the same harness and verification against older code`;
 
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain'> {
+function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain'> & { serverMain?: string } {
   const { values } = parseArgs({
     args: argv,
     options: {
-      duration: { type: 'string', default: '60' },
+      duration: { type: 'string', default: String(FULL_ROUND_SECONDS) },
       seed: { type: 'string' },
       out: { type: 'string' },
       callers: { type: 'string', default: '3' },
@@ -43,6 +46,8 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
       slots: { type: 'string', default: '3' },
       rate: { type: 'string', default: '1000' },
       'lease-ttl': { type: 'string', default: '3' },
+      faults: { type: 'string' },
+      'server-main': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -58,6 +63,8 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
   };
   const nodes = int('nodes', values.nodes, 1, 16);
   const slots = int('slots', values.slots, 1, 128);
+  const kinds: FaultKind[] | undefined = values.faults === undefined ? undefined : parseFaultKinds(values.faults);
+  if (values['server-main'] !== undefined && values['server-main'] === '') throw new RangeError('--server-main needs a path');
   return {
     durationMs: int('duration', values.duration, 20, 24 * 3600) * 1000,
     seed: values.seed === undefined ? randomInt(2 ** 31) : int('seed', values.seed, 0, 2 ** 32 - 1),
@@ -68,6 +75,8 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
     rate: int('rate', values.rate, 10, 100_000),
     leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
     region: 1,
+    ...(kinds !== undefined ? { kinds } : {}),
+    ...(values['server-main'] !== undefined ? { serverMain: resolve(values['server-main']), serverMainFlag: values['server-main'] } : {}),
   };
 }
 
@@ -79,9 +88,14 @@ async function main(): Promise<number> {
     process.stderr.write(`chaos: ${e instanceof Error ? e.message : String(e)}\n${USAGE}\n`);
     return 2;
   }
-  const paths = defaultPaths(__dirname);
+  const defaults = defaultPaths(__dirname);
+  const paths = { ...defaults, serverMain: flags.serverMain ?? defaults.serverMain };
   if (!existsSync(paths.serverMain)) {
-    process.stderr.write(`chaos: ${paths.serverMain} is missing: build the server first (npx nx run @idgen/server:build; npm run chaos builds both)\n`);
+    process.stderr.write(
+      flags.serverMain !== undefined
+        ? `chaos: --server-main ${paths.serverMain} does not exist (build that checkout's server: npx nx run @idgen/server:build)\n`
+        : `chaos: ${paths.serverMain} is missing: build the server first (npx nx run @idgen/server:build; npm run chaos builds both)\n`,
+    );
     return 1;
   }
 
@@ -101,11 +115,18 @@ async function main(): Promise<number> {
     void cleanupAll().finally(() => process.exit(1));
   });
 
-  const schedule = createSchedule({ durationMs: flags.durationMs, seed: flags.seed, leaseTtlMs: flags.leaseTtlSeconds * 1000 });
+  const schedule = createSchedule({
+    durationMs: flags.durationMs,
+    seed: flags.seed,
+    leaseTtlMs: flags.leaseTtlSeconds * 1000,
+    ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
+  });
   say(`idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`);
+  if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
+  if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
   say('fault schedule (t from the start of the load):');
   for (const f of schedule.faults) say(`  ${formatFault(f)}`);
-  if (schedule.missing.length > 0) say(`  not fitting into ${flags.durationMs / 1000} s: ${schedule.missing.join(', ')} (use --duration 60 or more)`);
+  if (schedule.missing.length > 0) say(`  not fitting into ${flags.durationMs / 1000} s: ${schedule.missing.join(', ')} (use --duration ${FULL_ROUND_SECONDS} or more)`);
 
   // Bounded in time (issue 7): the whole run, setup and teardown included, has a hard limit.
   const watchdog = setTimeout(() => onSignal('watchdog (run took far longer than its duration)'), flags.durationMs + 5 * 60_000);

@@ -8,6 +8,11 @@
  * every slot taken exits non-zero; a node past its clock-fence bound exits on purpose: DESIGN §4), after
  * a short delay. Processes the chaos schedule kills or stops are not restarted here: the fault does it.
  *
+ * Each position talks to etcd through its own link: one TCP proxy per etcd member on loopback
+ * (`@idgen/testing`'s `createTcpProxy`), the node's `--etcd` naming its proxies, so a fault can cut one node
+ * off from etcd while its callers still reach it, or delay its traffic (issue 12). The link belongs to the
+ * position and outlives its processes.
+ *
  * It reads each process's JSON log lines as they come, for the lease holdings (`lease: alive` with worker,
  * lease id and floor: rule 2), the fences (`guard: fenced` / `lease: fenced` with their reason), and
  * readiness; and it keeps the node list file the callers discover nodes from.
@@ -15,7 +20,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { freePort, spawnProcess, type ProcessHandle } from '@idgen/testing';
+import { createTcpProxy, freePort, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
 import { NO_METRICS, parseNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import type { Holding } from './verify.js';
 
@@ -74,6 +79,8 @@ export interface NodeFleetOptions {
   /** Worker slots `0 … slots−1` the nodes share (3: one node is always a spare). */
   readonly slots: number;
   readonly leaseTtlSeconds: number;
+  /** Nodes reach etcd through a proxy per position and member (default true; false: straight to etcd). */
+  readonly etcdLinks?: boolean;
   /** Delay before an exited process is restarted (default 2000 ms). */
   readonly restartDelayMs?: number;
   /** Progress lines. */
@@ -103,6 +110,14 @@ export interface NodeFleet {
   start(position: string): Promise<Incarnation>;
   /** Processes that can mint now (`/readyz` 200), by position. */
   serving(): Promise<Incarnation[]>;
+  /** Cuts the position's link to etcd (every member; open connections go silent, see `createTcpProxy`). */
+  cutEtcd(position: string): void;
+  /** Restores the position's link to etcd. */
+  restoreEtcd(position: string): void;
+  /** Delays the traffic of every position's link to etcd by `ms` each way (0: none). */
+  setEtcdLatency(ms: number): void;
+  /** Whether the position's link to etcd is cut. */
+  etcdCut(position: string): boolean;
   /** Writes `offset` (faketime syntax: `-3`, `-0.008`, `+0`) into the position's clock-control file. */
   setClock(position: string, offset: string): Promise<void>;
   /** Scrapes one process's /metrics (kept on the incarnation). */
@@ -144,6 +159,15 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
   let supervising = true;
   let listText = '';
   const restartDelayMs = o.restartDelayMs ?? 2000;
+  const useLinks = o.etcdLinks ?? true;
+  const links = new Map<string, TcpProxy[]>();
+  const linkOf = (position: string): TcpProxy[] => {
+    const l = links.get(position);
+    if (l === undefined) throw new Error(`no etcd link for ${position}`);
+    return l;
+  };
+  const etcdOf = (position: string): string =>
+    useLinks ? linkOf(position).map((p) => `http://${p.address}`).join(',') : o.etcd.join(',');
 
   const port = async (): Promise<number> => {
     for (;;) {
@@ -281,7 +305,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       [
         o.serverMain,
         '--region', String(o.region),
-        '--etcd', o.etcd.join(','),
+        '--etcd', etcdOf(position),
         '--listen', address,
         '--metrics-listen', `127.0.0.1:${metricsPort}`,
         '--workers', `0-${o.slots - 1}`,
@@ -352,6 +376,17 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
     spareRestarts: () => spareRestarts,
     async startAll() {
       await writeList();
+      if (useLinks) {
+        for (const p of positions) {
+          const proxies: TcpProxy[] = [];
+          for (const e of o.etcd) {
+            const proxy = await createTcpProxy({ target: e.replace(/^[a-z]+:\/\//, '') });
+            usedPorts.add(proxy.port);
+            proxies.push(proxy);
+          }
+          links.set(p, proxies);
+        }
+      }
       for (const p of positions) await start(p);
     },
     async waitReady(n, timeoutMs) {
@@ -374,6 +409,18 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       const answers = await Promise.all(live.map(async (i) => ({ i, r: await fetchText(`${i.url}/readyz`, 1000) })));
       return answers.filter((a) => a.r?.status === 200).map((a) => a.i);
     },
+    cutEtcd(position) {
+      for (const p of linkOf(position)) p.cut();
+    },
+    restoreEtcd(position) {
+      for (const p of linkOf(position)) p.restore();
+    },
+    setEtcdLatency(ms) {
+      for (const l of links.values()) for (const p of l) p.setLatency(ms);
+    },
+    etcdCut(position) {
+      return useLinks && linkOf(position).some((p) => p.isCut);
+    },
     async setClock(position, offset) {
       await writeFile(clockFile(position), `${offset}\n`);
     },
@@ -390,6 +437,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       await new Promise((r) => setTimeout(r, 1100));
       poll();
       clearInterval(timer);
+      await Promise.all([...links.values()].flat().map((p) => p.close()));
       for (const i of incarnations) {
         if (!i.finalized) {
           i.finalized = true;

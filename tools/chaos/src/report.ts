@@ -14,7 +14,8 @@ export function formatReport(r: ChaosResult): string[] {
   const ok = (bad: number): string => (bad === 0 ? 'OK' : 'VIOLATED');
   out.push('================ idgen chaos report ================');
   out.push(`seed ${r.seed} · load ${s1(r.loadMs)} · ${r.faults.length} faults · ${r.nodeProcesses} node processes (${r.supervisorRestarts} restarted by the supervisor, ${r.spareRestarts} of them spares finding no free slot)`);
-  out.push(`reproduce: npm run chaos -- --duration ${Math.round(r.loadMs / 1000)} --seed ${r.seed}`);
+  const kinds = r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '';
+  out.push(`reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`);
   out.push('');
   out.push('callers:');
   for (const c of r.callersSummary) {
@@ -35,6 +36,9 @@ export function formatReport(r: ChaosResult): string[] {
   for (const v of r.holders.violations) out.push(`    ${v}`);
   out.push(`rule 3, no ID more than 10 ms ahead of the wall clock at arrival: ${ok(r.clock.violationCount)}`);
   out.push(`  ${n(r.clock.blocks)} blocks checked, largest lead ${r.clock.maxLeadMs} ms (negative: every ID older than its arrival)`);
+  if (r.clockAllowances.length > 0) {
+    out.push(`  ${n(r.clock.allowedAhead)} blocks ahead by an injected forward jump (${r.clockAllowances.length} jumps: +${[...new Set(r.clockAllowances.map((a) => a.aheadMs / 1000))].join(' s, +')} s), allowed that lead`);
+  }
   for (const v of r.clock.violations) out.push(`    ${v}`);
   out.push('');
   out.push('faults (times from load start):');
@@ -53,7 +57,7 @@ export function formatReport(r: ChaosResult): string[] {
   out.push('');
   out.push('per fault kind (runs; longest time one caller went without an ID; failed calls; expectations missed):');
   for (const k of kindSummary(r)) {
-    out.push(`  ${k.kind.padEnd(18)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`);
+    out.push(`  ${k.kind.padEnd(23)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`);
   }
   out.push('');
   const fences = Object.entries(r.metrics.fences).map(([k, v]) => `${k} ${v}`).join(', ');

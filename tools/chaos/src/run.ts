@@ -13,7 +13,7 @@ import { startEtcdCluster, spawnProcess, tempDir, type EtcdCluster, type Process
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { sumNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import { probeBlocksFile, readBlocksFile, readCallerRecords, type BlockLine } from './records.js';
-import { createSchedule, type Fault, type Schedule } from './schedule.js';
+import { createSchedule, type Fault, type FaultKind, type Schedule } from './schedule.js';
 import {
   checkClockBound,
   checkHandedOut,
@@ -21,6 +21,7 @@ import {
   expandBlocks,
   findDuplicates,
   outageWindows,
+  type ClockAllowance,
   type ClockBoundReport,
   type DuplicateReport,
   type HandedOutReport,
@@ -53,7 +54,11 @@ export interface ChaosOptions {
   readonly rate: number;
   readonly leaseTtlSeconds: number;
   readonly region: number;
-  /** `apps/server/dist/main.js`. */
+  /** `--server-main` as given, when given (for the report's reproduce line). */
+  readonly serverMainFlag?: string;
+  /** Only these fault kinds (`--faults`); default all. */
+  readonly kinds?: readonly FaultKind[];
+  /** `apps/server/dist/main.js` (or another build's, `--server-main`). */
   readonly serverMain: string;
   /** `tools/chaos/dist/caller.js`. */
   readonly callerMain: string;
@@ -81,6 +86,15 @@ export interface FaultRecord {
 /** The result of a run. */
 export interface ChaosResult {
   readonly seed: number;
+  /** `--faults`, when given. */
+  readonly kinds: readonly FaultKind[] | undefined;
+  /** The server build the nodes ran, and `--server-main` when given. */
+  readonly serverMain: string;
+  readonly serverMainFlag: string | undefined;
+  /** The planned load duration (`--duration`). */
+  readonly durationMs: number;
+  /** Periods in which a node's wall clock was set ahead of true time (rule 3 lets its IDs lead by that much). */
+  readonly clockAllowances: readonly ClockAllowance[];
   readonly schedule: Schedule;
   readonly loadMs: number;
   readonly dir: string;
@@ -143,7 +157,7 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const faketimeLib = findFaketime();
   const ttlMs = o.leaseTtlSeconds * 1000;
-  const schedule = createSchedule({ durationMs: o.durationMs, seed: o.seed, leaseTtlMs: ttlMs });
+  const schedule = createSchedule({ durationMs: o.durationMs, seed: o.seed, leaseTtlMs: ttlMs, ...(o.kinds !== undefined ? { kinds: o.kinds } : {}) });
 
   let dir: string;
   if (o.outDir !== undefined) {
@@ -196,17 +210,35 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const scrapeTimer = setInterval(() => void fleet.scrapeAll(), 2000);
   const records: FaultRecord[] = [];
   const skipped: Fault[] = [];
+  const clockAllowances: ClockAllowance[] = [];
+  /** Sets a node's clock ahead and records the allowance rule 3 gives its IDs until {@link clockBack}. */
+  const clockAhead = async (inc: Incarnation, seconds: number): Promise<ClockAllowance> => {
+    const a: ClockAllowance = { node: inc.url, fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY, aheadMs: seconds * 1000 };
+    clockAllowances.push(a);
+    await fleet.setClock(inc.position, `+${seconds}`);
+    return a;
+  };
+  /** Back to true time; IDs minted before it may still arrive for a moment (a response in flight). */
+  const clockBack = async (inc: Incarnation, a: ClockAllowance): Promise<void> => {
+    await fleet.setClock(inc.position, '+0');
+    a.toMs = Date.now() + 1000;
+  };
+  /** Fences a node's guard logged since `fromMs`, by reason. */
+  const fencesOf = (inc: Incarnation, fromMs: number, reason?: string): number =>
+    fleet.fences.filter((e) => e.name === inc.name && e.atMs >= fromMs && e.source === 'guard' && (reason === undefined || e.reason === reason)).length;
 
   // While a node's clock jumps, the run itself asks it for one ID after another, so the jump meets a mint:
   // a small jump is then really waited out and a large one really fenced (the callers' buffered refills
   // reach a node only a few times a second). Every block it gets is verified like a caller's.
   const probeOut = createWriteStream(probeBlocksFile(dir), { flags: 'a' });
-  const probe = async (inc: Incarnation, untilMs: number): Promise<{ ok: number; failed: number }> => {
+  // `until` is read on every request: a fault that ends early moves it.
+  const probe = async (inc: Incarnation, until: number | { untilMs: number }): Promise<{ ok: number; failed: number }> => {
+    const stop = typeof until === 'number' ? { untilMs: until } : until;
     const transport = createConnectTransport({ url: inc.url, region: o.region });
     let ok = 0;
     let failed = 0;
     try {
-      while (Date.now() < untilMs && !o.signal.aborted) {
+      while (Date.now() < stop.untilMs && !o.signal.aborted) {
         try {
           const blocks = await transport.nextIds(1, { signal: AbortSignal.timeout(500), timeoutMs: 500 });
           const receivedMs = Date.now();
@@ -364,6 +396,82 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         for (const m of cluster.members) m.resume();
         break;
       }
+      case 'partition-node':
+      case 'partition-clock-forward': {
+        const inc = await hitNode(true);
+        if (inc === undefined) break;
+        const worker = inc.worker;
+        const forward = f.kind === 'partition-clock-forward' ? (f.clockOffsetSeconds ?? 0) : 0;
+        // The run asks the cut-off node for one ID after another: its callers still reach it, and whatever
+        // it mints while it believes it holds the slot is verified like a caller's blocks.
+        const stop = { untilMs: begin + f.effectMs };
+        const probing = probe(inc, stop);
+        await sleep(200, o.signal);
+        const cutAt = Date.now();
+        fleet.cutEtcd(inc.position);
+        // Ahead at once, while its monotonic deadline still runs (up to TTL − margin after its last keep-alive).
+        const allowance = forward > 0 ? await clockAhead(inc, forward) : undefined;
+        const takenOver = (): Holding | undefined =>
+          fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= cutAt);
+        // Until the spare holds the slot (and a second more), and, with the clock ahead, until the successor's
+        // clock has passed all the holder could have minted (offset + TTL − margin after the cut); at most `effectMs`.
+        const earliestEnd = cutAt + (forward > 0 ? forward * 1000 + ttlMs - 1000 + 500 : 0);
+        while (worker !== undefined && takenOver() === undefined && Date.now() < begin + f.effectMs && !o.signal.aborted) {
+          await sleep(100, o.signal);
+        }
+        const taken = takenOver();
+        await sleep(Math.min(Math.max(taken !== undefined ? taken.seenMs + 1000 : 0, earliestEnd), begin + f.effectMs) - Date.now(), o.signal);
+        stop.untilMs = Date.now();
+        const p = await probing;
+        if (allowance !== undefined) await clockBack(inc, allowance);
+        fleet.restoreEtcd(inc.position);
+        r.notes.push(`link restored after ${((Date.now() - cutAt) / 1000).toFixed(1)} s`);
+        if (forward > 0) r.notes.push(`clock +${forward} s from the cut until then`);
+        const takeover = takenOver();
+        r.notes.push(`probe ${p.ok} ok / ${p.failed} refused; its fences: ${fencesOf(inc, cutAt)} (lease ${fencesOf(inc, cutAt, 'lease')}, clock-ahead ${fencesOf(inc, cutAt, 'clock-ahead')})`);
+        if (takeover !== undefined) r.notes.push(`worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - cutAt) / 1000).toFixed(1)} s`);
+        else r.expectationMissed = `no other node took worker ${worker ?? '-'} while ${inc.name} was cut off from etcd`;
+        if (r.expectationMissed === undefined && fencesOf(inc, cutAt) === 0) {
+          r.expectationMissed = `${inc.name} never fenced while cut off from etcd for longer than the TTL`;
+        }
+        break;
+      }
+      case 'clock-forward': {
+        const inc = await hitNode(false);
+        if (inc === undefined) break;
+        const forward = f.clockOffsetSeconds ?? 0;
+        const before = inc.metrics;
+        // Probed while ahead and after the return, until true time has passed what it minted ahead.
+        const probing = probe(inc, begin + f.effectMs + forward * 1000 + 500);
+        await sleep(200, o.signal);
+        const aheadAt = Date.now();
+        const allowance = await clockAhead(inc, forward);
+        await until();
+        const backAt = Date.now();
+        await clockBack(inc, allowance);
+        const p = await probing;
+        await fleet.scrape(inc);
+        const rollbacks = fencesOf(inc, backAt, 'clock-rollback');
+        r.notes.push(
+          `probe ${p.ok} ok / ${p.failed} refused; fences while ahead: ${fencesOf(inc, aheadAt) - fencesOf(inc, backAt)} (clock-ahead ${fencesOf(inc, aheadAt, 'clock-ahead') - fencesOf(inc, backAt, 'clock-ahead')}); ` +
+            `after the return: clock-rollback ${rollbacks} (rollbacks fenced ${inc.metrics.rollbacksFenced - before.rollbacksFenced})`,
+        );
+        // Minting ahead, then back to true time, it must refuse until true time passes its last millisecond.
+        if (rollbacks === 0 && inc.metrics.rollbacksFenced === before.rollbacksFenced && r.servingAtStart > 0 && inc.exitedMs === undefined) {
+          r.expectationMissed = `${inc.name} did not fence on its clock's return from +${forward} s`;
+        }
+        break;
+      }
+      case 'etcd-slow-short':
+      case 'etcd-slow-long': {
+        const latency = f.latencyMs ?? 0;
+        r.target = `every node's etcd link (+${latency} ms each way)`;
+        line();
+        fleet.setEtcdLatency(latency);
+        await until();
+        fleet.setEtcdLatency(0);
+        break;
+      }
       case 'clock-jump-small':
       case 'clock-jump-large': {
         const inc = await hitNode(false);
@@ -428,7 +536,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   await cluster.stopAll();
 
   o.say('verifying');
-  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, callerSummaries });
+  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, callerSummaries, clockAllowances });
 }
 
 async function verify(
@@ -442,6 +550,7 @@ async function verify(
     skipped: Fault[];
     fleet: NodeFleet;
     callerSummaries: ({ index: number; calls: number; ids: number; failed: number } | undefined)[];
+    clockAllowances: readonly ClockAllowance[];
   },
 ): Promise<ChaosResult> {
   const all = await Promise.all(Array.from({ length: o.callers }, (_, i) => readCallerRecords(s.dir, i)));
@@ -470,7 +579,7 @@ async function verify(
 
   // Rules 2 and 3.
   const holders = checkHolders(blocks, s.fleet.holdings);
-  const clock = checkClockBound(blocks, CLOCK_BOUND_MS);
+  const clock = checkClockBound(blocks, CLOCK_BOUND_MS, undefined, s.clockAllowances);
 
   // Rule 4, per fault window (times relative to the load start).
   const windows: Window[] = [];
@@ -500,6 +609,16 @@ async function verify(
     const all = inWindow(from, nextStart);
     r.notes.push(`fences in window: ${all}`);
     switch (r.fault.kind) {
+      case 'etcd-slow-short': {
+        const n = inWindow(from, Math.min(to + 1500, nextStart), 'lease');
+        if (n > 0) r.expectationMissed = `${n} lease fence(s) with etcd ${r.fault.latencyMs ?? 0} ms slower each way (inside the keep-alive timeout)`;
+        break;
+      }
+      case 'etcd-slow-long': {
+        const n = inWindow(from, Math.min(to + 1000, nextStart), 'lease');
+        if (n === 0 && r.servingAtStart > 0) r.expectationMissed = `no lease fence with etcd ${r.fault.latencyMs ?? 0} ms slower each way (past the keep-alive timeout)`;
+        break;
+      }
       case 'etcd-pause-short': {
         const n = inWindow(from, Math.min(to + 1500, nextStart), 'lease');
         if (n > 0) r.expectationMissed = `${n} lease fence(s) during a ${r.fault.effectMs} ms etcd pause (shorter than the fence window)`;
@@ -535,6 +654,11 @@ async function verify(
     duplicates.duplicates + handedOutDuplicates.duplicates + handedOut.invented + holders.violationCount + clock.violationCount;
   return {
     seed: o.seed,
+    kinds: o.kinds,
+    serverMain: o.serverMain,
+    serverMainFlag: o.serverMainFlag,
+    durationMs: o.durationMs,
+    clockAllowances: s.clockAllowances,
     schedule: s.schedule,
     loadMs: s.loadMs,
     dir: s.dir,

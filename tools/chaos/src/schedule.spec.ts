@@ -1,4 +1,13 @@
-import { FAULT_KINDS, createRandom, createSchedule, formatFault } from './schedule.js';
+import {
+  FAULT_KINDS,
+  FORWARD_OFFSETS_SECONDS,
+  FULL_ROUND_SECONDS,
+  createRandom,
+  createSchedule,
+  formatFault,
+  keepAliveOf,
+  parseFaultKinds,
+} from './schedule.js';
 
 const TTL = 3000;
 
@@ -11,13 +20,35 @@ describe('createSchedule', () => {
     expect(c.faults.map((f) => f.kind)).not.toEqual(a.faults.map((f) => f.kind));
   });
 
-  it.each([1, 2, 3, 7, 42, 1234, 2 ** 31 - 1])('fits every fault kind into a 60 s run (seed %i)', (seed) => {
-    const s = createSchedule({ durationMs: 60_000, seed, leaseTtlMs: TTL });
+  it.each([1, 2, 3, 7, 42, 1234, 2 ** 31 - 1])('fits every fault kind into a run of FULL_ROUND_SECONDS, what CI runs (seed %i)', (seed) => {
+    const s = createSchedule({ durationMs: FULL_ROUND_SECONDS * 1000, seed, leaseTtlMs: TTL });
     expect(s.missing).toEqual([]);
     expect(new Set(s.faults.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
     const last = s.faults[s.faults.length - 1];
     expect(last).toBeDefined();
-    expect((last?.atMs ?? 0) + (last?.windowMs ?? 0)).toBeLessThanOrEqual(60_000);
+    expect((last?.atMs ?? 0) + (last?.windowMs ?? 0)).toBeLessThanOrEqual(FULL_ROUND_SECONDS * 1000);
+  });
+
+  it('holds both forward offsets in one round: +2 s on a node alone and +8 s under a partition, swapped in the next round', () => {
+    for (const seed of [1, 2, 3, 99]) {
+      const s = createSchedule({ durationMs: 600_000, seed, leaseTtlMs: TTL });
+      const alone = s.faults.filter((f) => f.kind === 'clock-forward').map((f) => f.clockOffsetSeconds);
+      const partitioned = s.faults.filter((f) => f.kind === 'partition-clock-forward').map((f) => f.clockOffsetSeconds);
+      expect(alone.slice(0, 4)).toEqual([2, 8, 2, 8]);
+      expect(partitioned.slice(0, 4)).toEqual([8, 2, 8, 2]);
+    }
+    expect(FORWARD_OFFSETS_SECONDS).toEqual([2, 8]);
+  });
+
+  it('--faults: only the kinds asked for, every round', () => {
+    const kinds = parseFaultKinds('partition-clock-forward, kill-node');
+    expect(kinds).toEqual(['partition-clock-forward', 'kill-node']);
+    const s = createSchedule({ durationMs: 120_000, seed: 4, leaseTtlMs: TTL, kinds });
+    expect(s.faults.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(s.faults.map((f) => f.kind))).toEqual(new Set(kinds));
+    expect(s.missing).toEqual([]);
+    expect(() => parseFaultKinds('kill-node,nope')).toThrow(/unknown fault kind "nope"/);
+    expect(() => parseFaultKinds(' , ')).toThrow(RangeError);
   });
 
   it('runs faults one at a time: each effect ends inside its own window, windows do not overlap', () => {
@@ -34,7 +65,8 @@ describe('createSchedule', () => {
 
   it('repeats the kinds in longer runs', () => {
     const s = createSchedule({ durationMs: 600_000, seed: 5, leaseTtlMs: TTL });
-    for (const kind of FAULT_KINDS) expect(s.faults.filter((f) => f.kind === kind).length).toBeGreaterThanOrEqual(9);
+    // A full round of the fourteen kinds takes about 100 s with the 3 s TTL: 600 s hold five or more.
+    for (const kind of FAULT_KINDS) expect(s.faults.filter((f) => f.kind === kind).length).toBeGreaterThanOrEqual(5);
   });
 
   it('sizes the faults as issue 7 asks', () => {
@@ -48,7 +80,27 @@ describe('createSchedule', () => {
         expect(f.clockOffsetSeconds).toBeGreaterThanOrEqual(-0.01); // ≤ 10 ms: waited out (DESIGN §4)
       }
       if (f.kind === 'clock-jump-large') expect(f.clockOffsetSeconds).toBeLessThanOrEqual(-2);
-      if (f.kind !== 'clock-jump-small' && f.kind !== 'clock-jump-large') expect(f.clockOffsetSeconds).toBeUndefined();
+      if (f.kind === 'partition-node') expect(f.effectMs).toBeGreaterThan(TTL); // cut longer than the TTL: the spare takes over
+      if (f.kind === 'clock-forward') {
+        expect([2, 8]).toContain(f.clockOffsetSeconds);
+        expect(f.effectMs).toBeGreaterThan(2 * keepAliveOf(TTL).intervalMs); // ahead across keep-alives: last-ms is written from the jumped clock
+        expect(f.windowMs).toBeGreaterThanOrEqual(f.effectMs + (f.clockOffsetSeconds ?? 0) * 1000); // the fence after the return fits
+      }
+      if (f.kind === 'partition-clock-forward') {
+        expect([2, 8]).toContain(f.clockOffsetSeconds);
+        // Long enough for the spare to take over and for true time to pass what the holder minted ahead.
+        expect(f.effectMs).toBeGreaterThanOrEqual(Math.max(TTL, (f.clockOffsetSeconds ?? 0) * 1000 + TTL));
+      }
+      const clocked = ['clock-jump-small', 'clock-jump-large', 'clock-forward', 'partition-clock-forward'];
+      if (!clocked.includes(f.kind)) expect(f.clockOffsetSeconds).toBeUndefined();
+      // A keep-alive and its last-ms refresh are two round trips: 4 one-way delays (6 with a reconnect).
+      const { timeoutMs } = keepAliveOf(TTL);
+      if (f.kind === 'etcd-slow-short') expect(6 * (f.latencyMs ?? Infinity)).toBeLessThan(timeoutMs);
+      if (f.kind === 'etcd-slow-long') {
+        expect(f.latencyMs ?? 0).toBeGreaterThan(timeoutMs); // one way is already too late
+        expect(f.effectMs).toBeGreaterThan(TTL);
+      }
+      if (f.kind !== 'etcd-slow-short' && f.kind !== 'etcd-slow-long') expect(f.latencyMs).toBeUndefined();
       expect(f.pick).toBeGreaterThanOrEqual(0);
       expect(f.pick).toBeLessThan(1);
     }
@@ -61,10 +113,22 @@ describe('createSchedule', () => {
   });
 
   it('prints one line per fault', () => {
-    const s = createSchedule({ durationMs: 60_000, seed: 3, leaseTtlMs: TTL });
+    const s = createSchedule({ durationMs: FULL_ROUND_SECONDS * 1000, seed: 3, leaseTtlMs: TTL });
     const clock = s.faults.find((f) => f.kind === 'clock-jump-large');
     expect(clock).toBeDefined();
     if (clock !== undefined) expect(formatFault(clock)).toMatch(/clock-jump-large .* offset -\d+s$/);
+    const forward = s.faults.find((f) => f.kind === 'partition-clock-forward');
+    if (forward !== undefined) expect(formatFault(forward)).toMatch(/partition-clock-forward .* offset \+8s$/);
+    const slow = s.faults.find((f) => f.kind === 'etcd-slow-long');
+    if (slow !== undefined) expect(formatFault(slow)).toMatch(/etcd-slow-long .* latency \d+ms each way$/);
+  });
+});
+
+describe('keepAliveOf', () => {
+  it('follows the server: every TTL/3, at most 2 s, and 3/4 of that for a keep-alive round', () => {
+    expect(keepAliveOf(3000)).toEqual({ intervalMs: 1000, timeoutMs: 750 });
+    expect(keepAliveOf(6000)).toEqual({ intervalMs: 2000, timeoutMs: 1500 });
+    expect(keepAliveOf(60_000)).toEqual({ intervalMs: 2000, timeoutMs: 1500 });
   });
 });
 

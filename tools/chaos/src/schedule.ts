@@ -4,7 +4,10 @@
  * outage can be charged to the fault that caused it.
  */
 
-/** Every kind of fault issue 7 asks for. */
+/**
+ * Every kind of fault: issue 7's nine, then issue 12's five (a node cut off from etcd while its callers
+ * still reach it, wall clocks stepped forward, alone and under a partition, and a slow etcd).
+ */
 export const FAULT_KINDS = [
   'kill-node',
   'pause-node',
@@ -15,6 +18,11 @@ export const FAULT_KINDS = [
   'clock-jump-small',
   'clock-jump-large',
   'sigterm-node',
+  'partition-node',
+  'clock-forward',
+  'partition-clock-forward',
+  'etcd-slow-short',
+  'etcd-slow-long',
 ] as const;
 
 /** One kind of fault. */
@@ -35,6 +43,8 @@ export interface Fault {
   readonly pick: number;
   /** For clock jumps: the offset written to the node's faketime file, in seconds (negative: back). */
   readonly clockOffsetSeconds?: number;
+  /** For a slow etcd: the delay added each way on every node's link to etcd, ms. */
+  readonly latencyMs?: number;
 }
 
 /** Options of {@link createSchedule}. */
@@ -48,6 +58,8 @@ export interface ScheduleOptions {
   readonly warmupMs?: number;
   /** Quiet time after the last fault's window (default 3000). */
   readonly tailMs?: number;
+  /** Only these kinds (default every kind), e.g. to aim a run at one fault (`--faults`). */
+  readonly kinds?: readonly FaultKind[];
 }
 
 /** A schedule and what it did not fit. */
@@ -81,10 +93,21 @@ interface Shape {
 }
 
 /**
+ * Keep-alive interval and timeout of a node's lease for a TTL: the server sends keep-alives every TTL/3, at
+ * most every 2 s, and packages/lease gives one keep-alive plus its `last-ms` refresh (two round trips to
+ * etcd, four one-way trips) 3/4 of the interval. With the chaos run's 3 s TTL: every 1,000 ms, 750 ms.
+ */
+export function keepAliveOf(ttlMs: number): { intervalMs: number; timeoutMs: number } {
+  const intervalMs = Math.min(2000, Math.floor(ttlMs / 3));
+  return { intervalMs, timeoutMs: Math.floor((intervalMs * 3) / 4) };
+}
+
+/**
  * Effect and window per kind, against the lease TTL (3 s in the chaos run). A node needs about one TTL for
  * its lease to expire in etcd and one more to wait out the floor (DESIGN §5), so a takeover needs ~2 TTL.
+ * `offsetSeconds` is the clock offset of a forward jump (the window holds the fence that follows it).
  */
-function shapeOf(kind: FaultKind, ttl: number, random: () => number): Shape {
+function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSeconds: number): Shape {
   const jitter = (ms: number): number => Math.round(ms * (0.9 + 0.2 * random()));
   switch (kind) {
     case 'kill-node':
@@ -114,7 +137,58 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number): Shape {
     case 'sigterm-node':
       // SIGTERM mid-load (graceful release), a replacement starts as soon as it has exited.
       return { effectMs: 0, windowMs: ttl };
+    case 'partition-node':
+      // Its link to etcd cut (callers still reach it) until the spare holds its slot, like pause-node: the
+      // node must fence on its own deadline while it is still up and asked for IDs. `effectMs` is the longest cut.
+      return { effectMs: jitter(ttl * 2.8), windowMs: ttl * 3.5 };
+    case 'clock-forward': {
+      // Wall clock ahead for longer than a keep-alive interval (the holder must write last-ms from the clock
+      // it mints from), then back to true time: the node fences on the rollback until true time passes its
+      // last millisecond, `offsetSeconds` later.
+      const effectMs = Math.max(jitter(ttl * 1.2), 2 * keepAliveOf(ttl).intervalMs + 500);
+      return { effectMs, windowMs: effectMs + offsetSeconds * 1000 + 1500 };
+    }
+    case 'partition-clock-forward': {
+      // The holder cut off from etcd, then its wall clock stepped ahead while its monotonic deadline still
+      // runs (it believes it holds the slot); the spare takes the slot a TTL later. The holder's fault ends
+      // once the takeover is seen and the successor's clock has passed everything the holder could have
+      // minted (offset + TTL − margin after the cut), so a stale ID meets the successor's.
+      const effectMs = Math.max(jitter(ttl * 2.8), offsetSeconds * 1000 + ttl + 500);
+      return { effectMs, windowMs: effectMs + 2000 };
+    }
+    case 'etcd-slow-short':
+      // Every node's link to etcd delayed, a keep-alive round (keep-alive + last-ms: 4 one-way trips) well
+      // inside the keep-alive timeout, for more than one keep-alive interval: nothing should fence.
+      // (A reconnect adds a round trip for the HTTP/2 settings: 6 one-way trips still fit.)
+      return { effectMs: jitter(ttl), windowMs: ttl * 1.5 };
+    case 'etcd-slow-long':
+      // Delayed past the keep-alive timeout for longer than the TTL: keep-alives still arrive, late, so the
+      // leases live on in etcd, but no node can prove its lease in time: every serving node must fence.
+      return { effectMs: jitter(ttl * 4 / 3), windowMs: ttl * 8 / 3 };
   }
+}
+
+/**
+ * Forward offsets alternate between rounds, +2 s and +8 s, so every round has both (one on a node alone,
+ * one under a partition) and the next swaps them: +2 s is inside a TTL, +8 s well past it.
+ */
+export const FORWARD_OFFSETS_SECONDS = [2, 8] as const;
+
+function forwardOffsetOf(kind: FaultKind, round: number): number | undefined {
+  if (kind === 'clock-forward') return FORWARD_OFFSETS_SECONDS[round % 2];
+  if (kind === 'partition-clock-forward') return FORWARD_OFFSETS_SECONDS[(round + 1) % 2];
+  return undefined;
+}
+
+/**
+ * One-way delay of a slow etcd, against the 750 ms keep-alive timeout of the 3 s TTL: below (20-80 ms: a
+ * keep-alive round of 4 one-way trips takes 80-320 ms) or above (800-1,200 ms: one round trip is already
+ * twice the timeout).
+ */
+function latencyOf(kind: FaultKind, random: () => number): number | undefined {
+  if (kind === 'etcd-slow-short') return 20 + Math.floor(random() * 61);
+  if (kind === 'etcd-slow-long') return 800 + Math.floor(random() * 401);
+  return undefined;
 }
 
 /** Small jumps are waited out (≤ 10 ms, DESIGN §4); large ones are seconds and fence. */
@@ -125,29 +199,33 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
 }
 
 /**
- * Builds the schedule: rounds of every fault kind in a seeded order, one after another, each in its own
- * window, repeated while the next one still fits before `durationMs − tailMs`. A 60 s run with the 3 s
- * TTL holds exactly one full round.
+ * Builds the schedule: rounds of every fault kind (or of `kinds`) in a seeded order, one after another,
+ * each in its own window, repeated while the next one still fits before `durationMs − tailMs`. A run of
+ * {@link FULL_ROUND_SECONDS} with the 3 s TTL holds one full round of all fourteen kinds.
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
+  const kinds = options.kinds ?? FAULT_KINDS;
+  if (kinds.length === 0) throw new RangeError('createSchedule: no fault kinds');
   const warmupMs = options.warmupMs ?? 3500;
   const tailMs = options.tailMs ?? 3000;
   const endMs = options.durationMs - tailMs;
   const faults: Fault[] = [];
   let at = warmupMs;
   let full = true;
-  while (full) {
-    const order = [...FAULT_KINDS];
+  for (let round = 0; full; round++) {
+    const order = [...kinds];
     for (let i = order.length - 1; i > 0; i--) {
       const j = Math.floor(random() * (i + 1));
       [order[i], order[j]] = [order[j] as FaultKind, order[i] as FaultKind];
     }
     for (const kind of order) {
-      const shape = shapeOf(kind, options.leaseTtlMs, random);
+      const forward = forwardOffsetOf(kind, round);
+      const shape = shapeOf(kind, options.leaseTtlMs, random, forward ?? 0);
       const windowMs = Math.round(Math.max(shape.windowMs, shape.effectMs + 1000));
       const pick = random();
-      const clockOffsetSeconds = clockOffsetOf(kind, random);
+      const clockOffsetSeconds = forward ?? clockOffsetOf(kind, random);
+      const latencyMs = latencyOf(kind, random);
       if (at + windowMs > endMs) {
         full = false;
         break;
@@ -160,16 +238,37 @@ export function createSchedule(options: ScheduleOptions): Schedule {
         windowMs,
         pick,
         ...(clockOffsetSeconds !== undefined ? { clockOffsetSeconds } : {}),
+        ...(latencyMs !== undefined ? { latencyMs } : {}),
       });
       at += windowMs;
     }
   }
   const present = new Set(faults.map((f) => f.kind));
-  return { seed: options.seed, faults, missing: FAULT_KINDS.filter((k) => !present.has(k)) };
+  return { seed: options.seed, faults, missing: kinds.filter((k) => !present.has(k)) };
+}
+
+/**
+ * The shortest `--duration` (s) whose schedule holds one full round of every kind, for every seed, with the
+ * 3 s TTL: what CI runs. The first round has the +2 s `clock-forward` and the +8 s `partition-clock-forward`.
+ */
+export const FULL_ROUND_SECONDS = 105;
+
+/** Parses a `--faults` list (`kill-node,partition-clock-forward`); throws on an unknown kind. */
+export function parseFaultKinds(list: string): FaultKind[] {
+  const out: FaultKind[] = [];
+  for (const raw of list.split(',')) {
+    const k = raw.trim();
+    if (k === '') continue;
+    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new RangeError(`unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')})`);
+    if (!out.includes(k as FaultKind)) out.push(k as FaultKind);
+  }
+  if (out.length === 0) throw new RangeError('--faults names no fault kind');
+  return out;
 }
 
 /** One line per fault, for the printed schedule and the report. */
 export function formatFault(f: Fault): string {
-  const clock = f.clockOffsetSeconds !== undefined ? ` offset ${f.clockOffsetSeconds}s` : '';
-  return `#${String(f.index).padStart(2)} t+${(f.atMs / 1000).toFixed(1).padStart(6)}s ${f.kind.padEnd(18)} effect ${(f.effectMs / 1000).toFixed(1)}s window ${(f.windowMs / 1000).toFixed(1)}s pick ${f.pick.toFixed(3)}${clock}`;
+  const clock =
+    f.clockOffsetSeconds !== undefined ? ` offset ${f.clockOffsetSeconds > 0 ? '+' : ''}${f.clockOffsetSeconds}s` : f.latencyMs !== undefined ? ` latency ${f.latencyMs}ms each way` : '';
+  return `#${String(f.index).padStart(2)} t+${(f.atMs / 1000).toFixed(1).padStart(6)}s ${f.kind.padEnd(23)} effect ${(f.effectMs / 1000).toFixed(1)}s window ${(f.windowMs / 1000).toFixed(1)}s pick ${f.pick.toFixed(3)}${clock}`;
 }

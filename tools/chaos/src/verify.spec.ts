@@ -143,6 +143,22 @@ describe('checkClockBound (rule 3)', () => {
     expect(r.violationCount).toBe(1);
     expect(r.maxLeadMs).toBe(20);
   });
+
+  it('allows a forward jump the run made: only that node, only while its clock was ahead, only by the offset', () => {
+    const allowance = { node: 'a', fromMs: T0, toMs: T0 + 3000, aheadMs: 2000 };
+    const blocks = [
+      block('a', id(T0 + 2000 + 5, 0), 1, T0 + 5), // ahead by 2 s during the jump: allowed
+      block('a', id(T0 + 3000 + 2011, 0), 1, T0 + 3000), // more than offset + bound ahead: flagged
+      block('b', id(T0 + 2000, 1), 1, T0), // another node at the same time: flagged
+      block('a', id(T0 + 5000, 0), 1, T0 + 4000), // after the allowance: flagged
+      block('a', id(T0 + 100, 0), 1, T0 + 200), // not ahead at all: fine
+    ];
+    const r = checkClockBound(blocks, 10, undefined, [allowance]);
+    expect(r.allowedAhead).toBe(1);
+    expect(r.violationCount).toBe(3);
+    expect(r.maxLeadMs).toBe(2011);
+    expect(checkClockBound(blocks, 10).violationCount).toBe(4);
+  });
 });
 
 describe('outageWindows (rule 4)', () => {
