@@ -14,8 +14,10 @@ export {
   MIN_TTL_SECONDS,
   defaultNodeId,
   parseWorkerRange,
+  resolveConnection,
   resolveLeaseConfig,
 } from './config.js';
+export { createEtcdClient } from './etcd-client.js';
 export type { EtcdConnectionOptions, EtcdLeaseOptions, EtcdTlsOptions, LeaseConfig, WorkerRange } from './config.js';
 export { createEtcdLease } from './etcd-lease.js';
 export {
