@@ -1,6 +1,10 @@
 import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { runCli } from './cli.js';
+import { judgeLastMs } from './etcd-state.js';
+import { renderTable } from './table.js';
 
 const BIN = resolve(__dirname, '../bin/idgen.js');
 
@@ -11,9 +15,13 @@ function idgen(...args: string[]) {
 }
 
 async function run(...argv: string[]) {
+  return runWithStdin(undefined, ...argv);
+}
+
+async function runWithStdin(stdin: string | undefined, ...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l) });
+  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), readStdin: () => Promise.resolve(stdin) });
   return { code, out, err };
 }
 
@@ -37,11 +45,38 @@ describe('idgen decode (the built binary)', () => {
     ]);
   });
 
-  it('explains each verb in --help', () => {
+  it('lists each verb and the exit codes in --help', () => {
     const r = idgen('--help');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/decode \[options\] <id\.\.\.>/);
+    for (const verb of ['next', 'status', 'leases', 'layout', 'decode']) expect(r.stdout).toMatch(new RegExp(`^  ${verb} \\[options\\]`, 'm'));
     expect(r.stdout).toMatch(/print the fields of each ID/);
+    expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}ok.*\n {2}1 {2}.*not serving.*\n {2}2 {2}bad usage.*\n {2}3 {2}could not reach etcd/);
+  });
+
+  it.each([
+    ['next', /-n, --count <n>[\s\S]*--server <url>[\s\S]*--region <code>[\s\S]*--etcd <urls>[\s\S]*--json/],
+    ['status', /--server <url>[\s\S]*--etcd-prefix <prefix>[\s\S]*--etcd-ca <file>[\s\S]*--timeout-ms <ms>/],
+    ['leases', /--region <code>[\s\S]*--etcd-user <name>[\s\S]*--etcd-password-file <file>[\s\S]*POISONED/],
+    ['layout', /layout record[\s\S]*--etcd <urls>/],
+    ['decode', /\[id\.\.\.\][\s\S]*hex with 0x[\s\S]*stdin/],
+  ])('explains %s in its own --help', (verb, pattern) => {
+    const r = idgen(verb, '--help');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(pattern);
+  });
+
+  it('prints the package version for --version', () => {
+    const r = idgen('--version');
+    expect(r.code).toBe(0);
+    const pkg = JSON.parse(readFileSync(resolve(__dirname, '../package.json'), 'utf8')) as { version: string };
+    expect(r.stdout).toBe(`${pkg.version}\n`);
+  });
+
+  it('reads IDs from stdin, one a line or separated by spaces, decimal or hex', () => {
+    const r = spawnSync(process.execPath, [BIN, 'decode'], { encoding: 'utf8', input: '104148763141017605\n0x17202bf8ed11005  4194305\n', timeout: 20_000 });
+    expect(r.status).toBe(0);
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; worker: number });
+    expect(lines.map((l) => l.id)).toEqual(['104148763141017605', '104148763141017605', '4194305']);
   });
 });
 
@@ -78,5 +113,101 @@ describe('runCli', () => {
   it('exits 2 on a missing ID or an unknown verb', async () => {
     expect((await run('decode')).code).toBe(2);
     expect((await run('frobnicate')).code).toBe(2);
+  });
+});
+
+describe('runCli: decode in hex and from stdin', () => {
+  it('decodes 0x hex as the same ID as its decimal', async () => {
+    const hex = await run('decode', '0x17202bf8ed11005', '0X7FFFFFFFFFFFFFFF');
+    const dec = await run('decode', '104148763141017605', '9223372036854775807');
+    expect(hex.code).toBe(0);
+    expect(hex.out).toEqual(dec.out);
+  });
+
+  it.each([['0x8000000000000000', /above 0x7fffffffffffffff/], ['0x', /not a decimal integer/], ['0xfg', /not a decimal integer/]])(
+    'refuses %j with exit code 2',
+    async (id, message) => {
+      const r = await run('decode', id);
+      expect(r.code).toBe(2);
+      expect(r.err).toHaveLength(1);
+      expect(r.err[0]).toMatch(message);
+    },
+  );
+
+  it('reads stdin when no ID is given; an invalid one is reported and the rest still printed (exit 2)', async () => {
+    const r = await runWithStdin(' 0\n\n12a4\t0x1 \n', 'decode');
+    expect(r.code).toBe(2);
+    expect(r.out.map((l) => (JSON.parse(l) as { id: string }).id)).toEqual(['0', '1']);
+    expect(r.err).toEqual(['idgen decode: "12a4" is not a decimal integer (digits only, no sign, no leading zeros)']);
+  });
+
+  it('exits 2 when stdin holds no ID', async () => {
+    const r = await runWithStdin(' \n', 'decode');
+    expect(r.code).toBe(2);
+    expect(r.err).toEqual(['idgen decode: no IDs on stdin']);
+  });
+});
+
+describe('runCli: usage errors exit 2 before any I/O', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'idgen-cli-'));
+    writeFileSync(join(dir, 'ca.pem'), '-----BEGIN CERTIFICATE-----\n');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it.each([
+    [['status'], /give either --server or --etcd/],
+    [['status', '--server', 'http://127.0.0.1:1', '--etcd', 'http://127.0.0.1:2'], /give either --server or --etcd/],
+    [['next', '--etcd', 'http://127.0.0.1:2379'], /--etcd needs --region/],
+    [['next', '-n', '0', '--server', '127.0.0.1:1'], /-n must be an integer from 1 to 65536, got "0"/],
+    [['next', '-n', '65537', '--server', '127.0.0.1:1'], /-n must be an integer from 1 to 65536/],
+    [['next', '--server', 'ftp://x:1'], /--server "ftp:\/\/x:1" is not a node URL/],
+    [['status', '--etcd', 'http://127.0.0.1:2379', '--region', 'two'], /--region must be an integer/],
+    [['leases', '--etcd', 'nope'], /invalid etcd options: endpoint "nope" is not an etcd client URL/],
+    [['leases'], /--etcd is required/],
+    [['leases', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', 'idgen/'], /prefix must start with "\/"/],
+    [['leases', '--etcd', 'http://127.0.0.1:2379', '--timeout-ms', '0'], /--timeout-ms must be an integer from 1/],
+    [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', '/nonexistent/ca.pem'], /--etcd-ca \/nonexistent\/ca.pem: ENOENT/],
+    [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-cert', '/x.pem'], /--etcd-cert and --etcd-key go together/],
+    [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-user', 'root'], /--etcd-user and --etcd-password-file go together/],
+    [['status', '--region', '1', '--frobnicate'], /unknown option '--frobnicate'/],
+  ])('%j', async (argv, message) => {
+    const r = await run(...argv);
+    expect(r.code).toBe(2);
+    expect(r.out).toEqual([]);
+    expect(r.err.join('\n')).toMatch(message);
+  });
+
+  it('refuses TLS files with an http:// endpoint (https:// carries TLS)', async () => {
+    const r = await run('layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', join(dir, 'ca.pem'));
+    expect(r.code).toBe(2);
+    expect(r.err.join('\n')).toMatch(/tls is set but an endpoint uses http:\/\//);
+  });
+});
+
+describe('judgeLastMs', () => {
+  const now = 1_800_000_000_000;
+  it.each([
+    [now - 5_000, undefined, 'ok'],
+    [now + 10, undefined, 'ok'],
+    [now + 11, undefined, 'ahead'],
+    [now + 6_020, undefined, 'ahead'],
+    [now + 6_021, undefined, 'poisoned'],
+    [now + 30_000, 60_000, 'ahead'],
+    [now + 3_600_000, 60_000, 'poisoned'],
+  ])('last-ms %d (ttlMs %p) against now is %s', (ms, ttlMs, verdict) => {
+    const record = { ms, released: false, nodeId: 'n', at: '', ...(ttlMs === undefined ? {} : { ttlMs }) };
+    expect(judgeLastMs(record, now)).toBe(verdict);
+  });
+});
+
+describe('renderTable', () => {
+  it('aligns columns two spaces apart, shows empty cells as -, trims trailing spaces', () => {
+    expect(renderTable(['A', 'BBB', 'C'], [['xx', '', 'z'], ['y', 'long value', '']])).toEqual([
+      'A   BBB         C',
+      'xx  -           z',
+      'y   long value  -',
+    ]);
   });
 });

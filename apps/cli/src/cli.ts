@@ -1,46 +1,142 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { DEFAULT_LAYOUT } from '@idgen/core';
+import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
+import { EXIT_CODES_HELP, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, isCliError, type ExitCode } from './exit-codes.js';
+import { runLayout, type LayoutFlags } from './layout.js';
+import { runLeases, type LeasesFlags } from './leases.js';
+import { runNext, type NextFlags } from './next.js';
+import { addEtcdOptions, addJsonOption, addTimeoutOption } from './options.js';
+import { runStatus, type StatusFlags } from './status.js';
 
-/** Where the CLI writes; injectable so tests can read what it printed. */
-export interface CliIo {
-  out(line: string): void;
-  err(line: string): void;
-}
-
-/** Exit codes: 0 ok, 2 bad usage or bad input (as DESIGN §6 says for an invalid ID). */
-export const EXIT_OK = 0;
-export const EXIT_USAGE = 2;
+export type { CliIo } from './context.js';
+export { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, EXIT_USAGE } from './exit-codes.js';
 
 const defaultEpoch = new Date(DEFAULT_LAYOUT.epochMs).toISOString();
 
-/** Builds the `idgen` command. Each verb sets `exitCode` rather than calling `process.exit`. */
-export function buildProgram(io: CliIo, state: { exitCode: number }): Command {
+/** The package's version (`idgen --version`), read from its package.json beside `dist/` and `src/`. */
+function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version?: unknown };
+  return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+}
+
+/** Options of {@link buildProgram} and {@link runCli}. */
+export interface CliOptions {
+  /** Wall clock in Unix ms; default `Date.now`. */
+  readonly nowMs?: () => number;
+}
+
+/**
+ * Builds the `idgen` command. Each verb stores its exit code in `state` rather than calling
+ * `process.exit`; a verb's {@link CliError} becomes one line on stderr and its code.
+ */
+export function buildProgram(io: CliIo, state: { exitCode: number }, options: CliOptions = {}): Command {
+  const ctx: VerbContext = { io, nowMs: options.nowMs ?? Date.now };
   const program = new Command('idgen')
     .description(
-      'idgen operator CLI: decode 64-bit IDs (timestamp | region | worker | sequence).\n' +
-        'Verbs that talk to generator nodes and etcd (next, status, leases) come in later releases.',
+      'idgen operator CLI: IDs from a node, every node\'s status, the worker-slot leases and the layout in etcd,\n' +
+        'and the fields of an ID (timestamp | region | worker | sequence). Tables for people, --json for scripts.',
     )
+    .version(packageVersion(), '-V, --version', 'print the version of @idgen/cli')
     .configureOutput({ writeOut: (s) => io.out(s.replace(/\n$/, '')), writeErr: (s) => io.err(s.replace(/\n$/, '')) })
     .exitOverride()
-    .showHelpAfterError('(run idgen --help for usage)');
+    .showHelpAfterError('(run idgen --help for usage)')
+    .addHelpText('after', `\n${EXIT_CODES_HELP}\n\nEach verb has its own --help (idgen status --help).`);
+
+  /** Runs a verb: its exit code, or its CliError's as one line on stderr. */
+  const verb =
+    <F>(name: string, run: (flags: F, ctx: VerbContext) => Promise<ExitCode>) =>
+    async (flags: F): Promise<void> => {
+      try {
+        state.exitCode = await run(flags, ctx);
+      } catch (e) {
+        if (!isCliError(e)) throw e;
+        io.err(`idgen ${name}: ${e.message}`);
+        state.exitCode = e.exitCode;
+      }
+    };
+
+  const next = program
+    .command('next')
+    .description('print new IDs from a node (--server) or from the region\'s serving nodes found in etcd (--etcd --region), one a line')
+    .option('-n, --count <n>', 'how many IDs (1-65536)', '1')
+    .option('--server <url>', 'one node: http://host:port (or host:port)')
+    .option('--region <code>', 'with --etcd: the region whose serving nodes to ask');
+  addEtcdOptions(next, 'comma-separated etcd client URLs: ask the serving nodes of --region found there');
+  addTimeoutOption(next, 'getting the IDs');
+  addJsonOption(next)
+    .addHelpText('after', '\nExample:\n  $ idgen next -n 2 --etcd http://127.0.0.1:2379 --region 2\n  393162137190842368\n  393162137190842369\n\nExit 3 when no node answered within --timeout-ms (no ID is ever invented); 1 when a node refused the request.')
+    .action(verb<NextFlags>('next', runNext));
+
+  const status = program
+    .command('status')
+    .description(
+      'GetStatus of one node (--server), or of every node etcd knows (--etcd [--region]): worker, state, fence reason,\n' +
+        'keep-alive age, clock offset, floor; exit 1 if any node is not serving',
+    )
+    .option('--server <url>', 'one node: http://host:port (or host:port)')
+    .option('--region <code>', 'with --etcd: only this region (default: every region)');
+  addEtcdOptions(status, 'comma-separated etcd client URLs: ask every node in discovery or holding a worker slot');
+  addTimeoutOption(status, 'etcd and each node');
+  addJsonOption(status)
+    .addHelpText('after', '\nA node that does not answer shows as "unreachable" (exit 1; with --server, exit 3).')
+    .action(verb<StatusFlags>('status', runStatus));
+
+  const leases = program
+    .command('leases')
+    .description(
+      'every worker slot with a holder or a last-ms record: holder (node id, kind, address), lease TTL left, in discovery,\n' +
+        'last-ms and its age, released or not; flags a last-ms ahead of now (POISONED when further ahead than any holder writes)',
+    )
+    .option('--region <code>', 'only this region (default: every region)');
+  addEtcdOptions(leases, 'comma-separated etcd client URLs (required)');
+  addTimeoutOption(leases, 'etcd');
+  addJsonOption(leases)
+    .addHelpText(
+      'after',
+      '\nFLAGS: "ahead" (last-ms up to one lease TTL ahead of this clock: a new holder waiting out an unclean\n' +
+        "predecessor's floor records it), POISONED (further ahead: exit 1), corrupt (an unreadable record: exit 1).",
+    )
+    .action(verb<LeasesFlags>('leases', runLeases));
+
+  const layout = program.command('layout').description("the deployment's layout record in etcd (epoch and bit widths); exit 1 if there is none");
+  addEtcdOptions(layout, 'comma-separated etcd client URLs (required)');
+  addTimeoutOption(layout, 'etcd');
+  addJsonOption(layout).action(verb<LayoutFlags>('layout', runLayout));
 
   program
     .command('decode')
     .description(
       'print the fields of each ID as one JSON object a line: id, timestampMs (since the epoch), time, region, worker, sequence',
     )
-    .argument('<id...>', 'IDs in decimal (0 … 9223372036854775807)')
+    .argument('[id...]', 'IDs in decimal (0 … 9223372036854775807) or hex with 0x; none: read them from stdin, separated by whitespace')
     .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch)
     .addHelpText('after', '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).')
-    .action((ids: string[], options: { epoch: string }) => {
+    .action(async (args: string[], flags: { epoch: string }) => {
       let layout;
       try {
-        layout = layoutWithEpoch(options.epoch);
+        layout = layoutWithEpoch(flags.epoch);
       } catch (e) {
         io.err(`idgen decode: ${(e as Error).message}`);
         state.exitCode = EXIT_USAGE;
         return;
+      }
+      let ids = args;
+      if (ids.length === 0) {
+        const input = io.readStdin === undefined ? undefined : await io.readStdin();
+        if (input === undefined) {
+          io.err('idgen decode: give IDs as arguments or on stdin (idgen decode --help)');
+          state.exitCode = EXIT_USAGE;
+          return;
+        }
+        ids = input.split(/\s+/).filter((t) => t !== '');
+        if (ids.length === 0) {
+          io.err('idgen decode: no IDs on stdin');
+          state.exitCode = EXIT_USAGE;
+          return;
+        }
       }
       for (const text of ids) {
         try {
@@ -55,9 +151,9 @@ export function buildProgram(io: CliIo, state: { exitCode: number }): Command {
 }
 
 /** Runs the CLI on `argv` (without `node` and the script); returns the exit code. */
-export async function runCli(argv: string[], io: CliIo): Promise<number> {
+export async function runCli(argv: string[], io: CliIo, options: CliOptions = {}): Promise<number> {
   const state = { exitCode: EXIT_OK };
-  const program = buildProgram(io, state);
+  const program = buildProgram(io, state, options);
   try {
     await program.parseAsync(argv, { from: 'user' });
   } catch (e) {
@@ -66,7 +162,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
       return e.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
     }
     io.err(`idgen: ${(e as Error).message}`);
-    return 1;
+    return EXIT_PROBLEM;
   }
   return state.exitCode;
 }

@@ -1,4 +1,4 @@
-import { DEFAULT_LAYOUT, createLayout, formatId, parseId, type Layout } from '@idgen/core';
+import { DEFAULT_LAYOUT, MAX_ID, createLayout, formatId, parseId, type Layout } from '@idgen/core';
 
 /** One decoded ID, as `idgen decode` prints it (DESIGN §6). */
 export interface DecodedId {
@@ -10,9 +10,23 @@ export interface DecodedId {
   sequence: number;
 }
 
-/** Decodes the decimal text of an ID; throws `RangeError` naming the problem. */
+const HEX = /^0[xX][0-9a-fA-F]+$/;
+
+/**
+ * Parses an ID given in decimal (`104148763141017605`, the form the API and logs use) or in hex with `0x`
+ * (`0x17203a3a5c0f1005`); throws `RangeError` naming the problem.
+ */
+export function parseIdText(text: string): bigint {
+  if (!HEX.test(text)) return parseId(text);
+  const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+  const id = BigInt(text);
+  if (id > MAX_ID) throw new RangeError(`${shown} is above 0x${MAX_ID.toString(16)} (2^63 − 1): it does not fit in a signed 64-bit integer`);
+  return id;
+}
+
+/** Decodes the text of an ID (decimal, or hex with `0x`); throws `RangeError` naming the problem. */
 export function decodeId(text: string, layout: Layout = DEFAULT_LAYOUT): DecodedId {
-  const id = parseId(text);
+  const id = parseIdText(text);
   const f = layout.decompose(id);
   return {
     id: formatId(id),

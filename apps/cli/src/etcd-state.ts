@@ -1,0 +1,186 @@
+import type { Etcd3, IKeyValue } from 'etcd3';
+import { DEFAULT_LAYOUT, createLayout, type Layout, type LayoutRecord } from '@idgen/core';
+import {
+  DEFAULT_CLOCK_BOUND_MS,
+  DEFAULT_TTL_SECONDS,
+  createEtcdClient,
+  leaseKeys,
+  parseLastMsRecord,
+  parseLayoutRecord,
+  parseServingNode,
+  type LastMsRecord,
+  type ServingNode,
+  type WorkerRecord,
+} from '@idgen/lease';
+import { CliError, EXIT_UNREACHABLE } from './exit-codes.js';
+import type { EtcdConnection } from './options.js';
+
+/** Read-only access to one deployment's keys in etcd (DESIGN §5). Operators read; only nodes write. */
+export interface EtcdReader {
+  /** Every key under the prefix, read at one revision, parsed. */
+  snapshot(regions?: readonly number[]): Promise<EtcdSnapshot>;
+  /** Seconds left on each lease (−1: expired), by lease id. */
+  leaseTtls(leaseIds: readonly string[]): Promise<Map<string, number>>;
+  close(): void;
+}
+
+/** A worker slot that has a holder or a `last-ms` record (a slot never used has neither). */
+export interface SlotState {
+  readonly region: number;
+  readonly worker: number;
+  /** The worker key (bound to the holder's lease): `undefined` when nobody holds the slot. */
+  readonly holder: (WorkerRecord & { readonly leaseId: string }) | undefined;
+  readonly lastMs: LastMsRecord | undefined;
+  /** Why a record of this slot could not be read (a corrupt value), if one could not. */
+  readonly corrupt: readonly string[];
+}
+
+/** Everything the verbs read, at one etcd revision. */
+export interface EtcdSnapshot {
+  readonly revision: string;
+  /** The layout record, `undefined` when there is none (no node ever started on this prefix). */
+  readonly layoutRecord: LayoutRecord | undefined;
+  /** Why the layout record could not be read, if it could not. */
+  readonly layoutProblem: string | undefined;
+  /** The layout the slots were enumerated with: the record's, else DESIGN §1's default. */
+  readonly layout: Layout;
+  readonly slots: readonly SlotState[];
+  /** Discovery records (`{prefix}/regions/{code}/nodes/{nodeId}`) of the regions asked for. */
+  readonly nodes: readonly ServingNode[];
+  readonly unreadableNodes: readonly string[];
+}
+
+/** The worker record, read leniently: it is only shown, never acted on. */
+function parseWorkerRecord(raw: string): WorkerRecord | undefined {
+  try {
+    const o = JSON.parse(raw) as Partial<Record<keyof WorkerRecord, unknown>>;
+    if (typeof o !== 'object' || o === null || typeof o.nodeId !== 'string') return undefined;
+    return {
+      nodeId: o.nodeId,
+      kind: o.kind === 'embedded' ? 'embedded' : 'service',
+      address: typeof o.address === 'string' ? o.address : '',
+      startedAt: typeof o.startedAt === 'string' ? o.startedAt : '',
+    };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Rejects with an "unreachable" {@link CliError} when `p` takes longer than `ms`. */
+export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  p.catch(() => undefined);
+  return Promise.race([
+    p.catch((e: unknown) => {
+      throw new CliError(EXIT_UNREACHABLE, `${what}: ${(e as Error).message}`);
+    }),
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new CliError(EXIT_UNREACHABLE, `${what}: no answer within ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Opens an {@link EtcdReader} (no I/O until the first call). */
+export function createEtcdReader(connection: EtcdConnection, timeoutMs: number): EtcdReader {
+  const { options } = connection;
+  const client: Etcd3 = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth });
+  const prefix = connection.keyPrefix;
+  const where = `etcd ${options.endpoints.join(',')}`;
+  const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + timeoutMs) });
+
+  return {
+    async snapshot(regionsAsked) {
+      const res = await unreachableAfter(client.getAll().prefix(`${prefix}/`).options(deadline()).exec(), timeoutMs, where);
+      const byKey = new Map<string, IKeyValue>(res.kvs.map((kv) => [kv.key.toString('utf8'), kv]));
+      const text = (key: string): string | undefined => byKey.get(key)?.value.toString('utf8');
+
+      let layoutRecord: LayoutRecord | undefined;
+      let layoutProblem: string | undefined;
+      let layout = DEFAULT_LAYOUT;
+      const layoutKey = leaseKeys.layout(prefix);
+      const layoutRaw = text(layoutKey);
+      if (layoutRaw === undefined) layoutProblem = `no layout record at ${layoutKey}`;
+      else {
+        try {
+          layoutRecord = parseLayoutRecord(layoutKey, layoutRaw);
+          layout = createLayout(layoutRecord);
+        } catch (e) {
+          layoutRecord = undefined;
+          layoutProblem = (e as Error).message;
+        }
+      }
+
+      const regions = regionsAsked ?? Array.from({ length: layout.maxRegion + 1 }, (_, i) => i);
+      const slots: SlotState[] = [];
+      const nodes: ServingNode[] = [];
+      const unreadableNodes: string[] = [];
+      for (const region of regions) {
+        // Exact keys from the lease package's builders: the CLI never parses a key back into its parts.
+        for (let worker = 0; worker <= layout.maxWorker; worker++) {
+          const workerKey = leaseKeys.worker(prefix, region, worker);
+          const lastKey = leaseKeys.lastMs(prefix, region, worker);
+          const workerKv = byKey.get(workerKey);
+          const lastRaw = text(lastKey);
+          if (workerKv === undefined && lastRaw === undefined) continue;
+          const corrupt: string[] = [];
+          let holder: SlotState['holder'];
+          if (workerKv !== undefined) {
+            const record = parseWorkerRecord(workerKv.value.toString('utf8'));
+            if (record === undefined) corrupt.push(`${workerKey}: unreadable holder record`);
+            holder = { ...(record ?? { nodeId: '?', kind: 'service', address: '', startedAt: '' }), leaseId: workerKv.lease };
+          }
+          let lastMs: LastMsRecord | undefined;
+          if (lastRaw !== undefined) {
+            try {
+              lastMs = parseLastMsRecord(lastKey, lastRaw);
+            } catch (e) {
+              corrupt.push((e as Error).message);
+            }
+          }
+          slots.push({ region, worker, holder, lastMs, corrupt });
+        }
+        const dir = leaseKeys.nodes(prefix, region);
+        for (const [key, kv] of byKey) {
+          if (!key.startsWith(dir)) continue;
+          try {
+            nodes.push(parseServingNode(key, kv.value.toString('utf8')));
+          } catch (e) {
+            unreadableNodes.push((e as Error).message);
+          }
+        }
+      }
+      return { revision: res.header.revision, layoutRecord, layoutProblem, layout, slots, nodes, unreadableNodes };
+    },
+
+    async leaseTtls(leaseIds) {
+      const ids = [...new Set(leaseIds)].filter((id) => id !== '0');
+      const answers = await unreachableAfter(
+        Promise.all(ids.map((ID) => client.leaseClient.leaseTimeToLive({ ID }, deadline()))),
+        timeoutMs,
+        where,
+      );
+      return new Map(ids.map((id, i) => [id, Number(answers[i]?.TTL ?? -1)]));
+    },
+
+    close() {
+      client.close();
+    },
+  };
+}
+
+/** How a `last-ms` record compares with the reader's clock (DESIGN §5). */
+export type LastMsVerdict = 'ok' | 'ahead' | 'poisoned';
+
+/**
+ * `ahead`: above now by more than the clock bound, but by no more than the writer's TTL plus the bound,
+ * which is what a new holder writes while it waits out an unclean predecessor's floor (it records its
+ * floor). `poisoned`: further ahead than any holder could have written: every later holder of the slot
+ * would wait until then (after an unclean end) or mint above it, so it is flagged for an operator.
+ */
+export function judgeLastMs(record: LastMsRecord, nowMs: number): LastMsVerdict {
+  const aheadMs = record.ms - nowMs;
+  if (aheadMs <= DEFAULT_CLOCK_BOUND_MS) return 'ok';
+  const ttlMs = Math.max(record.ttlMs ?? 0, DEFAULT_TTL_SECONDS * 1000);
+  // Twice the bound: the writer's clock and this one may each be off by it.
+  return aheadMs <= ttlMs + 2 * DEFAULT_CLOCK_BOUND_MS ? 'ahead' : 'poisoned';
+}

@@ -1,0 +1,47 @@
+/**
+ * The exit codes of `idgen`, for scripts (stated in `idgen --help` and apps/cli/README.md):
+ * - 0: done, and everything asked about is fine;
+ * - 1: done, and a problem was found: a node is not serving, a `last-ms` record is poisoned or corrupt,
+ *   no layout record, or a node refused the request;
+ * - 2: bad usage or invalid input (an unknown flag, a bad URL, an invalid ID), before any I/O;
+ * - 3: could not reach etcd, or (with `--server`) the node, within `--timeout-ms`.
+ */
+export const EXIT_OK = 0;
+export const EXIT_PROBLEM = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_UNREACHABLE = 3;
+
+/** An exit code of {@link EXIT_OK} … {@link EXIT_UNREACHABLE}. */
+export type ExitCode = typeof EXIT_OK | typeof EXIT_PROBLEM | typeof EXIT_USAGE | typeof EXIT_UNREACHABLE;
+
+/** What `idgen --help` prints about exit codes. */
+export const EXIT_CODES_HELP =
+  'Exit codes:\n' +
+  '  0  ok: every node asked is serving, no problem found\n' +
+  '  1  a node or slot is not serving, or a problem was found (poisoned or corrupt last-ms, no layout record)\n' +
+  '  2  bad usage or invalid input (unknown flag, bad URL, invalid ID), before any I/O\n' +
+  '  3  could not reach etcd, or the node given with --server';
+
+const CLI_ERROR = Symbol.for('@idgen/cli/CliError');
+
+/** A verb's failure: one line on stderr and an exit code. */
+export class CliError extends Error {
+  readonly [CLI_ERROR] = true;
+  constructor(
+    readonly exitCode: ExitCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'CliError';
+  }
+}
+
+/** Brand check (not `instanceof`, which two copies of the package would break). */
+export function isCliError(e: unknown): e is CliError {
+  return typeof e === 'object' && e !== null && (e as { [CLI_ERROR]?: unknown })[CLI_ERROR] === true;
+}
+
+/** A usage error: exit code 2. */
+export function usageError(message: string): CliError {
+  return new CliError(EXIT_USAGE, message);
+}

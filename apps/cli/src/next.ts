@@ -1,0 +1,53 @@
+import { MAX_NEXT_IDS, createIdClient, isIdClientError, isIdsUnavailableError, type IdClient } from '@idgen/client';
+import { createDiscoveryReader, type DiscoveryReader } from '@idgen/lease';
+import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
+import type { VerbContext } from './context.js';
+import { etcdConnection, integerOption, serverUrl, type EtcdFlags } from './options.js';
+
+/** Flags of `idgen next`. */
+export interface NextFlags extends EtcdFlags {
+  count: string;
+  server?: string;
+  region?: string;
+  timeoutMs: string;
+  json: boolean;
+}
+
+/** The largest region code the client accepts; the layout decides the real bound (3 bits: 0-7). */
+const MAX_REGION_CODE = 1023;
+
+/**
+ * `idgen next`: `-n` IDs from one node (`--server`) or from the region's serving nodes found in etcd
+ * (`--etcd --region`), through `@idgen/client` (its balancing and failover, and it never invents an ID).
+ */
+export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitCode> {
+  const count = integerOption('-n', flags.count, 1, MAX_NEXT_IDS);
+  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  if ((flags.server === undefined) === (flags.etcd === undefined)) throw usageError('give either --server or --etcd (with --region)');
+  let client: IdClient;
+  let discovery: DiscoveryReader | undefined;
+  if (flags.server !== undefined) {
+    const url = serverUrl(flags.server);
+    // The region only labels the node in the client's messages: the node stamps its own into the IDs.
+    const region = flags.region === undefined ? 0 : integerOption('--region', flags.region, 0, MAX_REGION_CODE);
+    client = createIdClient({ region, nodes: [url], prefill: false, deadlineMs: timeoutMs, attemptTimeoutMs: timeoutMs, keepAlive: { intervalMs: 0 } });
+  } else {
+    if (flags.region === undefined) throw usageError('--etcd needs --region (the region whose nodes to ask)');
+    const region = integerOption('--region', flags.region, 0, MAX_REGION_CODE);
+    discovery = createDiscoveryReader({ ...etcdConnection(flags).options, region, requestTimeoutMs: timeoutMs });
+    client = createIdClient({ region, discovery, prefill: false, deadlineMs: timeoutMs, keepAlive: { intervalMs: 0 } });
+  }
+  try {
+    const ids = await client.nextIds(count);
+    if (flags.json) ctx.io.out(JSON.stringify({ ids: ids.map(String) }));
+    else for (const id of ids) ctx.io.out(String(id));
+    return EXIT_OK;
+  } catch (e) {
+    if (isIdsUnavailableError(e)) throw new CliError(EXIT_UNREACHABLE, e.message);
+    if (isIdClientError(e)) throw new CliError(EXIT_PROBLEM, e.message);
+    throw e;
+  } finally {
+    await client.close();
+    await discovery?.close();
+  }
+}

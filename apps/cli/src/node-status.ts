@@ -1,0 +1,84 @@
+import { ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { Http2SessionManager, createConnectTransport } from '@connectrpc/connect-node';
+import { ClockState, FenceReason, IdGenerator, LeaseMode, NodeState, type GetStatusResponse } from '@idgen/proto';
+
+/** `FENCE_REASON_WAITING_FOR_FLOOR` → `waiting-for-floor` (the names the server logs and counts). */
+export function enumName(e: Record<number, string>, value: number): string {
+  return (e[value] ?? String(value)).toLowerCase().replace(/_/g, '-');
+}
+
+/** One node's GetStatus, flattened for a table row and for `--json` (DESIGN §6). */
+export interface NodeStatus {
+  /** Where the CLI asked. */
+  readonly url: string;
+  /** `serving`, `starting`, `fenced`, `draining`, or `unreachable` when the call failed. */
+  readonly state: string;
+  readonly nodeId?: string;
+  readonly region?: number;
+  readonly worker?: number;
+  /** Empty while the node may mint. */
+  readonly fenceReason?: string;
+  readonly fenceMessage?: string;
+  readonly leaseMode?: string;
+  readonly leaseId?: string;
+  readonly keepAliveAgeSeconds?: number;
+  readonly fenceDeadlineInMs?: number;
+  readonly clockState?: string;
+  readonly clockOffsetSeconds?: number;
+  readonly clockMessage?: string;
+  /** The lowest Unix ms the holder may mint in; absent while no slot is held. */
+  readonly floorMs?: number;
+  /** The last Unix ms the node minted in; absent if none. */
+  readonly lastMintedMs?: number;
+  readonly advertiseAddress?: string;
+  readonly maxCount?: number;
+  /** Why the call failed (state `unreachable`). */
+  readonly error?: string;
+}
+
+function flatten(url: string, s: GetStatusResponse): NodeStatus {
+  return {
+    url,
+    state: enumName(NodeState, s.state),
+    nodeId: s.nodeId,
+    region: s.region,
+    ...(s.worker !== undefined ? { worker: s.worker } : {}),
+    fenceReason: s.fenceReason === FenceReason.UNSPECIFIED ? '' : enumName(FenceReason, s.fenceReason),
+    fenceMessage: s.fenceMessage,
+    leaseMode: enumName(LeaseMode, s.leaseMode),
+    leaseId: s.leaseId,
+    ...(s.keepAliveAgeSeconds !== undefined ? { keepAliveAgeSeconds: s.keepAliveAgeSeconds } : {}),
+    ...(s.fenceDeadlineInMs !== undefined ? { fenceDeadlineInMs: Number(s.fenceDeadlineInMs) } : {}),
+    clockState: enumName(ClockState, s.clockState),
+    ...(s.clockOffsetSeconds !== undefined ? { clockOffsetSeconds: s.clockOffsetSeconds } : {}),
+    clockMessage: s.clockMessage,
+    ...(s.floorMs > 0n ? { floorMs: Number(s.floorMs) } : {}),
+    ...(s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
+    advertiseAddress: s.advertiseAddress,
+    maxCount: s.maxCount,
+  };
+}
+
+/**
+ * Asks each node for its status at once (Connect, binary, over HTTP/2: what `@idgen/client` speaks).
+ * A node that does not answer within `timeoutMs` is reported `unreachable`, never thrown.
+ */
+export async function fetchStatuses(urls: readonly string[], timeoutMs: number): Promise<NodeStatus[]> {
+  return Promise.all(
+    urls.map(async (url): Promise<NodeStatus> => {
+      // One session per node, closed when done, so the CLI exits at once (no idle HTTP/2 session left).
+      const sessionManager = new Http2SessionManager(url);
+      const client: Client<typeof IdGenerator> = createClient(
+        IdGenerator,
+        createConnectTransport({ baseUrl: url, httpVersion: '2', useBinaryFormat: true, sessionManager }),
+      );
+      try {
+        return flatten(url, await client.getStatus({}, { timeoutMs }));
+      } catch (e) {
+        return { url, state: 'unreachable', error: ConnectError.from(e).message };
+      } finally {
+        sessionManager.abort();
+      }
+    }),
+  );
+}

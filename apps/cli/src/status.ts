@@ -1,0 +1,119 @@
+import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
+import type { VerbContext } from './context.js';
+import { createEtcdReader } from './etcd-state.js';
+import { fetchStatuses, type NodeStatus } from './node-status.js';
+import { etcdConnection, integerOption, serverUrl, type EtcdFlags } from './options.js';
+import { isoTime, renderTable } from './table.js';
+
+/** Flags of `idgen status`. */
+export interface StatusFlags extends EtcdFlags {
+  server?: string;
+  region?: string;
+  timeoutMs: string;
+  json: boolean;
+}
+
+/** A node to ask, and how etcd knows it. */
+interface Target {
+  readonly url: string;
+  readonly nodeId: string;
+  /** Region and worker as etcd records them (shown for a node that does not answer). */
+  readonly region?: number;
+  readonly worker?: number;
+  /** In discovery (`nodes/`): callers are sent to it. */
+  readonly registered: boolean;
+}
+
+/**
+ * `idgen status`: GetStatus of one node (`--server`), or of every node etcd knows in the region (or all
+ * regions): the nodes in discovery and the `service` holders of worker slots (a node waiting for its
+ * floor, or fenced and claiming again, holds a slot but is not in discovery). Exit 1 if any is not serving.
+ */
+export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<ExitCode> {
+  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  if ((flags.server === undefined) === (flags.etcd === undefined)) throw usageError('give either --server or --etcd');
+  let targets: Target[];
+  if (flags.server !== undefined) {
+    targets = [{ url: serverUrl(flags.server), nodeId: '', registered: false }];
+  } else {
+    const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
+    const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
+    try {
+      const snapshot = await reader.snapshot(region === undefined ? undefined : [region]);
+      const byUrl = new Map<string, Target>();
+      const add = (address: string, t: Omit<Target, 'url'>): void => {
+        if (address === '') return;
+        const url = /^https?:\/\//.test(address) ? address : `http://${address}`;
+        const seen = byUrl.get(url);
+        byUrl.set(url, {
+          ...t,
+          url,
+          registered: t.registered || (seen?.registered ?? false),
+        });
+      };
+      for (const n of snapshot.nodes) add(n.address, { nodeId: n.nodeId, region: n.region, worker: n.worker, registered: true });
+      for (const s of snapshot.slots) {
+        if (s.holder?.kind !== 'service') continue;
+        add(s.holder.address, { nodeId: s.holder.nodeId, region: s.region, worker: s.worker, registered: false });
+      }
+      targets = [...byUrl.values()];
+    } finally {
+      reader.close();
+    }
+  }
+  const statuses = await fetchStatuses(
+    targets.map((t) => t.url),
+    timeoutMs,
+  );
+  // A node that did not answer is shown as etcd knows it (node id, region, worker).
+  const rows: StatusRow[] = statuses.map((s, i) => {
+    const t = targets[i];
+    if (t === undefined || flags.server !== undefined) return s;
+    const known = s.state === 'unreachable' ? { nodeId: t.nodeId, region: t.region, worker: t.worker } : {};
+    return { ...s, ...known, registered: t.registered };
+  });
+  rows.sort((a, b) => (a.region ?? -1) - (b.region ?? -1) || (a.worker ?? -1) - (b.worker ?? -1) || a.url.localeCompare(b.url));
+  const notServing = rows.filter((s) => s.state !== 'serving');
+  if (flags.server !== undefined && notServing[0]?.state === 'unreachable') {
+    throw new CliError(EXIT_UNREACHABLE, `${notServing[0].url}: ${notServing[0].error ?? 'no answer'}`);
+  }
+  if (flags.json) ctx.io.out(JSON.stringify({ nodes: rows }));
+  else for (const line of renderStatusTable(rows, flags.server === undefined, ctx.nowMs())) ctx.io.out(line);
+  if (rows.length === 0) {
+    ctx.io.err(`idgen status: no nodes found in etcd${flags.region === undefined ? '' : ` for region ${flags.region}`}`);
+    return EXIT_PROBLEM;
+  }
+  return notServing.length > 0 ? EXIT_PROBLEM : EXIT_OK;
+}
+
+/** One row: the node's status and, when read through etcd, whether it is in discovery. */
+type StatusRow = NodeStatus & { readonly registered?: boolean };
+
+function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs: number): string[] {
+  const headers = ['NODE', 'ADDRESS', 'REGION', 'WORKER', 'STATE', 'FENCE', 'KEEPALIVE', 'CLOCK', 'FLOOR', 'LAST-MINTED'];
+  if (fromEtcd) headers.push('DISCOVERY');
+  const cells = rows.map((s) => {
+    const r = [
+      s.nodeId ?? '',
+      s.url.replace(/^http:\/\//, ''),
+      s.region === undefined ? '' : String(s.region),
+      s.worker === undefined ? '' : String(s.worker),
+      s.state,
+      s.state === 'unreachable' ? (s.error ?? '') : (s.fenceReason ?? ''),
+      s.keepAliveAgeSeconds === undefined ? '' : `${s.keepAliveAgeSeconds.toFixed(1)}s ago`,
+      clockCell(s),
+      s.floorMs === undefined ? '' : isoTime(s.floorMs),
+      s.lastMintedMs === undefined ? '' : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
+    ];
+    if (fromEtcd) r.push(s.registered === true ? 'yes' : 'no');
+    return r;
+  });
+  return renderTable(headers, cells);
+}
+
+function clockCell(s: NodeStatus): string {
+  if (s.clockState === undefined) return '';
+  if (s.clockOffsetSeconds === undefined) return s.clockState;
+  const ms = s.clockOffsetSeconds * 1000;
+  return `${s.clockState} ${ms >= 0 ? '+' : ''}${ms.toFixed(3)}ms`;
+}
