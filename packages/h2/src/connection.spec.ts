@@ -412,3 +412,89 @@ describe('H2Connection under random frames', () => {
     }
   }, 120_000);
 });
+
+describe('H2Connection stream states (RFC 9113 §5.1)', () => {
+  const POST = encodeHeaders([
+    [':method', 'POST'],
+    [':scheme', 'http'],
+    [':path', '/'],
+    ['content-length', '4'],
+  ]);
+  let server: Awaited<ReturnType<typeof startH2Server>>;
+  let raw: RawClient;
+  const closes: number[] = [];
+  beforeEach(async () => {
+    closes.length = 0;
+    // Answers at the headers, as idgen-server's probes and its 404/405/431 do.
+    server = await startH2Server((stream) => {
+      stream.onclose = (code) => closes.push(code);
+      stream.respond(200, {});
+      stream.end(Buffer.from('at the headers'));
+    });
+    raw = await RawClient.open(server.port);
+  });
+  afterEach(async () => {
+    raw.close();
+    await server.close();
+  });
+  const rstOn = (id: number) => (f: { type: number; stream: number }) => f.type === FrameType.RST_STREAM && f.stream === id;
+
+  it('applies END_STREAM of HEADERS before the handler answers: no RST_STREAM, and a later DATA is STREAM_CLOSED', async () => {
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 1, REQUEST));
+    await raw.waitFor((f) => f.type === FrameType.DATA && f.stream === 1 && (f.flags & Flag.END_STREAM) !== 0);
+    raw.send(frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('late')));
+    expect(await raw.goawayCode()).toBe(ErrorCode.STREAM_CLOSED);
+    expect(raw.frames.some(rstOn(1))).toBe(false);
+    expect(closes).toEqual([ErrorCode.NO_ERROR]);
+  });
+
+  it('keeps a stream answered before its request ended half-closed (local), and still checks the rest of the request', async () => {
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST));
+    await raw.waitFor((f) => f.type === FrameType.DATA && f.stream === 1 && (f.flags & Flag.END_STREAM) !== 0);
+    expect(closes).toEqual([ErrorCode.NO_ERROR]); // the handler's part ended with its answer
+    expect(server.connections.values().next().value?.streamCount).toBe(1);
+    raw.send(frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('five!')));
+    expect((await raw.waitFor(rstOn(1))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
+    // A well-formed one closes quietly when its body ends.
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 3, POST), frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')));
+    raw.send(frame(FrameType.PING, 0, 0, Buffer.from('afterall')));
+    await raw.waitFor((f) => f.type === FrameType.PING);
+    expect(raw.frames.some(rstOn(3))).toBe(false);
+    await waitUntil(() => server.connections.values().next().value?.streamCount === 0);
+  });
+
+  it('treats frames after the client’s RST_STREAM as STREAM_CLOSED, and ignores those after its own', async () => {
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST), frame(FrameType.RST_STREAM, 0, 1, words(ErrorCode.CANCEL)));
+    raw.send(frame(FrameType.DATA, 0, 1, Buffer.from('four')));
+    expect((await raw.waitFor(rstOn(1))).payload.readUInt32BE(0)).toBe(ErrorCode.STREAM_CLOSED);
+    // Stream 3 is reset by the server (a WINDOW_UPDATE of 0 is a stream error): what the client sent after it may
+    // have crossed that RST_STREAM, and is ignored.
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 3, POST), frame(FrameType.WINDOW_UPDATE, 0, 3, words(0)));
+    expect((await raw.waitFor(rstOn(3))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
+    raw.send(frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')), frame(FrameType.PING, 0, 0, Buffer.from('ignored?')));
+    await raw.waitFor((f) => f.type === FrameType.PING);
+    expect(raw.frames.filter(rstOn(3))).toHaveLength(1);
+    expect(raw.frames.some((f) => f.type === FrameType.GOAWAY)).toBe(false);
+  });
+
+  it('refuses HEADERS on a stream below the last one opened (PROTOCOL_ERROR)', async () => {
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 5, REQUEST), frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 3, REQUEST));
+    expect(await raw.goawayCode()).toBe(ErrorCode.PROTOCOL_ERROR);
+  });
+
+  it('sends the SETTINGS ACK before the DATA a raised INITIAL_WINDOW_SIZE lets go', async () => {
+    raw.send(frame(FrameType.SETTINGS, 0, 0, Buffer.from([0, 4, 0, 0, 0, 0])));
+    await raw.waitFor((f) => f.type === FrameType.SETTINGS && (f.flags & Flag.ACK) !== 0);
+    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 1, REQUEST));
+    await raw.waitFor((f) => f.type === FrameType.HEADERS && f.stream === 1);
+    const acksBefore = raw.frames.filter((f) => f.type === FrameType.SETTINGS && (f.flags & Flag.ACK) !== 0).length;
+    raw.send(frame(FrameType.SETTINGS, 0, 0, Buffer.from([0, 4, 0, 1, 0, 0])));
+    await raw.waitFor((f) => f.type === FrameType.DATA && f.stream === 1 && (f.flags & Flag.END_STREAM) !== 0);
+    const after = raw.frames.slice(raw.frames.findIndex((f) => f.type === FrameType.HEADERS && f.stream === 1));
+    const ack = after.findIndex((f) => f.type === FrameType.SETTINGS && (f.flags & Flag.ACK) !== 0);
+    const data = after.findIndex((f) => f.type === FrameType.DATA);
+    expect(acksBefore).toBe(2); // of the client's first (empty) SETTINGS and of its window of 0
+    expect(ack).toBeGreaterThan(-1);
+    expect(ack).toBeLessThan(data);
+  });
+});

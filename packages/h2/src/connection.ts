@@ -14,7 +14,10 @@ import {
 } from './frames.js';
 import { encodeHeaders, encodeTableSizeUpdate, HpackDecoder, HpackError } from './hpack.js';
 
-/** Limits and windows of a server connection; every default is what `idgen-server` runs with. */
+import { ClosedHow, ClosedStreams } from './closed-streams.js';
+import { DEFAULT_FLOOD_LIMITS, FrameCounts, type H2FloodLimits, type H2RefusalReason } from './limits.js';
+
+/** Limits, windows and lifetimes of a server connection; every default is what `idgen-server` runs with. */
 export interface H2ConnectionOptions {
   /** SETTINGS_MAX_CONCURRENT_STREAMS: streams past it are refused (RST_STREAM REFUSED_STREAM). Default 128. */
   readonly maxConcurrentStreams?: number;
@@ -32,12 +35,25 @@ export interface H2ConnectionOptions {
    * Default 1 MiB.
    */
   readonly maxOutputBytes?: number;
-  /**
-   * Streams the peer may reset (RST_STREAM on a stream still open) per second before the connection is ended
-   * with ENHANCE_YOUR_CALM: opening and resetting streams in a loop ("rapid reset", CVE-2023-44487) costs the
-   * server work per stream and the peer almost nothing. Default 1,000.
-   */
+  /** Shorthand for `floodLimits.peerResets` (rapid reset, CVE-2023-44487). Default 1,000. */
   readonly maxResetsPerSecond?: number;
+  /** Frames per second past which the connection ends with ENHANCE_YOUR_CALM; each defaults as documented. */
+  readonly floodLimits?: Partial<H2FloodLimits>;
+  /** CONTINUATION frames one header block may take (counted as they arrive, empty ones too). Default 16. */
+  readonly maxContinuationFrames?: number;
+  /** Entries one SETTINGS frame may carry (RFC 9113 defines 7; a frame of 2,730 is a flood). Default 32. */
+  readonly maxSettingsEntries?: number;
+  /** Time from the socket to the client's first SETTINGS frame (after the preface). Default 4 s. */
+  readonly prefaceTimeoutMs?: number;
+  /**
+   * Time without a request (no HEADERS or DATA received, no stream being served) after which the connection is
+   * closed with GOAWAY NO_ERROR. Default 30 s.
+   */
+  readonly idleTimeoutMs?: number;
+  /** Time the connection may stay paused because the peer does not read its output, before it is cut. Default 10 s. */
+  readonly stalledWriteTimeoutMs?: number;
+  /** Called for each refusal (a flood cut, a lifetime over, a stream refused or answered 431), for a metric. */
+  readonly onRefusal?: (reason: H2RefusalReason) => void;
   /** Called for a connection-level protocol error (the peer's fault, worth a debug line). */
   readonly onError?: (e: Error) => void;
 }
@@ -47,11 +63,18 @@ export type H2Headers = Record<string, string>;
 /** Response header fields: a record, or a header block already HPACK-encoded with {@link encodeHeaders}. */
 export type H2ResponseHeaders = Readonly<Record<string, string | number>> | Buffer;
 
-/** A protocol error that ends the connection: GOAWAY with `code`. */
+/**
+ * A stream's state (RFC 9113 §5.1) as this server sees it. Idle streams have no object, and the reserved states
+ * belong to server push, which this server never does.
+ */
+export type H2StreamState = 'open' | 'half-closed (local)' | 'half-closed (remote)' | 'closed';
+
+/** A protocol error that ends the connection: GOAWAY with `code`; `reason` when it is one of the limits. */
 export class H2ConnectionError extends Error {
   constructor(
     readonly code: number,
     message: string,
+    readonly reason?: H2RefusalReason,
   ) {
     super(message);
     this.name = 'H2ConnectionError';
@@ -63,12 +86,19 @@ const EMPTY = Buffer.alloc(0);
 const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 /** A header block arriving in pieces (HEADERS + CONTINUATION) larger than this ends the connection. */
 const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
+/** How often the shared sweep looks at every connection's idle and stalled times. */
+const SWEEP_MS = 250;
 
 /**
  * One request stream. The handler given to {@link H2Connection} sets the `on*` callbacks it needs (they are
  * plain properties, not events: no listener arrays per request) and answers with `respond`, `write`, `end`
  * or `reset`. Callbacks run synchronously while the connection reads, so answers written from them leave in
  * the same socket write as other answers to the same read.
+ *
+ * The handler's part ends at `onclose`: when the stream closes, or when its response is complete while the
+ * request is still arriving. The connection then reads the rest of the request itself, checks it and drops it
+ * (the stream stays "half-closed (local)" until the client ends it), so a request that turns malformed after
+ * its answer is still reported (RFC 9113 §8.1.1).
  */
 export class H2Stream {
   readonly method: string;
@@ -83,8 +113,9 @@ export class H2Stream {
   /** The request is complete (END_STREAM). */
   onend: (() => void) | undefined = undefined;
   /**
-   * The stream is closed: `code` 0 when it completed, else the RST_STREAM code (sent, received, or CANCEL when
-   * the connection went). The stream is passed too, so one function can serve every stream (no closure each).
+   * The stream is done for the handler: `code` 0 when it completed (the response was sent in full), else the
+   * RST_STREAM code (sent, received, or CANCEL when the connection went). The stream is passed too, so one
+   * function can serve every stream (no closure each).
    */
   onclose: ((code: number, stream: H2Stream) => void) | undefined = undefined;
   /** Everything written so far has left for the socket (after flow control held some of it back). */
@@ -92,9 +123,9 @@ export class H2Stream {
   /** Free for the handler's own bookkeeping (a deadline ticket, say). */
   context: unknown = undefined;
 
-  /** @internal */ remoteClosed = false;
-  /** @internal */ localClosed = false;
-  /** @internal */ closed = false;
+  /** @internal RFC 9113 §5.1. */ state: H2StreamState;
+  /** @internal The client's END_STREAM arrived. */ remoteEnded: boolean;
+  /** @internal The handler's part is over (`onclose` called): answers are ignored from now on. */ done = false;
   /** @internal */ headersSent = false;
   /** @internal */ sendWindow: number;
   /** @internal */ recvWindow: number;
@@ -111,6 +142,8 @@ export class H2Stream {
     private readonly connection: H2Connection,
     pseudo: { method: string; path: string; authority: string; scheme: string },
     headers: H2Headers,
+    declaredLength: number,
+    state: H2StreamState,
     sendWindow: number,
     recvWindow: number,
   ) {
@@ -119,15 +152,21 @@ export class H2Stream {
     this.authority = pseudo.authority;
     this.scheme = pseudo.scheme;
     this.headers = headers;
+    this.declaredLength = declaredLength;
+    this.state = state;
+    this.remoteEnded = state === 'half-closed (remote)';
     this.sendWindow = sendWindow;
     this.recvWindow = recvWindow;
-    const length = headers['content-length'];
-    this.declaredLength = length === undefined ? -1 : Number(length);
   }
 
-  /** True once the stream is closed (answered and done, or reset): writing then does nothing. */
+  /** The stream's state (RFC 9113 §5.1). */
+  get streamState(): H2StreamState {
+    return this.state;
+  }
+
+  /** True once the handler's part is over (answered in full, or reset): writing then does nothing. */
   get isClosed(): boolean {
-    return this.closed;
+    return this.done;
   }
 
   /** True once the response headers are out (or queued to go out). */
@@ -137,7 +176,7 @@ export class H2Stream {
 
   /** True once the whole request body has arrived. */
   get isRequestComplete(): boolean {
-    return this.remoteClosed;
+    return this.remoteEnded;
   }
 
   /** Sends the response headers: `:status` and `headers`, or a ready block (which must carry `:status`). */
@@ -157,7 +196,30 @@ export class H2Stream {
 
   /** Resets the stream (RST_STREAM `code`, default CANCEL) and closes it. */
   reset(code: number = ErrorCode.CANCEL): void {
-    this.connection.resetStream(this, code, true);
+    this.connection.resetStream(this, code, ClosedHow.resetByUs);
+  }
+}
+
+/** Connections whose idle and stalled times one shared timer checks (a timer per connection would cost more). */
+const watched = new Set<H2Connection>();
+let sweepTimer: NodeJS.Timeout | undefined;
+
+function watch(connection: H2Connection): void {
+  watched.add(connection);
+  if (sweepTimer === undefined) {
+    sweepTimer = setInterval(() => {
+      const now = Date.now();
+      for (const c of watched) c.sweep(now);
+    }, SWEEP_MS);
+    sweepTimer.unref();
+  }
+}
+
+function unwatch(connection: H2Connection): void {
+  watched.delete(connection);
+  if (watched.size === 0 && sweepTimer !== undefined) {
+    clearInterval(sweepTimer);
+    sweepTimer = undefined;
   }
 }
 
@@ -170,11 +232,12 @@ export class H2Stream {
  * allocates outlives a scavenge.
  *
  * What it implements (RFC 9113, RFC 7541): the preface and SETTINGS exchange; HPACK decoding with Huffman and
- * the dynamic table (responses are encoded without indexing); stream states and their errors; flow control
- * both ways; PING, GOAWAY, RST_STREAM, PRIORITY (ignored), CONTINUATION, padding; request validation
- * (pseudo-headers, connection-specific fields, content-length); limits on streams, header size and count, and
- * buffered output. What it leaves out: TLS and ALPN, server push, priorities, the CONNECT method, trailers
- * sent by the client (accepted, not passed on), an HTTP/1.1 Upgrade.
+ * the dynamic table (responses are encoded without indexing); the stream states of RFC 9113 §5.1 and their
+ * errors, closed streams included; flow control both ways; PING, GOAWAY, RST_STREAM, PRIORITY (ignored),
+ * CONTINUATION, padding; request validation (pseudo-headers, connection-specific fields, content-length);
+ * limits on streams, header size and count, buffered output, frame floods (see {@link H2FloodLimits}) and
+ * lifetimes. What it leaves out: TLS and ALPN, server push, priorities, the CONNECT method, trailers sent by the
+ * client (accepted, not passed on), an HTTP/1.1 Upgrade.
  */
 export class H2Connection {
   private readonly maxConcurrent: number;
@@ -183,17 +246,32 @@ export class H2Connection {
   private readonly initialWindow: number;
   private readonly connectionWindow: number;
   private readonly maxOutput: number;
+  private readonly limits: H2FloodLimits;
+  private readonly maxContinuations: number;
+  private readonly maxSettingsEntries: number;
+  private readonly idleTimeoutMs: number;
+  private readonly stalledWriteTimeoutMs: number;
   private readonly onError: ((e: Error) => void) | undefined;
+  private readonly onRefusal: ((reason: H2RefusalReason) => void) | undefined;
 
   private readonly streams = new StreamTable<number, H2Stream>(16);
+  /** Streams in the table whose handler is done (answered in full, the request still arriving). */
+  private draining = 0;
+  private readonly closedStreams = new ClosedStreams();
+  private readonly counts = new FrameCounts();
   private readonly decoder = new HpackDecoder(4096);
   private readonly writer = new FrameWriter();
   private input: Buffer = EMPTY;
   private prefaceAt = 0;
   private settingsSeen = false;
+  private prefaceTimer: NodeJS.Timeout | undefined;
   private lastStreamId = 0;
-  /** A header block waiting for CONTINUATION frames. */
-  private block: { stream: number; endStream: boolean; parts: Buffer[]; size: number } | undefined;
+  /** A header block waiting for CONTINUATION frames: its stream (0: none), END_STREAM, bytes and frame count. */
+  private blockStream = 0;
+  private blockEndStream = false;
+  private blockBytes: Buffer = EMPTY;
+  private blockLength = 0;
+  private blockFrames = 0;
   private connSendWindow = DEFAULT_WINDOW;
   private connRecvWindow = DEFAULT_WINDOW;
   private connRecvUnacked = 0;
@@ -206,11 +284,15 @@ export class H2Connection {
   private flushQueued = false;
   /** True while a read is being processed: answers written meanwhile leave in the flush at its end. */
   private inRead = false;
-  private readonly maxResets: number;
-  private resetsInWindow = 0;
-  private resetWindowStart = 0;
+  /** Date.now() of the read being processed (read once per read, not per frame). */
+  private readAt = 0;
+  /** Last time a request arrived, a request's body arrived, or the last stream closed. */
+  private activeAt: number;
+  /** When reading was paused for unread output (0: reading). */
+  private pausedAt = 0;
   private reading = true;
   private goingAway = false;
+  private ending = false;
   private dead = false;
   private readonly closeListeners: (() => void)[] = [];
 
@@ -225,8 +307,18 @@ export class H2Connection {
     this.initialWindow = options.initialWindowSize ?? DEFAULT_WINDOW;
     this.connectionWindow = options.connectionWindowSize ?? 1024 * 1024;
     this.maxOutput = options.maxOutputBytes ?? 1024 * 1024;
-    this.maxResets = options.maxResetsPerSecond ?? 1_000;
+    this.limits = {
+      ...DEFAULT_FLOOD_LIMITS,
+      ...options.floodLimits,
+      ...(options.maxResetsPerSecond === undefined ? {} : { peerResets: options.maxResetsPerSecond }),
+    };
+    this.maxContinuations = options.maxContinuationFrames ?? 16;
+    this.maxSettingsEntries = options.maxSettingsEntries ?? 32;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
+    this.stalledWriteTimeoutMs = options.stalledWriteTimeoutMs ?? 10_000;
     this.onError = options.onError;
+    this.onRefusal = options.onRefusal;
+    this.activeAt = Date.now();
 
     // Our SETTINGS, then the connection window raised from its default.
     const settings = Buffer.alloc(4 * 6);
@@ -250,13 +342,23 @@ export class H2Connection {
     socket.on('drain', () => {
       if (!this.reading && !this.dead) {
         this.reading = true;
+        this.pausedAt = 0;
         socket.resume();
       }
     });
     socket.once('close', () => this.closed());
+    // A peer that connects and never says it speaks HTTP/2 (preface and SETTINGS) holds a socket for nothing.
+    this.prefaceTimer = setTimeout(() => {
+      if (!this.settingsSeen && !this.dead) {
+        this.fail(new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'no preface and SETTINGS in time', 'preface-timeout'));
+        this.socket.destroy();
+      }
+    }, options.prefaceTimeoutMs ?? 4_000);
+    this.prefaceTimer.unref();
+    watch(this);
   }
 
-  /** Open streams. */
+  /** Streams in the table: open or half-closed (RFC 9113 §5.1), the ones counted against the concurrency limit. */
   get streamCount(): number {
     return this.streams.size;
   }
@@ -284,6 +386,30 @@ export class H2Connection {
     this.closed();
   }
 
+  /** @internal The shared sweep: ends a connection idle too long, cuts one whose peer stopped reading. */
+  sweep(now: number): void {
+    if (this.dead) return;
+    if (this.pausedAt !== 0 && now - this.pausedAt >= this.stalledWriteTimeoutMs) {
+      this.refused('stalled-writer');
+      this.onError?.(new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'the peer stopped reading', 'stalled-writer'));
+      this.destroy();
+      return;
+    }
+    if (this.streams.size === this.draining && now - this.activeAt >= this.idleTimeoutMs && this.settingsSeen) {
+      this.refused('idle-timeout');
+      this.goingAway = true;
+      this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, ErrorCode.NO_ERROR);
+      this.flush();
+      this.socket.end();
+      setTimeout(() => this.socket.destroy(), 1_000).unref();
+      this.closed();
+    }
+  }
+
+  private refused(reason: H2RefusalReason): void {
+    this.onRefusal?.(reason);
+  }
+
   // ---- reading ----
 
   private read(chunk: Buffer): void {
@@ -291,6 +417,8 @@ export class H2Connection {
     const input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
     let at = 0;
     this.inRead = true;
+    this.readAt = Date.now();
+    this.counts.roll(this.readAt);
     try {
       if (this.prefaceAt < PREFACE.length) {
         const n = Math.min(PREFACE.length - this.prefaceAt, input.length);
@@ -329,8 +457,9 @@ export class H2Connection {
         throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame must be SETTINGS');
       }
       this.settingsSeen = true;
+      clearTimeout(this.prefaceTimer);
     }
-    if (this.block !== undefined && (type !== FrameType.CONTINUATION || id !== this.block.stream)) {
+    if (this.blockStream !== 0 && (type !== FrameType.CONTINUATION || id !== this.blockStream)) {
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
     }
     switch (type) {
@@ -339,9 +468,7 @@ export class H2Connection {
       case FrameType.HEADERS:
         return this.onHeaders(flags, id, buf, start, end);
       case FrameType.PRIORITY:
-        if (id === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        if (end - start !== 5) this.streamError(id, ErrorCode.FRAME_SIZE_ERROR);
-        return;
+        return this.onPriority(id, buf, start, end);
       case FrameType.RST_STREAM:
         return this.onReset(id, buf, start, end);
       case FrameType.SETTINGS:
@@ -351,6 +478,7 @@ export class H2Connection {
       case FrameType.PING:
         if (id !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (end - start !== 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING of the wrong size');
+        if (++this.counts.pings > this.limits.pings) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'PING flood', 'ping-flood');
         if ((flags & Flag.ACK) === 0) this.writer.frame(FrameType.PING, Flag.ACK, 0, buf, start, end);
         return;
       case FrameType.GOAWAY:
@@ -365,14 +493,69 @@ export class H2Connection {
       case FrameType.CONTINUATION:
         return this.onContinuation(flags, id, buf, start, end);
       default:
-        return; // unknown frame types are ignored (RFC 9113 §4.1)
+        // Unknown frame types are ignored (RFC 9113 §4.1), up to a rate.
+        this.countIgnored();
+        return;
     }
+  }
+
+  private countIgnored(): void {
+    if (++this.counts.ignoredFrames > this.limits.ignoredFrames) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'flood of ignored frames', 'ignored-frame-flood');
+    }
+  }
+
+  /** A stream error the peer caused: RST_STREAM `code` on a stream that has no object (closed or never opened). */
+  private streamErrorOnClosed(id: number, code: number): void {
+    this.countStreamError();
+    this.writer.frameWords(FrameType.RST_STREAM, 0, id, code);
+  }
+
+  /** A stream error the peer caused, on a stream in the table. */
+  private streamError(stream: H2Stream, code: number): void {
+    this.countStreamError();
+    this.resetStream(stream, code, ClosedHow.resetByUs);
+  }
+
+  private countStreamError(): void {
+    if (++this.counts.streamErrors > this.limits.streamErrors) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many stream errors', 'stream-error-flood');
+    }
+  }
+
+  /**
+   * A frame on a stream with no object: idle (above the last stream opened) or closed. For a closed one, what
+   * the frame means depends on how it closed (RFC 9113 §5.1).
+   */
+  private onAbsentStream(id: number, type: number): void {
+    if (id > this.lastStreamId) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `frame of type ${type} on an idle stream`);
+    }
+    const how = this.closedStreams.lookup(id);
+    if (how === ClosedHow.resetByUs) return; // may have crossed our RST_STREAM
+    if (type === FrameType.RST_STREAM) {
+      // Never answered with RST_STREAM (RFC 9113 §5.4.2); from now on the peer has closed the stream itself.
+      if (how !== ClosedHow.unknown) this.closedStreams.remember(id, ClosedHow.resetByPeer);
+      return;
+    }
+    if (how === ClosedHow.resetByPeer) {
+      // The peer closed it itself: anything but PRIORITY afterwards is its error.
+      this.streamErrorOnClosed(id, ErrorCode.STREAM_CLOSED);
+      return;
+    }
+    if (how === ClosedHow.ended) {
+      if (type === FrameType.WINDOW_UPDATE) return; // may have crossed our END_STREAM
+      throw new H2ConnectionError(ErrorCode.STREAM_CLOSED, `frame of type ${type} on a stream the client ended`);
+    }
+    // Closed long ago (or never opened, below a newer stream).
+    if (type === FrameType.HEADERS) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}, below the last one opened`);
+    if (type === FrameType.DATA) this.streamErrorOnClosed(id, ErrorCode.STREAM_CLOSED);
   }
 
   private onData(flags: number, id: number, buf: Buffer, start: number, end: number): void {
     if (id === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on stream 0');
     const length = end - start;
-    // The whole frame counts against the windows, padding included (RFC 9113 §6.9.1).
+    // The whole frame counts against the windows, padding included (RFC 9113 §6.9.1), whatever its stream.
     this.connRecvWindow -= length;
     if (this.connRecvWindow < 0) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
     this.connRecvUnacked += length;
@@ -389,24 +572,35 @@ export class H2Connection {
       dataStart = start + 1;
       dataEnd = end - pad;
     }
+    const endStream = (flags & Flag.END_STREAM) !== 0;
+    if (dataEnd === dataStart && !endStream && ++this.counts.emptyFrames > this.limits.emptyFrames) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'flood of empty DATA frames', 'empty-frame-flood');
+    }
     const stream = this.streams.get(id);
     if (stream === undefined) {
-      if (id > this.lastStreamId) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'DATA on an idle stream');
-      return; // a stream we closed or reset: its DATA may still be in flight
-    }
-    if (stream.remoteClosed) {
-      this.resetStream(stream, ErrorCode.STREAM_CLOSED, true);
+      this.onAbsentStream(id, FrameType.DATA);
       return;
     }
+    if (stream.state === 'half-closed (remote)') {
+      this.streamError(stream, ErrorCode.STREAM_CLOSED);
+      return;
+    }
+    this.activeAt = this.readAt;
     stream.recvWindow -= length;
     if (stream.recvWindow < 0) {
-      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR, true);
+      this.streamError(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
-    const endStream = (flags & Flag.END_STREAM) !== 0;
     stream.received += dataEnd - dataStart;
     if (stream.declaredLength >= 0 && (stream.received > stream.declaredLength || (endStream && stream.received !== stream.declaredLength))) {
-      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR, true); // content-length does not match the body (RFC 9113 §8.1.1)
+      this.streamError(stream, ErrorCode.PROTOCOL_ERROR); // content-length does not match the body (RFC 9113 §8.1.1)
+      return;
+    }
+    if (stream.done) {
+      // Answered already: the body is dropped and its window not handed back, so the client sends at most one
+      // window of it; at the end of that window the stream is reset with NO_ERROR (RFC 9113 §8.1).
+      if (endStream) this.remoteEnd(stream);
+      else if (stream.recvWindow <= 0) this.resetStream(stream, ErrorCode.NO_ERROR, ClosedHow.resetByUs);
       return;
     }
     if (!endStream) {
@@ -418,13 +612,18 @@ export class H2Connection {
       }
     }
     if (dataEnd > dataStart) stream.ondata?.(buf.subarray(dataStart, dataEnd));
-    if (endStream && !stream.closed) this.remoteEnd(stream);
+    if (endStream && stream.state !== 'closed') this.remoteEnd(stream);
   }
 
+  /** The client's END_STREAM: open → half-closed (remote), half-closed (local) → closed. */
   private remoteEnd(stream: H2Stream): void {
-    stream.remoteClosed = true;
-    if (stream.localClosed) this.closeStream(stream, ErrorCode.NO_ERROR);
-    else stream.onend?.();
+    stream.remoteEnded = true;
+    if (stream.state === 'half-closed (local)') {
+      this.closeStream(stream, ErrorCode.NO_ERROR, ClosedHow.ended);
+      return;
+    }
+    stream.state = 'half-closed (remote)';
+    stream.onend?.();
   }
 
   private onHeaders(flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -445,23 +644,41 @@ export class H2Connection {
     if (blockStart > blockEnd) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if ((flags & Flag.END_HEADERS) === 0) {
-      const part = Buffer.from(buf.subarray(blockStart, blockEnd));
-      this.block = { stream: id, endStream, parts: [part], size: part.length };
+      // The block continues in CONTINUATION frames: collected in one buffer, counted and bounded as they arrive.
+      const length = blockEnd - blockStart;
+      this.blockStream = id;
+      this.blockEndStream = endStream;
+      this.blockFrames = 0;
+      this.blockLength = length;
+      this.blockBytes = Buffer.allocUnsafe(Math.max(4096, length * 2));
+      buf.copy(this.blockBytes, 0, blockStart, blockEnd);
       return;
     }
     this.headerBlock(id, endStream, buf, blockStart, blockEnd);
   }
 
   private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    const block = this.block;
-    if (block === undefined || block.stream !== id) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
-    block.size += end - start;
-    if (block.size > MAX_HEADER_BLOCK_BYTES) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large');
-    block.parts.push(Buffer.from(buf.subarray(start, end)));
+    if (this.blockStream === 0 || this.blockStream !== id) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
+    if (++this.blockFrames > this.maxContinuations) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block in too many CONTINUATION frames', 'continuation-flood');
+    }
+    const length = end - start;
+    const total = this.blockLength + length;
+    if (total > MAX_HEADER_BLOCK_BYTES) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large', 'header-block-too-large');
+    }
+    if (total > this.blockBytes.length) {
+      const bigger = Buffer.allocUnsafe(Math.min(MAX_HEADER_BLOCK_BYTES, Math.max(total, this.blockBytes.length * 2)));
+      this.blockBytes.copy(bigger, 0, 0, this.blockLength);
+      this.blockBytes = bigger;
+    }
+    buf.copy(this.blockBytes, this.blockLength, start, end);
+    this.blockLength = total;
     if ((flags & Flag.END_HEADERS) === 0) return;
-    this.block = undefined;
-    const whole = Buffer.concat(block.parts, block.size);
-    this.headerBlock(id, block.endStream, whole, 0, whole.length);
+    const block = this.blockBytes;
+    this.blockStream = 0;
+    this.blockBytes = EMPTY;
+    this.headerBlock(id, this.blockEndStream, block, 0, total);
   }
 
   /** A complete header block: a new request, or trailers of an open one. */
@@ -469,102 +686,161 @@ export class H2Connection {
     const fields: string[] = []; // new per block: cheaper than emptying one (V8 frees its storage on length = 0)
     let listSize: number;
     try {
-      listSize = this.decoder.decode(buf, start, end, fields);
+      // Decoded in full (the table is connection state) but kept only up to the limits.
+      listSize = this.decoder.decode(buf, start, end, fields, this.maxHeaderListSize, this.maxHeaderPairs + 1);
     } catch (e) {
       if (e instanceof HpackError) throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, `header compression: ${e.message}`);
       throw e;
     }
     const existing = this.streams.get(id);
     if (existing !== undefined) {
-      // Trailers: they must end the stream and carry no pseudo-header. Their fields are not passed on.
-      if (existing.remoteClosed) this.resetStream(existing, ErrorCode.STREAM_CLOSED, true);
-      else if (!endStream || hasPseudo(fields)) this.resetStream(existing, ErrorCode.PROTOCOL_ERROR, true);
-      else if (existing.declaredLength >= 0 && existing.received !== existing.declaredLength) this.resetStream(existing, ErrorCode.PROTOCOL_ERROR, true);
+      // Trailers: they must end the stream and carry no pseudo-header (RFC 9113 §8.1). Their fields are not passed on.
+      this.activeAt = this.readAt;
+      if (existing.state === 'half-closed (remote)') this.streamError(existing, ErrorCode.STREAM_CLOSED);
+      else if (!endStream || hasPseudo(fields)) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
+      else if (existing.declaredLength >= 0 && existing.received !== existing.declaredLength) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
       else this.remoteEnd(existing);
       return;
     }
     if (id <= this.lastStreamId) {
-      this.writer.frameWords(FrameType.RST_STREAM, 0, id, ErrorCode.STREAM_CLOSED);
+      this.onAbsentStream(id, FrameType.HEADERS);
       return;
     }
     this.lastStreamId = id;
-    if (this.goingAway || this.streams.size >= this.maxConcurrent) {
-      this.writer.frameWords(FrameType.RST_STREAM, 0, id, ErrorCode.REFUSED_STREAM);
+    this.activeAt = this.readAt;
+    if (this.goingAway) {
+      this.refuse(id);
+      return;
+    }
+    if (this.streams.size >= this.maxConcurrent) {
+      this.refused('stream-limit');
+      if (++this.counts.refusedStreams > this.limits.refusedStreams) {
+        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams over the limit', 'refused-stream-flood');
+      }
+      this.refuse(id);
       return;
     }
     const pseudo = { method: '', path: '', authority: '', scheme: '' };
     const headers: H2Headers = {};
-    const malformed = parseRequestFields(fields, pseudo, headers);
-    if (malformed !== undefined) {
-      this.writer.frameWords(FrameType.RST_STREAM, 0, id, ErrorCode.PROTOCOL_ERROR);
-      this.onError?.(new Error(`malformed request on stream ${id}: ${malformed}`));
+    const tooLarge = this.decoder.truncated || fields.length / 2 > this.maxHeaderPairs || listSize > this.maxHeaderListSize;
+    const malformed = tooLarge ? undefined : parseRequestFields(fields, pseudo, headers);
+    const length = headers['content-length'];
+    const declaredLength = length === undefined ? -1 : Number(length);
+    const badLength =
+      length !== undefined && (!(declaredLength >= 0 && Number.isSafeInteger(declaredLength)) || (endStream && declaredLength > 0))
+        ? 'a content-length the body does not match'
+        : undefined;
+    if (malformed !== undefined || badLength !== undefined) {
+      this.streamErrorOnClosed(id, ErrorCode.PROTOCOL_ERROR);
+      this.closedStreams.remember(id, ClosedHow.resetByUs);
+      this.onError?.(new Error(`malformed request on stream ${id}: ${malformed ?? badLength}`));
       return;
     }
-    const stream = new H2Stream(id, this, pseudo, headers, this.peerInitialWindow, this.initialWindow);
+    this.counts.windowCredit++;
+    const stream = new H2Stream(
+      id,
+      this,
+      pseudo,
+      headers,
+      declaredLength,
+      endStream ? 'half-closed (remote)' : 'open',
+      this.peerInitialWindow,
+      this.initialWindow,
+    );
     this.streams.set(id, stream);
-    if (listSize > this.maxHeaderListSize || fields.length / 2 > this.maxHeaderPairs) {
+    if (tooLarge) {
       // Too many or too large header fields: a clear answer, and the stream ends here.
+      this.refused('header-list-too-large');
       this.respond(stream, 431, { 'content-length': 0 }, true);
-      if (endStream && !stream.closed) this.remoteEnd(stream);
-      return;
-    }
-    if (stream.declaredLength !== -1 && !(stream.declaredLength >= 0 && Number.isSafeInteger(stream.declaredLength))) {
-      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR, true);
       return;
     }
     this.onStream(stream);
-    if (endStream && !stream.closed) {
-      if (stream.declaredLength > 0) this.resetStream(stream, ErrorCode.PROTOCOL_ERROR, true);
-      else this.remoteEnd(stream);
+    // END_STREAM on the HEADERS frame: the stream was half-closed (remote) from the start; the handler hears it
+    // now that it has set its callbacks.
+    if (endStream && !stream.done) stream.onend?.();
+  }
+
+  /** REFUSED_STREAM: not processed at all, so safe to retry (RFC 9113 §8.7). */
+  private refuse(id: number): void {
+    this.writer.frameWords(FrameType.RST_STREAM, 0, id, ErrorCode.REFUSED_STREAM);
+    this.closedStreams.remember(id, ClosedHow.resetByUs);
+  }
+
+  private onPriority(id: number, buf: Buffer, start: number, end: number): void {
+    if (id === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    this.countIgnored();
+    const stream = this.streams.get(id);
+    if (end - start !== 5) {
+      if (stream !== undefined) this.streamError(stream, ErrorCode.FRAME_SIZE_ERROR);
+      else this.streamErrorOnClosed(id, ErrorCode.FRAME_SIZE_ERROR);
+      return;
+    }
+    if ((buf.readUInt32BE(start) & 0x7fff_ffff) === id) {
+      // A stream cannot depend on itself (RFC 9113 §5.3.1): a stream error, whatever the stream's state.
+      if (stream !== undefined) this.streamError(stream, ErrorCode.PROTOCOL_ERROR);
+      else this.streamErrorOnClosed(id, ErrorCode.PROTOCOL_ERROR);
     }
   }
 
   private onReset(id: number, buf: Buffer, start: number, end: number): void {
     if (id === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
     if (end - start !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM of the wrong size');
-    if (id > this.lastStreamId) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
     const stream = this.streams.get(id);
-    if (stream === undefined) return;
-    const now = Date.now();
-    if (now - this.resetWindowStart >= 1_000) {
-      this.resetWindowStart = now;
-      this.resetsInWindow = 0;
+    if (stream === undefined) {
+      this.onAbsentStream(id, FrameType.RST_STREAM);
+      return;
     }
-    if (++this.resetsInWindow > this.maxResets) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams reset by the peer');
-    this.resetStream(stream, buf.readUInt32BE(start), false);
+    // Resetting a request being served costs us its work: counted ("rapid reset"). One already answered costs nothing.
+    if (!stream.done && ++this.counts.peerResets > this.limits.peerResets) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams reset by the peer', 'rapid-reset');
+    }
+    this.resetStream(stream, buf.readUInt32BE(start), ClosedHow.resetByPeer);
   }
 
   private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
     if (id !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (++this.counts.settings > this.limits.settings) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'SETTINGS flood', 'settings-flood');
     if ((flags & Flag.ACK) !== 0) {
       if (end !== start) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
       return;
     }
     if ((end - start) % 6 !== 0) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS of the wrong size');
+    if ((end - start) / 6 > this.maxSettingsEntries) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'SETTINGS with too many entries', 'settings-entries');
+    }
+    let initialWindow = -1;
     for (let at = start; at < end; at += 6) {
       const setting = buf.readUInt16BE(at);
       const value = buf.readUInt32BE(at + 2);
       if (setting === Setting.ENABLE_PUSH && value > 1) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH above 1');
       if (setting === Setting.INITIAL_WINDOW_SIZE) {
         if (value > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE above 2^31-1');
-        const delta = value - this.peerInitialWindow;
-        this.peerInitialWindow = value;
-        this.streams.forEach((stream) => {
-          stream.sendWindow += delta;
-          if (stream.sendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
-        });
-        if (delta > 0) this.streams.forEach((stream) => this.pump(stream));
+        initialWindow = value; // the last one in the frame counts: applied once, below
       } else if (setting === Setting.MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME_SIZE || value > 0xff_ffff) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
         this.peerMaxFrame = value;
       }
       // HEADER_TABLE_SIZE: we never index responses (and say so in our first block); the rest is advisory.
     }
+    // The ACK goes first: a peer may only count on the new window once it has seen it acknowledged, and a strict
+    // client (Python's h2) treats DATA beyond its old window, arriving before the ACK, as a flow-control error.
     this.writer.frame(FrameType.SETTINGS, Flag.ACK, 0);
+    if (initialWindow < 0) return;
+    const delta = initialWindow - this.peerInitialWindow;
+    this.peerInitialWindow = initialWindow;
+    if (delta === 0) return;
+    this.streams.forEach((stream) => {
+      stream.sendWindow += delta;
+      if (stream.sendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
+    });
+    if (delta > 0) this.streams.forEach((stream) => this.pump(stream));
   }
 
   private onWindowUpdate(id: number, buf: Buffer, start: number, end: number): void {
     if (end - start !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE of the wrong size');
+    if (++this.counts.windowUpdates > this.limits.windowUpdates + this.counts.windowCredit) {
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'WINDOW_UPDATE flood', 'window-update-flood');
+    }
     const increment = buf.readUInt32BE(start) & 0x7fff_ffff;
     if (id === 0) {
       if (increment === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
@@ -577,16 +853,16 @@ export class H2Connection {
     }
     const stream = this.streams.get(id);
     if (stream === undefined) {
-      if (id > this.lastStreamId) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+      this.onAbsentStream(id, FrameType.WINDOW_UPDATE);
       return;
     }
     if (increment === 0) {
-      this.resetStream(stream, ErrorCode.PROTOCOL_ERROR, true);
+      this.streamError(stream, ErrorCode.PROTOCOL_ERROR);
       return;
     }
     stream.sendWindow += increment;
     if (stream.sendWindow > MAX_WINDOW) {
-      this.resetStream(stream, ErrorCode.FLOW_CONTROL_ERROR, true);
+      this.streamError(stream, ErrorCode.FLOW_CONTROL_ERROR);
       return;
     }
     this.pump(stream);
@@ -625,7 +901,7 @@ export class H2Connection {
 
   /** @internal */
   respond(stream: H2Stream, status: number, headers: H2ResponseHeaders, endStream: boolean): void {
-    if (stream.closed || stream.headersSent) return;
+    if (stream.done || stream.headersSent) return;
     stream.headersSent = true;
     this.headerFrames(stream.id, this.encodeFields(headers, Buffer.isBuffer(headers) ? undefined : status), endStream);
     if (endStream) this.localEnd(stream);
@@ -634,7 +910,7 @@ export class H2Connection {
 
   /** @internal Queues data (and the end of the response, with trailers or not) and sends what the windows allow. */
   sendData(stream: H2Stream, data: Uint8Array, end: boolean, trailers: Buffer | undefined): void {
-    if (stream.closed || stream.pendingEnd) return;
+    if (stream.done || stream.pendingEnd) return;
     if (!stream.headersSent) throw new Error('respond() before writing a body');
     if (data.length > 0) {
       const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.length);
@@ -651,7 +927,7 @@ export class H2Connection {
 
   /** Sends as much of a stream's queued data as both windows and the peer's frame size allow. */
   private pump(stream: H2Stream): void {
-    if (stream.closed) return;
+    if (stream.done) return;
     const hadPending = stream.pendingBytes > 0;
     while (stream.pendingBytes > 0) {
       const allowed = Math.min(stream.sendWindow, this.connSendWindow, this.peerMaxFrame);
@@ -665,6 +941,7 @@ export class H2Connection {
       const last = n === head.length && stream.pending.length === 1;
       const endHere = last && stream.pendingEnd && stream.pendingTrailers === undefined;
       this.writer.frame(FrameType.DATA, endHere ? Flag.END_STREAM : 0, stream.id, head, 0, n);
+      this.counts.windowCredit++;
       stream.sendWindow -= n;
       this.connSendWindow -= n;
       stream.pendingBytes -= n;
@@ -675,9 +952,15 @@ export class H2Connection {
         return;
       }
     }
-    if (stream.pendingEnd && !stream.localClosed) {
-      if (stream.pendingTrailers !== undefined) this.headerFrames(stream.id, stream.pendingTrailers, true);
-      else this.writer.frame(FrameType.DATA, Flag.END_STREAM, stream.id);
+    if (stream.pendingEnd) {
+      if (stream.pendingTrailers !== undefined) {
+        this.headerFrames(stream.id, stream.pendingTrailers, true);
+      } else {
+        // An END_STREAM-only DATA frame waits for the stream's window to open, as nghttp2's does: a client that
+        // set its window to 0 has not asked for the end of the response yet, and the stream stays counted.
+        if (stream.sendWindow <= 0) return;
+        this.writer.frame(FrameType.DATA, Flag.END_STREAM, stream.id);
+      }
       this.localEnd(stream);
       return;
     }
@@ -687,53 +970,64 @@ export class H2Connection {
     }
   }
 
-  /** Our side of the stream is done: closed if the request is too, else the rest of its body is refused. */
+  /**
+   * Our END_STREAM is out: the stream closes if the client's came already; otherwise it is half-closed (local),
+   * the handler's part is over, and the connection reads the rest of the request itself (see {@link H2Stream}).
+   */
   private localEnd(stream: H2Stream): void {
-    stream.localClosed = true;
-    if (stream.remoteClosed) {
-      this.closeStream(stream, ErrorCode.NO_ERROR);
+    if (stream.state === 'half-closed (remote)') {
+      this.closeStream(stream, ErrorCode.NO_ERROR, ClosedHow.ended);
       return;
     }
-    // Answered before the request ended: tell the peer to stop sending (RFC 9113 §8.1).
-    this.writer.frameWords(FrameType.RST_STREAM, 0, stream.id, ErrorCode.NO_ERROR);
-    this.closeStream(stream, ErrorCode.NO_ERROR);
+    stream.state = 'half-closed (local)';
+    this.draining++;
+    this.finish(stream, ErrorCode.NO_ERROR);
+    // Nothing more of the body will be taken than what its window already allows.
+    if (stream.recvWindow <= 0) this.resetStream(stream, ErrorCode.NO_ERROR, ClosedHow.resetByUs);
+    else this.endIfIdle();
   }
 
-  /** @internal Resets a stream; `send` says whether the RST_STREAM is ours to send (not the peer's). */
-  resetStream(stream: H2Stream, code: number, send: boolean): void {
-    if (stream.closed) return;
-    if (send) {
+  /** @internal Resets a stream: RST_STREAM `code` sent by us (`resetByUs`) or received (`resetByPeer`). */
+  resetStream(stream: H2Stream, code: number, how: ClosedHow): void {
+    if (stream.state === 'closed') return;
+    if (how === ClosedHow.resetByUs) {
       this.writer.frameWords(FrameType.RST_STREAM, 0, stream.id, code);
       this.queueFlush();
     }
-    this.closeStream(stream, code === ErrorCode.NO_ERROR && !send ? ErrorCode.CANCEL : code);
+    this.closeStream(stream, code === ErrorCode.NO_ERROR && how === ClosedHow.resetByPeer ? ErrorCode.CANCEL : code, how);
   }
 
-  private streamError(id: number, code: number): void {
-    const stream = this.streams.get(id);
-    if (stream !== undefined) this.resetStream(stream, code, true);
-    else this.writer.frameWords(FrameType.RST_STREAM, 0, id, code);
-  }
-
-  private closeStream(stream: H2Stream, code: number): void {
-    stream.closed = true;
+  /** The handler's part ends: `onclose` once, and the callbacks let go. */
+  private finish(stream: H2Stream, code: number): void {
+    if (stream.done) return;
+    stream.done = true;
     stream.pending = [];
     stream.pendingBytes = 0;
-    this.streams.delete(stream.id);
     const blockedAt = this.blocked.indexOf(stream);
     if (blockedAt !== -1) this.blocked.splice(blockedAt, 1);
     const onclose = stream.onclose;
     stream.ondata = stream.onend = stream.onclose = stream.ondrain = undefined;
     onclose?.(code, stream);
+  }
+
+  private closeStream(stream: H2Stream, code: number, how: ClosedHow): void {
+    if (stream.state === 'half-closed (local)') this.draining--;
+    stream.state = 'closed';
+    this.streams.delete(stream.id);
+    this.closedStreams.remember(stream.id, how);
+    this.finish(stream, code);
+    if (this.streams.size === 0) this.activeAt = this.inRead ? this.readAt : Date.now();
     this.endIfIdle();
   }
 
+  /** Going away and no stream left to serve: streams only draining a request body are reset (NO_ERROR), then the end. */
   private endIfIdle(): void {
-    if (this.goingAway && this.streams.size === 0 && !this.dead) {
-      this.flush();
-      this.socket.end();
-      this.closed(); // nothing more is read or written
-    }
+    if (!this.goingAway || this.dead || this.streams.size !== this.draining || this.ending) return;
+    this.ending = true;
+    this.streams.forEach((stream) => this.resetStream(stream, ErrorCode.NO_ERROR, ClosedHow.resetByUs));
+    this.flush();
+    this.socket.end();
+    this.closed(); // nothing more is read or written
   }
 
   private queueFlush(): void {
@@ -747,8 +1041,9 @@ export class H2Connection {
     if (this.writer.size === 0 || this.dead || this.socket.destroyed) return;
     this.socket.write(this.writer.take());
     if (this.reading && this.socket.writableLength > this.maxOutput) {
-      // The peer is not reading what we send: stop reading what it sends until it does.
+      // The peer is not reading what we send: stop reading what it sends until it does (and cut it if it never does).
       this.reading = false;
+      this.pausedAt = Date.now();
       this.socket.pause();
     }
   }
@@ -756,6 +1051,7 @@ export class H2Connection {
   /** A connection error: GOAWAY with its code, then the socket is ended (RFC 9113 §5.4.1). */
   private fail(e: unknown): void {
     const code = e instanceof H2ConnectionError ? e.code : ErrorCode.INTERNAL_ERROR;
+    if (e instanceof H2ConnectionError && e.reason !== undefined) this.refused(e.reason);
     this.onError?.(e instanceof Error ? e : new Error(String(e)));
     if (!this.dead && !this.socket.destroyed) {
       this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, code);
@@ -772,7 +1068,10 @@ export class H2Connection {
     if (this.dead) return;
     this.dead = true;
     this.input = EMPTY;
-    this.streams.forEach((stream) => this.closeStream(stream, ErrorCode.CANCEL));
+    this.blockBytes = EMPTY;
+    clearTimeout(this.prefaceTimer);
+    unwatch(this);
+    this.streams.forEach((stream) => this.closeStream(stream, ErrorCode.CANCEL, ClosedHow.resetByUs));
     for (const listener of this.closeListeners.splice(0)) listener();
   }
 }

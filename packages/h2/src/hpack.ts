@@ -238,6 +238,8 @@ export class HpackDecoder {
   /** When ≥ 0, the next block must start with a size update ≤ this (we lowered the limit). */
   private requiredUpdate = -1;
   private scratch: Buffer = Buffer.alloc(256);
+  /** True when the last {@link decode} stopped appending fields at one of its limits. */
+  truncated = false;
 
   /**
    * `maxTableSize` is both the limit we advertise and the table's initial maximum size: 4096 (the
@@ -304,14 +306,21 @@ export class HpackDecoder {
    * list size (RFC 7541 §4.1: name + value octets + 32 per field), for SETTINGS_MAX_HEADER_LIST_SIZE.
    * Throws {@link HpackError} on any malformed input (fields decoded before the error stay in `out`),
    * RangeError when `[start, end)` is not inside `block` (a caller bug, not a peer error).
+   *
+   * Limits are applied while decoding, not after: once the list passes `maxListSize` octets or `out` holds
+   * `maxFields` fields, no more fields are appended (the block is still decoded to its end, so the dynamic
+   * table stays in step with the peer's) and {@link truncated} is true. A block of 4 KB that references one
+   * large table entry thousands of times (an "HPACK bomb") so costs a walk over its bytes, not a list of it.
    */
-  decode(block: Buffer, start: number, end: number, out: string[]): number {
+  decode(block: Buffer, start: number, end: number, out: string[], maxListSize = Infinity, maxFields = Infinity): number {
     if (start < 0 || start > end || end > block.length) {
       throw new RangeError(`HPACK: block range [${start}, ${end}) outside a buffer of ${block.length} octets`);
     }
     let p = start;
     let listSize = 0;
     let fieldSeen = false;
+    const maxOut = maxFields * 2;
+    let keep = true;
     while (p < end) {
       const b = block[p] ?? 0;
       if (this.requiredUpdate >= 0 && (b & 0xe0) !== 0x20) {
@@ -337,8 +346,9 @@ export class HpackDecoder {
           name = this.names[pos] ?? '';
           value = this.values[pos] ?? '';
         }
-        out.push(name, value);
         listSize += name.length + value.length + ENTRY_OVERHEAD;
+        if (keep && (listSize > maxListSize || out.length >= maxOut)) keep = false;
+        if (keep) out.push(name, value);
         fieldSeen = true;
         continue;
       }
@@ -376,10 +386,12 @@ export class HpackDecoder {
       const value = this.readString(block, p, end);
       p = cursor;
       if (indexing) this.insert(name, value);
-      out.push(name, value);
       listSize += name.length + value.length + ENTRY_OVERHEAD;
+      if (keep && (listSize > maxListSize || out.length >= maxOut)) keep = false;
+      if (keep) out.push(name, value);
       fieldSeen = true;
     }
+    this.truncated = !keep;
     if (this.requiredUpdate >= 0) throw new HpackError(MISSING_UPDATE);
     return listSize;
   }
