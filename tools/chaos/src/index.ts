@@ -4,11 +4,30 @@
  *
  * @packageDocumentation
  */
-export { FAULT_KINDS, createRandom, createSchedule, formatFault } from './schedule.js';
+export {
+  FAULT_KINDS,
+  FORWARD_OFFSETS_SECONDS,
+  FULL_ROUND_SECONDS,
+  createRandom,
+  createSchedule,
+  formatFault,
+  keepAliveOf,
+  parseFaultKinds,
+} from './schedule.js';
 export type { Fault, FaultKind, Schedule, ScheduleOptions } from './schedule.js';
-export { MAX_REPORTED, checkClockBound, checkHandedOut, checkHolders, expandBlocks, findDuplicates, outageWindows } from './verify.js';
+export {
+  MAX_REPORTED,
+  checkClockBound,
+  checkHandedOut,
+  checkHolders,
+  duplicatesPerWindow,
+  expandBlocks,
+  findDuplicates,
+  outageWindows,
+} from './verify.js';
 export type {
   CallerTimeline,
+  ClockAllowance,
   ClockBoundReport,
   DuplicateReport,
   HandedOutReport,

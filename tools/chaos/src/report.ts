@@ -25,6 +25,9 @@ export function formatReport(r: ChaosResult): string[] {
   out.push('');
   out.push(`rule 1, zero duplicates: ${ok(r.duplicates.duplicates + r.handedOutDuplicates.duplicates)}`);
   out.push(`  ${n(r.duplicates.checked)} IDs received from nodes checked (every ID of every block), ${r.duplicates.duplicates} duplicates`);
+  if (r.duplicatesByFault.length > 0) {
+    out.push(`  by the fault window their millisecond lies in: ${r.duplicatesByFault.map((d) => `${d.label}: ${n(d.duplicates)}`).join('; ')}`);
+  }
   out.push(`  ${n(r.handedOutDuplicates.checked)} IDs handed out by the clients checked, ${r.handedOutDuplicates.duplicates} duplicates`);
   out.push(`  ${n(r.handedOut.checked)} handed-out IDs traced to a received block: ${r.handedOut.invented} invented ${ok(r.handedOut.invented)}`);
   for (const d of [...r.duplicates.examples, ...r.handedOutDuplicates.examples, ...r.handedOut.examples].slice(0, 10)) out.push(`    ${d}`);

@@ -18,6 +18,7 @@ import {
   checkClockBound,
   checkHandedOut,
   checkHolders,
+  duplicatesPerWindow,
   expandBlocks,
   findDuplicates,
   outageWindows,
@@ -102,6 +103,8 @@ export interface ChaosResult {
   /** Faults not begun in time (recoveries took long); empty normally. */
   readonly skipped: readonly Fault[];
   readonly duplicates: DuplicateReport;
+  /** The duplicates by the fault window their millisecond lies in (empty without duplicates). */
+  readonly duplicatesByFault: readonly { label: string; duplicates: number }[];
   readonly handedOutDuplicates: DuplicateReport;
   readonly handedOut: HandedOutReport;
   readonly holders: HolderReport;
@@ -558,7 +561,8 @@ async function verify(
   const blocks: ReceivedBlock[] = [...all.flatMap((c) => c.blocks), ...probeBlocks];
 
   // Rule 1 over every ID a node handed to any caller, and over every ID the clients handed out.
-  const duplicates = findDuplicates(expandBlocks(blocks));
+  const receivedIds = expandBlocks(blocks);
+  const duplicates = findDuplicates(receivedIds); // sorts receivedIds
   let handedTotal = 0;
   for (const c of all) handedTotal += c.handedOut.length;
   const handedAll = new BigUint64Array(handedTotal);
@@ -596,6 +600,7 @@ async function verify(
     failureMs: c.timeline.failureMs.map((t) => t - s.loadStart),
   }));
   const outages = outageWindows(timelines, windows, s.loadMs);
+  const duplicatesByFault = duplicates.duplicates === 0 ? [] : duplicatesPerWindow(receivedIds, windows, s.loadStart);
 
   // Fence expectations, from the nodes' own log lines (one per fence, with its reason).
   const fenceEvents = s.fleet.fences;
@@ -665,6 +670,7 @@ async function verify(
     faults: s.records,
     skipped: s.skipped,
     duplicates,
+    duplicatesByFault,
     handedOutDuplicates,
     handedOut,
     holders,

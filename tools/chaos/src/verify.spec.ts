@@ -3,6 +3,7 @@ import {
   checkClockBound,
   checkHandedOut,
   checkHolders,
+  duplicatesPerWindow,
   expandBlocks,
   findDuplicates,
   outageWindows,
@@ -123,6 +124,30 @@ describe('checkHolders (rule 2)', () => {
     expect(r.violations).toEqual([]);
     expect(r.slots).toBe(2);
     expect(r.handovers).toBe(0);
+  });
+});
+
+describe('duplicatesPerWindow', () => {
+  it('charges each duplicate to the window its millisecond lies in', () => {
+    const ids = expandBlocks([
+      block('a', id(T0 + 100, 0), 3, T0),
+      block('b', id(T0 + 100, 0), 2, T0), // 2 duplicates at +100 ms
+      block('a', id(T0 + 5000, 1), 1, T0),
+      block('b', id(T0 + 5000, 1), 1, T0), // 1 at +5 s
+      block('c', id(T0 + 9000, 2), 1, T0),
+      block('c', id(T0 + 9000, 2), 1, T0), // 1 outside every window
+      block('d', id(T0 + 200, 3), 5, T0), // no duplicate
+    ]);
+    expect(findDuplicates(ids).duplicates).toBe(4);
+    const windows = [
+      { label: '#1 kill-node', startMs: 0, endMs: 1000 },
+      { label: '#2 partition-clock-forward', startMs: 1000, endMs: 8000 },
+    ];
+    expect(duplicatesPerWindow(ids, windows, T0)).toEqual([
+      { label: '#1 kill-node', duplicates: 2 },
+      { label: '#2 partition-clock-forward', duplicates: 1 },
+      { label: '(none)', duplicates: 1 },
+    ]);
   });
 });
 

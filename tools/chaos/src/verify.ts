@@ -59,6 +59,28 @@ export function findDuplicates(ids: BigUint64Array): DuplicateReport {
   return { checked: ids.length, duplicates, examples };
 }
 
+/**
+ * Duplicates charged to the window (fault) in which their millisecond lies, for the report: which fault
+ * produced them. `sortedIds` is sorted ascending (as {@link findDuplicates} leaves it); `windows` are in
+ * wall ms relative to `originMs`. A duplicate outside every window is charged to `(none)`.
+ */
+export function duplicatesPerWindow(
+  sortedIds: BigUint64Array,
+  windows: readonly Window[],
+  originMs: number,
+  layout: Layout = DEFAULT_LAYOUT,
+): { label: string; duplicates: number }[] {
+  const counts = new Map<string, number>();
+  for (let i = 1; i < sortedIds.length; i++) {
+    if (sortedIds[i] !== sortedIds[i - 1]) continue;
+    const at = layout.unixMsOf(sortedIds[i] as bigint) - originMs;
+    const w = windows.find((x) => at >= x.startMs && at < x.endMs);
+    const label = w?.label ?? '(none)';
+    counts.set(label, (counts.get(label) ?? 0) + 1);
+  }
+  return [...counts.entries()].map(([label, duplicates]) => ({ label, duplicates }));
+}
+
 /** Every ID of `blocks`, expanded, in one array (for {@link findDuplicates}). */
 export function expandBlocks(blocks: readonly ReceivedBlock[]): BigUint64Array {
   let total = 0;
