@@ -18,7 +18,7 @@ import {
   universalResponseToNodeResponse,
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
-import { ErrorCode, H2Connection, type H2Stream } from '@idgen/h2';
+import { ErrorCode, H2Connection, type H2RefusalReason, type H2Stream } from '@idgen/h2';
 import { installStreamTable } from '@idgen/http2-stream-table';
 import type { HostPort } from './config.js';
 import { DeadlineQueue } from './deadline-queue.js';
@@ -88,6 +88,18 @@ export interface ServingServerOptions {
   readonly onHandlerError?: (e: unknown) => void;
   /** Called for connection-level errors worth a debug line (a client's garbage is not an error of ours). */
   readonly onConnectionError?: (e: Error) => void;
+  /**
+   * Most connections open at once (HTTP/1.1 and HTTP/2, sniffing included); one more is closed as it arrives
+   * (`net.Server.maxConnections`). Default 4,096: an idle connection costs ~20 KB, so the cap bounds what a
+   * client that opens connections in a loop can hold.
+   */
+  readonly maxConnections?: number;
+  /**
+   * Called for each refusal: what @idgen/h2 refused on a connection (a flood cut, a lifetime over, a stream
+   * refused or answered 431; see its README) and `connection-limit` for a connection over `maxConnections`.
+   * For a counter by reason.
+   */
+  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit') => void;
   /**
    * Called (once) when node:http2's internals are not what @idgen/http2-stream-table works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
@@ -389,6 +401,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       maxHeaderPairs: 64,
       initialWindowSize: 64 * 1024,
       onError: (e) => options.onConnectionError?.(e),
+      onRefusal: options.onRefusal,
     });
     h2Connections.add(connection);
     connection.onClose(() => h2Connections.delete(connection));
@@ -430,6 +443,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     };
     socket.on('data', sniff);
   });
+  server.maxConnections = options.maxConnections ?? 4_096;
+  server.on('drop', () => options.onRefusal?.('connection-limit'));
   // A connection error (bad SETTINGS length, bad header compression, DATA on an idle stream: found by fuzzing,
   // test/fuzz-wire.spec.ts) makes nghttp2 send GOAWAY and stop reading the socket, and node:http2 says nothing
   // (no 'error', 'goaway' or 'frameError' on the session, no state to read): the socket would be held until the

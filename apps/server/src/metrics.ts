@@ -23,6 +23,8 @@ export const ServerMetrics = {
   timeouts: 'idgen.server.request.timeouts',
   /** Counter: IDs handed out by NextIds. */
   idsServed: 'idgen.server.ids.served',
+  /** Counter: what the serving port refused a client (an HTTP/2 flood, a lifetime, a stream, a connection), by reason. */
+  h2Refusals: 'idgen.h2.refusals',
 } as const;
 
 /** Attribute keys (low cardinality: method names and status codes only). */
@@ -30,6 +32,8 @@ export const ServerAttributes = {
   method: 'rpc.method',
   service: 'rpc.service',
   code: 'rpc.response.status_code',
+  /** Why a client was refused (a closed set: @idgen/h2's H2RefusalReason and `connection-limit`). */
+  reason: 'reason',
 } as const;
 
 /** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (DESIGN §3). */
@@ -118,6 +122,8 @@ export interface ServerMetricsHandle {
   readonly interceptor: Interceptor;
   /** Counts a request the server cancelled at its deadline. */
   countTimeout(): void;
+  /** Counts one refusal of the serving port by its reason (ServingServerOptions.onRefusal). */
+  countRefusal(reason: string): void;
   /** Records one RPC answered outside connect-es (fast-path.ts): `code` undefined means ok. */
   recordRpc(service: string, method: string, code: Code | undefined, startNs: bigint, ids: number): void;
   /** Serves Prometheus text at `/metrics` on `listen`; resolves with the bound address. */
@@ -162,6 +168,11 @@ export function createServerMetrics(): ServerMetricsHandle {
     unit: '{request}',
   });
 
+  const refusals = meter.createCounter(ServerMetrics.h2Refusals, {
+    description: 'Clients the serving port refused: HTTP/2 floods and limits cut, lifetimes over, streams refused, connections over the cap.',
+    unit: '{refusal}',
+  });
+
   const record = (service: string, method: string, code: string, startNs: bigint): void => {
     const key = `${service}/${method}/${code}`;
     let c = calls.get(key);
@@ -199,6 +210,7 @@ export function createServerMetrics(): ServerMetricsHandle {
     meter: (scope) => provider.getMeter(scope),
     interceptor,
     countTimeout: () => timeouts.add(1),
+    countRefusal: (reason) => refusals.add(1, { [ServerAttributes.reason]: reason }),
     recordRpc(service, method, code, startNs, ids) {
       record(service, method, code === undefined ? 'ok' : codeName(code), startNs);
       idsServedTotal += ids;
