@@ -91,15 +91,21 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
   const forward = (link: Link, from: Socket, to: Socket): void => {
     const queue: { due: number; chunk: Buffer | null }[] = [];
     let timer: NodeJS.Timeout | undefined;
+    let draining = false;
     const deliver = (chunk: Buffer | null): void => {
       if (to.destroyed) return;
       if (chunk === null) {
         to.end();
         return;
       }
-      if (!to.write(chunk)) {
+      // Backpressure: stop reading until the slow side has taken what it was given (one listener at a time).
+      if (!to.write(chunk) && !draining) {
+        draining = true;
         from.pause();
-        to.once('drain', () => from.resume());
+        to.once('drain', () => {
+          draining = false;
+          from.resume();
+        });
       }
     };
     const flush = (): void => {
