@@ -434,8 +434,9 @@ function failHttp2(stream: ServerHttp2Stream, protocol: Protocol, error: Connect
 }
 
 /**
- * {@link failHttp2} on an @idgen/h2 stream. A body not read to its end needs nothing more: a stream answered
- * before its request ended is reset with NO_ERROR by the connection itself (RFC 9113 §8.1).
+ * {@link failHttp2} on an @idgen/h2 stream. A body not read to its end needs nothing more: the connection reads
+ * and drops the rest of a request answered before it ended (at most what is left of its stream window, then
+ * RST_STREAM NO_ERROR, RFC 9113 §8.1), and the stream's `onclose` comes with the answer.
  */
 function failH2(stream: H2Stream, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder): void {
   record?.(error.code, start, 0);
