@@ -1,6 +1,7 @@
 import { createGuardedMinter, createTimeSourceCheck, type GuardedMinter } from '@idgen/clock-guard';
 import { createStandaloneLease } from '@idgen/lease';
-import { cleanupAll } from '@idgen/testing';
+import { join } from 'node:path';
+import { cleanupAll, tempDirSync } from '@idgen/testing';
 import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from '../test/chrony-stub.js';
 import { boot, type BootLogger } from './boot.js';
 
@@ -24,7 +25,8 @@ function parts(chronyLine: string) {
   const stub = createChronyStub(chronyLine);
   guard = createGuardedMinter({ region: 1 });
   const timeSource = createTimeSourceCheck({ mode: 'chrony', guard, chronycPath: stub.path, intervalMs: 60_000 });
-  const lease = createStandaloneLease({ region: 1, workers: '3-3', nodeId: 'boot-test' }, guard);
+  const stateFile = join(tempDirSync('boot').path, 'state.json');
+  const lease = createStandaloneLease({ region: 1, workers: '3-3', nodeId: 'boot-test', stateFile }, guard);
   return { stub, guard, timeSource, lease, logger: recordingLogger() };
 }
 

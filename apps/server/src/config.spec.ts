@@ -1,13 +1,19 @@
 import { FLAGS, helpText, parseConfig, type ServerConfig } from './config.js';
 
+/** Without etcd, the cases below are standalone by name (the rule itself: 'standalone only by name'). */
+function standaloneUnlessEtcd(argv: string[], env: Record<string, string>): string[] {
+  const named = [...argv, ...Object.keys(env).map((k) => k.replace(/^IDGEN_/, '--').toLowerCase())];
+  return named.includes('--etcd') || named.includes('--standalone') ? argv : ['--standalone', ...argv];
+}
+
 function config(argv: string[], env: Record<string, string> = {}): ServerConfig {
-  const outcome = parseConfig(argv, env);
+  const outcome = parseConfig(standaloneUnlessEtcd(argv, env), env);
   if (outcome.kind !== 'config') throw new Error(`expected a config, got exit ${outcome.code}: ${outcome.stderr}`);
   return outcome.config;
 }
 
-function failure(argv: string[], env: Record<string, string> = {}): string {
-  const outcome = parseConfig(argv, env);
+function failure(argv: string[], env: Record<string, string> = {}, exact = false): string {
+  const outcome = parseConfig(exact ? argv : standaloneUnlessEtcd(argv, env), env);
   if (outcome.kind !== 'exit') throw new Error(`expected exit 2, got a config ${JSON.stringify(outcome.config)}`);
   expect(outcome.code).toBe(2);
   expect(outcome.stdout).toBe('');
@@ -19,6 +25,17 @@ function failure(argv: string[], env: Record<string, string> = {}): string {
 }
 
 describe('parseConfig', () => {
+  it('runs standalone only when asked by name, on a state file named by region (issue 12)', () => {
+    expect(failure([], {}, true)).toMatch(/give --etcd <urls> \(production\) or --standalone/);
+    expect(failure(['--region', '2'], { IDGEN_STANDALONE: '0' }, true)).toMatch(/or --standalone/);
+    expect(failure(['--standalone', '--etcd', 'http://127.0.0.1:2379', '--region', '2'], {}, true)).toMatch(/not both/);
+    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--state-file', '/x'], {}, true)).toMatch(/applies only with --standalone/);
+    expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toMatch(/idgen-standalone-region-2\.json$/);
+    expect(config(['--standalone', '--state-file', '/var/lib/idgen/s.json']).standalone).toEqual({ stateFile: '/var/lib/idgen/s.json' });
+    expect(config([], { IDGEN_STANDALONE: 'true', IDGEN_STATE_FILE: '/s.json' }).standalone).toEqual({ stateFile: '/s.json' });
+    expect(config(['--etcd', 'http://127.0.0.1:2379', '--region', '2']).standalone).toBeUndefined();
+  });
+
   it('has the documented defaults (standalone, 127.0.0.1:8080, metrics on 9464)', () => {
     const c = config([]);
     expect(c).toMatchObject({
@@ -84,11 +101,14 @@ describe('parseConfig', () => {
       IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
       IDGEN_HTTP2_SERVER: 'node',
     };
-    // Every flag has a variable, and this test sets each one.
-    expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).sort());
+    // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
+    // etcd (read from the environment in 'runs standalone only when asked by name').
+    const standalonePair = ['IDGEN_STANDALONE', 'IDGEN_STATE_FILE'];
+    expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).filter((e) => !standalonePair.includes(e)).sort());
     expect(config([], env)).toEqual({
       region: 3,
       etcd: ['http://10.0.0.1:2379'],
+      standalone: undefined,
       etcdPrefix: '/p',
       listen: { host: '::1', port: 9000 },
       advertise: '[::1]:9000',

@@ -1,3 +1,5 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import { defaultNodeId, isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
@@ -12,8 +14,13 @@ export interface HostPort {
 export interface ServerConfig {
   /** Region code this node mints for. */
   readonly region: number;
-  /** etcd client URLs; `undefined` runs standalone on the in-process lease store (one node only). */
+  /** etcd client URLs; `undefined` only in standalone mode, asked for by name (`standalone`). */
   readonly etcd: readonly string[] | undefined;
+  /**
+   * Standalone mode (one node, no etcd, for development), asked for by name with `--standalone` (DESIGN §6,
+   * §8.5), and the state file that keeps its last millisecond across restarts; `undefined` with etcd.
+   */
+  readonly standalone: { readonly stateFile: string } | undefined;
   /** Key prefix in etcd (DESIGN §5), no trailing slash. */
   readonly etcdPrefix: string;
   /** Where Connect, gRPC, gRPC-Web, `/healthz` and `/readyz` are served. Port 0 picks a free port. */
@@ -95,8 +102,22 @@ export const FLAGS: readonly FlagSpec[] = [
     flags: '--etcd <urls>',
     key: 'etcd',
     env: 'IDGEN_ETCD',
-    description: 'comma-separated etcd client URLs (http://host:port); absent: standalone single-node development mode',
-    defaultDescription: 'none (standalone)',
+    description: 'comma-separated etcd client URLs (http://host:port); required unless --standalone',
+  },
+  {
+    flags: '--standalone',
+    key: 'standalone',
+    env: 'IDGEN_STANDALONE',
+    description:
+      'one node, no etcd, for development only: worker slots from an in-process store (a second node WILL mint duplicates); ' +
+      'the environment variable takes 1 or 0',
+  },
+  {
+    flags: '--state-file <path>',
+    key: 'stateFile',
+    env: 'IDGEN_STATE_FILE',
+    description: 'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
+    defaultDescription: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
   },
   { flags: '--etcd-prefix <prefix>', key: 'etcdPrefix', env: 'IDGEN_ETCD_PREFIX', description: 'key prefix in etcd', defaultValue: '/idgen' },
   {
@@ -246,7 +267,7 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     }
     throw e;
   }
-  const opts = command.opts<Record<string, string | undefined>>();
+  const opts = command.opts<Record<string, string | boolean | undefined>>();
   // The command line wins; an environment variable fills a flag not given on it (DESIGN §6).
   const raw = new Map<string, { value: string | undefined; from: string }>();
   for (const f of FLAGS) {
@@ -255,7 +276,8 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     if (!fromCli && envValue !== undefined && (envValue !== '' || f.key === 'metricsListen')) {
       raw.set(f.key, { value: envValue, from: f.env });
     } else {
-      raw.set(f.key, { value: opts[f.key], from: flagName(f) });
+      const v = opts[f.key];
+      raw.set(f.key, { value: v === true ? '1' : v === false ? undefined : v, from: flagName(f) });
     }
   }
   try {
@@ -292,6 +314,28 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
   const etcdRaw = get('etcd');
   const etcd = etcdRaw.value === undefined ? undefined : parseEtcd(etcdRaw.value, etcdRaw.from);
+
+  // Standalone is asked for by name (DESIGN §8.5): a production manifest that lost IDGEN_ETCD must not start
+  // a node that mints from an in-process store.
+  const standaloneRaw = get('standalone');
+  const sv = standaloneRaw.value?.trim().toLowerCase();
+  if (sv !== undefined && !['1', '0', 'true', 'false'].includes(sv)) {
+    throw new ConfigError(`${standaloneRaw.from} must be 1 or 0, got ${JSON.stringify(standaloneRaw.value)}`);
+  }
+  const standalone = sv === '1' || sv === 'true';
+  if (etcd === undefined && !standalone) {
+    throw new ConfigError('give --etcd <urls> (production) or --standalone (one node, no etcd, development only)');
+  }
+  if (etcd !== undefined && standalone) {
+    throw new ConfigError('give either --etcd or --standalone, not both');
+  }
+  const stateRaw = get('stateFile');
+  if (stateRaw.value !== undefined && !standalone) {
+    throw new ConfigError(`${stateRaw.from} applies only with --standalone (with etcd, last-ms lives in etcd)`);
+  }
+  if (stateRaw.value !== undefined && stateRaw.value.trim() === '') {
+    throw new ConfigError(`${stateRaw.from} must be a file path`);
+  }
 
   // With etcd a region code is required: two regions that both defaulted to 0 would mint the same IDs
   // on the same worker numbers (DESIGN §1: the region code is what keeps regions apart).
@@ -354,6 +398,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const config: ServerConfig = {
     region,
     etcd,
+    standalone: standalone ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) } : undefined,
     etcdPrefix,
     listen,
     advertise,

@@ -18,7 +18,7 @@ let fastCalls = 0;
 
 beforeAll(async () => {
   guard = createGuardedMinter({ region: 4 });
-  guard.assign({ region: 4, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.MAX_SAFE_INTEGER });
+  guard.assign({ region: 4, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.MAX_SAFE_INTEGER, ceilingMs: Number.MAX_SAFE_INTEGER });
   const deps = testDeps();
   const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024, record: () => fastCalls++ });
   const variants: [string, Http2Server, boolean][] = [

@@ -62,16 +62,14 @@ function run(config: ServerConfig): void {
   if (etcdOptions !== undefined) {
     lease = createEtcdLease({ ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: leaseLogger }, guard);
   } else {
+    const stateFile = config.standalone?.stateFile ?? '';
     logger.warn(
-      { mode: 'standalone' },
-      'STANDALONE MODE: no --etcd given, worker slots are leased from an in-process store. ' +
+      { mode: 'standalone', stateFile },
+      'STANDALONE MODE (--standalone): worker slots are leased from an in-process store. ' +
         'This is a single-node development mode: two such nodes in one region WILL mint duplicate IDs. ' +
         'Production runs with --etcd.',
     );
-    lease = createStandaloneLease(
-      { region: config.region, workers, nodeId: config.nodeId },
-      guard,
-    );
+    lease = createStandaloneLease({ region: config.region, workers, nodeId: config.nodeId, stateFile }, guard);
   }
   const timeSource = createTimeSourceCheck({
     mode: config.timeSource,

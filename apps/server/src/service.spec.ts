@@ -59,7 +59,7 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
 }
 
 function assign(f: Fixture): void {
-  f.guard.assign({ region: REGION, worker: WORKER, floorMs: f.clock.nowMs() - 1, deadlineMonoMs: f.clock.monoMs() + 5000 });
+  f.guard.assign({ region: REGION, worker: WORKER, floorMs: f.clock.nowMs() - 1, deadlineMonoMs: f.clock.monoMs() + 5000, ceilingMs: f.clock.nowMs() + 5000 });
   f.setPhase('running');
 }
 
@@ -118,7 +118,7 @@ describe('NextIds', () => {
     expect(lease.code).toBe(Code.Unavailable);
     expect(lease.metadata.get(FENCE_REASON_HEADER)).toBe('lease');
 
-    f.guard.extendDeadline(f.clock.monoMs() + 5000);
+    f.guard.extend({ deadlineMonoMs: f.clock.monoMs() + 5000, ceilingMs: f.clock.nowMs() + 5000 });
     f.clock.advance(1);
     await f.ids.nextIds({ count: 1 });
     f.guard.drain();

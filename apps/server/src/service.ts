@@ -50,6 +50,7 @@ const WIRE_FENCE_REASONS: Record<FenceReason, WireFenceReason> = {
   'clock-rollback': WireFenceReason.CLOCK_ROLLBACK,
   'clock-out-of-range': WireFenceReason.CLOCK_OUT_OF_RANGE,
   lease: WireFenceReason.LEASE,
+  'clock-ahead': WireFenceReason.CLOCK_AHEAD,
   'time-source': WireFenceReason.TIME_SOURCE,
   draining: WireFenceReason.DRAINING,
 };

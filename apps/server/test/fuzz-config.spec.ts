@@ -6,7 +6,7 @@
 // Reproduce with FUZZ_SEED=<seed> (printed); FUZZ_CONFIG_RUNS sets the number of runs.
 import fc from 'fast-check';
 import { cleanupAll } from '@idgen/testing';
-import { parseLine, spawnServer } from './support.js';
+import { parseLine, spawnServer, standaloneStateFile } from './support.js';
 
 jest.setTimeout(300_000);
 afterAll(() => cleanupAll());
@@ -166,6 +166,8 @@ function command(c: ConfigCase): { args: string[]; env: Record<string, string> }
     ['--shutdown-timeout-ms', '2000'],
   ];
   for (const [flag, value] of defaults) if (!set.has(flag)) args.push(flag, value);
+  // Standalone by name when the case gives no etcd (a missing --etcd alone is refused: standalone.spec).
+  if (!set.has('--etcd')) args.push('--standalone', '--state-file', standaloneStateFile());
   for (const [flag, v] of c.cli) args.push(flag, v.text);
   for (const e of c.extras) args.push(...e.args);
   const env: Record<string, string> = {};

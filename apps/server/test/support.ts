@@ -8,7 +8,7 @@ import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { IdGenerator } from '@idgen/proto';
-import { spawnProcess, type ProcessHandle } from '@idgen/testing';
+import { spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 
 /** The compiled entry point the tests run. */
 export const MAIN_JS = join(__dirname, '..', 'dist', 'main.js');
@@ -48,6 +48,11 @@ export interface ServerNode {
   stop(graceMs?: number): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
+/** A fresh state file path for a standalone node, in a temporary directory removed after the test file. */
+export function standaloneStateFile(): string {
+  return join(tempDirSync('standalone').path, 'state.json');
+}
+
 /** Runs `node dist/main.js args` and returns at once (no waiting). */
 export function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): ProcessHandle {
   assertBuilt();
@@ -63,6 +68,11 @@ export function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}
  */
 export async function startServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerNode> {
   const full = [...args];
+  // Without etcd, a node is standalone by name, on a state file of its own (DESIGN §6).
+  if (!full.includes('--etcd') && env['IDGEN_ETCD'] === undefined) {
+    if (!full.includes('--standalone') && env['IDGEN_STANDALONE'] === undefined) full.push('--standalone');
+    if (!full.includes('--state-file') && env['IDGEN_STATE_FILE'] === undefined) full.push('--state-file', standaloneStateFile());
+  }
   if (!full.includes('--listen') && env['IDGEN_LISTEN'] === undefined) full.push('--listen', '127.0.0.1:0');
   if (!full.includes('--metrics-listen') && env['IDGEN_METRICS_LISTEN'] === undefined) full.push('--metrics-listen', '127.0.0.1:0');
   const proc = spawnServer(full, env);

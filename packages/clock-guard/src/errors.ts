@@ -5,6 +5,8 @@
  * - `clock-rollback`: the wall clock went back by more than the tolerated rollback (DESIGN §4);
  * - `clock-out-of-range`: the wall clock is before the layout's epoch or past its end;
  * - `lease`: the fence deadline passed without an acknowledged keep-alive, or the lease is gone (DESIGN §5);
+ * - `clock-ahead`: the wall clock is above the lease's wall ceiling (last acknowledged `last-ms` + TTL − margin,
+ *   DESIGN §5): minting there could reach the millisecond the slot's next holder starts at;
  * - `time-source`: chrony says the clock is not synchronised or too far off (DESIGN §4);
  * - `draining`: the node is shutting down.
  */
@@ -14,6 +16,7 @@ export type FenceReason =
   | 'clock-rollback'
   | 'clock-out-of-range'
   | 'lease'
+  | 'clock-ahead'
   | 'time-source'
   | 'draining';
 
@@ -24,6 +27,7 @@ export const FENCE_REASONS: readonly FenceReason[] = [
   'clock-rollback',
   'clock-out-of-range',
   'lease',
+  'clock-ahead',
   'time-source',
   'draining',
 ];

@@ -46,12 +46,14 @@ function setup(options: { maxRollbackMs?: number; maxFenceMs?: number } = {}) {
   const clock = createTestClock(T0, 1_000);
   const m = recordingMeter();
   const guard = createGuardedMinter({ region: 2, clock, meter: m.meter, checkIntervalMs: 0, ...options });
-  const assign = (extra: { floorMs?: number; deadlineInMs?: number; worker?: number } = {}) =>
+  const assign = (extra: { floorMs?: number; deadlineInMs?: number; worker?: number; ceilingMs?: number } = {}) =>
     guard.assign({
       region: 2,
       worker: extra.worker ?? 17,
       floorMs: extra.floorMs ?? T0 - 1,
       deadlineMonoMs: clock.monoMs() + (extra.deadlineInMs ?? 60_000),
+      // As the lease sets it when the clocks agree: the wall reading the deadline is counted from.
+      ceilingMs: extra.ceilingMs ?? T0 + (extra.deadlineInMs ?? 60_000),
     });
   return { clock, guard, assign, collect: m.collect };
 }
@@ -213,10 +215,70 @@ describe('GuardedMinter', () => {
     expect(guard.canMint()).toBe(false);
     expect(fenceReasonOf(() => guard.next())).toBe('lease');
     expect(guard.status()).toMatchObject({ state: 'fenced', reason: 'lease' });
-    guard.extendDeadline(clock.monoMs() - 5); // a deadline never moves back
+    guard.extend({ deadlineMonoMs: clock.monoMs() - 5, ceilingMs: clock.nowMs() + 1_000 }); // a deadline never moves back
     expect(fenceReasonOf(() => guard.next())).toBe('lease');
-    guard.extendDeadline(clock.monoMs() + 1_000);
+    guard.extend({ deadlineMonoMs: clock.monoMs() + 1_000, ceilingMs: clock.nowMs() + 1_000 });
     expect(typeof guard.next()).toBe('bigint');
+  });
+
+  describe('wall ceiling (DESIGN §5, issue 12)', () => {
+    it('refuses a millisecond above the ceiling with clock-ahead, counted, while the monotonic deadline is far', () => {
+      const { guard, assign, clock, collect } = setup();
+      assign({ deadlineInMs: 5_000, ceilingMs: T0 + 2_000 });
+      guard.next();
+      // The wall clock steps forward 5 s (a VM resumed, chrony stepping it); the monotonic clock does not.
+      clock.jumpWall(5_000);
+      expect(guard.canMint()).toBe(false);
+      expect(fenceReasonOf(() => guard.next())).toBe('clock-ahead');
+      expect(fenceReasonOf(() => guard.nextBlock(10))).toBe('clock-ahead');
+      expect(guard.status()).toMatchObject({ state: 'fenced', reason: 'clock-ahead', ceilingMs: T0 + 2_000 });
+      expect(collect(ClockGuardMetrics.fences)).toMatchObject({ '{"reason":"clock-ahead"}': 1 });
+      // Only an acknowledged last-ms at the jumped clock lifts it.
+      guard.extend({ deadlineMonoMs: clock.monoMs() + 5_000, ceilingMs: clock.nowMs() + 4_000 });
+      expect(fieldsOf(guard.next()).timestampMs).toBe(T0 + 5_000 - DEFAULT_LAYOUT.epochMs);
+    });
+
+    it('mints in the ceiling millisecond and not one above it, also on the per-millisecond shortcut', () => {
+      const { guard, assign, clock } = setup();
+      assign({ ceilingMs: T0 + 1 });
+      guard.next();
+      clock.advance(1);
+      guard.next(); // T0 + 1, the ceiling: checked once, then the shortcut
+      guard.next();
+      clock.advance(1);
+      expect(fenceReasonOf(() => guard.next())).toBe('clock-ahead');
+      expect(guard.lastMintedMs()).toBe(T0 + 1);
+    });
+
+    it('a ceiling never moves back while the slot is held, and a new assignment sets it afresh', () => {
+      const { guard, assign, clock } = setup();
+      assign({ ceilingMs: T0 + 100 });
+      guard.extend({ deadlineMonoMs: clock.monoMs() + 60_000, ceilingMs: T0 + 10 });
+      expect(guard.status().ceilingMs).toBe(T0 + 100);
+      guard.unassign('lease', 'lost');
+      expect(guard.status().ceilingMs).toBe(Number.NEGATIVE_INFINITY);
+      assign({ ceilingMs: T0 + 7 });
+      expect(guard.status().ceilingMs).toBe(T0 + 7);
+    });
+
+    it('refuses an assignment without a ceiling', () => {
+      const { guard, clock } = setup();
+      expect(() =>
+        guard.assign({ region: 2, worker: 1, floorMs: T0 - 1, deadlineMonoMs: clock.monoMs() + 1_000, ceilingMs: Number.NaN }),
+      ).toThrow(/ceilingMs must be a number/);
+    });
+  });
+
+  it('a refusal forgets the checked millisecond: a wall clock set back to it cannot mint past the deadline', () => {
+    const { guard, assign, clock } = setup();
+    assign({ deadlineInMs: 1_000 });
+    guard.next(); // T0 checked
+    clock.advance(1_000); // the deadline passes
+    expect(fenceReasonOf(() => guard.next())).toBe('lease');
+    clock.setWall(T0); // the wall clock goes back to the millisecond that was checked
+    expect(fenceReasonOf(() => guard.next())).toBe('lease');
+    expect(fenceReasonOf(() => guard.nextBlock(5))).toBe('lease');
+    expect(guard.counts().idsMinted).toBe(1);
   });
 
   it('reads the wall clock before checking the deadline, so a stall in between cannot stamp a late millisecond', () => {
@@ -264,7 +326,7 @@ describe('GuardedMinter', () => {
     clock.advance(10);
     guard.check();
     guard.check();
-    guard.extendDeadline(clock.monoMs() + 100);
+    guard.extend({ deadlineMonoMs: clock.monoMs() + 100, ceilingMs: clock.nowMs() + 100 });
     expect(seen.map((s) => s.reason ?? s.state)).toEqual(['serving', 'lease', 'serving']);
   });
 
@@ -322,6 +384,7 @@ describe('GuardedMinter properties', () => {
     | { op: 'mint'; count: number }
     | { op: 'advance'; ms: number }
     | { op: 'jump'; ms: number }
+    | { op: 'wallStep'; ms: number }
     | { op: 'keepalive' }
     | { op: 'timeSource'; healthy: boolean }
     | { op: 'reassign'; worker: number; floorAhead: number };
@@ -329,6 +392,8 @@ describe('GuardedMinter properties', () => {
     { weight: 6, arbitrary: fc.record({ op: fc.constant('mint' as const), count: fc.integer({ min: 1, max: 6000 }) }) },
     { weight: 3, arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 3000 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('jump' as const), ms: fc.integer({ min: -5000, max: 50 }) }) },
+    // The wall clock running ahead of the monotonic one: a frozen-and-resumed VM, a clock stepped forward.
+    { weight: 1, arbitrary: fc.record({ op: fc.constant('wallStep' as const), ms: fc.integer({ min: 1, max: 8000 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('keepalive' as const) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('timeSource' as const), healthy: fc.boolean() }) },
     {
@@ -341,14 +406,15 @@ describe('GuardedMinter properties', () => {
     },
   );
 
-  it('mints unique, strictly increasing IDs, never at or below the floor nor past the deadline', () => {
+  it('mints unique, strictly increasing IDs, never at or below the floor, past the deadline or above the ceiling', () => {
     fc.assert(
       fc.property(fc.array(op, { minLength: 1, maxLength: 120 }), (ops) => {
         const clock = createTestClock(T0, 1_000);
         const guard: GuardedMinter = createGuardedMinter({ region: 1, clock, checkIntervalMs: 0 });
         let floor = T0 - 1;
         let deadline = clock.monoMs() + 3_000;
-        guard.assign({ region: 1, worker: 5, floorMs: floor, deadlineMonoMs: deadline });
+        let ceiling = clock.nowMs() + 3_000;
+        guard.assign({ region: 1, worker: 5, floorMs: floor, deadlineMonoMs: deadline, ceilingMs: ceiling });
         tickEvery(clock, 7); // busy waits see time pass
         let last = -1n;
         for (const o of ops) {
@@ -357,11 +423,14 @@ describe('GuardedMinter properties', () => {
               clock.advance(o.ms);
               break;
             case 'jump':
+            case 'wallStep':
               clock.jumpWall(o.ms);
               break;
             case 'keepalive':
+              // As the lease does: last-ms never goes down, the ceiling is last-ms + TTL − margin.
               deadline = clock.monoMs() + 3_000;
-              guard.extendDeadline(deadline);
+              ceiling = Math.max(ceiling, clock.nowMs() + 3_000);
+              guard.extend({ deadlineMonoMs: deadline, ceilingMs: ceiling });
               break;
             case 'timeSource':
               guard.setTimeSource(o.healthy, o.healthy ? 'ok' : 'unsynchronised');
@@ -370,7 +439,8 @@ describe('GuardedMinter properties', () => {
               guard.unassign('lease', 'lost');
               floor = Math.max(floor, clock.nowMs() + o.floorAhead);
               deadline = clock.monoMs() + 3_000;
-              guard.assign({ region: 1, worker: o.worker, floorMs: floor, deadlineMonoMs: deadline });
+              ceiling = clock.nowMs() + 3_000;
+              guard.assign({ region: 1, worker: o.worker, floorMs: floor, deadlineMonoMs: deadline, ceilingMs: ceiling });
               break;
             case 'mint': {
               let blocks;
@@ -384,6 +454,7 @@ describe('GuardedMinter properties', () => {
               for (const b of blocks) {
                 expect(b.first > last).toBe(true);
                 expect(b.unixMs).toBeGreaterThan(floor);
+                expect(b.unixMs).toBeLessThanOrEqual(ceiling);
                 last = b.first + BigInt(b.count) - 1n;
               }
               expect(clock.monoMs()).toBeLessThan(deadline);

@@ -21,6 +21,19 @@ export interface WorkerAssignment {
   readonly floorMs: number;
   /** Monotonic ms after which minting stops unless a keep-alive extends it. */
   readonly deadlineMonoMs: number;
+  /**
+   * The wall ceiling (DESIGN §5): never mint a Unix millisecond above it. The lease sets it to
+   * `L + TTL − margin`, `L` the last `last-ms` etcd acknowledged for the slot, so whatever the wall clock
+   * does (a VM frozen and resumed, a clock stepped forward), nothing is minted at or above the floor the
+   * slot's next holder computes from `last-ms`.
+   */
+  readonly ceilingMs: number;
+}
+
+/** What an acknowledged keep-alive and `last-ms` refresh give the guard: both limits move forward. */
+export interface LeaseExtension {
+  readonly deadlineMonoMs: number;
+  readonly ceilingMs: number;
 }
 
 /** What the time-source check last said. */
@@ -42,6 +55,8 @@ export interface GuardStatus {
   readonly floorMs: number;
   readonly lastMs: number;
   readonly deadlineMonoMs: number;
+  /** The wall ceiling: no Unix millisecond above it is minted (DESIGN §5). -Infinity until assigned. */
+  readonly ceilingMs: number;
   readonly timeSource: TimeSourceHealth;
 }
 
@@ -73,7 +88,8 @@ type Listener<T> = (value: T) => void;
  * - sequence spent: busy-wait for the next millisecond (under 1 ms), counted;
  * - clock behind by ≤ `maxRollbackMs`: busy-wait it out, counted; by more: fence (`clock-rollback`) until
  *   the clock passes the last minted millisecond again; a fence longer than `maxFenceMs` emits `fatal`;
- * - never at or below the floor; never after the lease deadline (fence `lease`).
+ * - never at or below the floor; never after the lease deadline (fence `lease`); never a millisecond above the
+ *   wall ceiling (fence `clock-ahead`).
  *
  * `next()` and `nextBlock()` are synchronous: every wait is bounded (below a millisecond for the sequence,
  * `maxRollbackMs` for a rollback), and the node has nothing better to do with those microseconds.
@@ -89,6 +105,8 @@ export class GuardedMinter {
   private minter: Minter | undefined;
   /** Monotonic deadline; minting stops at or after it. -Infinity until assigned. */
   private deadline = Number.NEGATIVE_INFINITY;
+  /** Wall ceiling (Unix ms); nothing above it is minted. -Infinity until assigned. */
+  private ceiling = Number.NEGATIVE_INFINITY;
   /** Highest floor ever given; survives re-assignment. */
   private floor = -1;
 
@@ -107,8 +125,11 @@ export class GuardedMinter {
   /** The fence in force including a passed deadline, as last computed. */
   private currentFence: FencedError | undefined;
   private fatalSent = false;
-  /** The wall millisecond of the last mint whose deadline check passed; -1 when none may be trusted. */
-  private checkedMs = -1;
+  /**
+   * The wall millisecond of the last mint whose deadline and ceiling checks passed; NaN (equal to no reading)
+   * when none may be trusted: after a refusal, an assignment or any fence.
+   */
+  private checkedMs = Number.NaN;
 
   /** IDs minted: a plain field, the one counter the hot path touches. */
   private minted = 0;
@@ -147,15 +168,20 @@ export class GuardedMinter {
    * ID carries the earlier reading, which the lease still covered. Reading it after could stamp an ID with
    * a millisecond the slot's next holder may use.
    *
-   * The monotonic deadline is read once per wall-clock millisecond, not once per ID: further IDs in a
-   * millisecond that was already checked carry that same, covered millisecond (the next holder starts at
-   * least a fence margin after the deadline and above `last-ms`), and reading the monotonic clock would
-   * otherwise be most of the cost of an ID. Standing fences (`blocked`) are checked on every ID.
+   * The monotonic deadline and the wall ceiling are checked once per wall-clock millisecond, not once per ID:
+   * further IDs in a millisecond that was already checked carry that same, covered millisecond, and reading
+   * the monotonic clock would otherwise be most of the cost of an ID. The shortcut keeps the ceiling exact:
+   * it compares the very millisecond the IDs carry, and a ceiling only rises while assigned. Any refusal
+   * forgets the checked millisecond, so a clock set back to it is checked again. Standing fences
+   * (`blocked`) are checked on every ID.
    */
   next(): bigint {
     const now = this.clock.nowMs();
-    if (this.blocked !== undefined || (now !== this.checkedMs && this.clock.monoMs() >= this.deadline)) {
-      throw this.refusal();
+    if (
+      this.blocked !== undefined ||
+      (now !== this.checkedMs && (now > this.ceiling || this.clock.monoMs() >= this.deadline))
+    ) {
+      throw this.refusal(now);
     }
     const r = (this.minter as Minter).mintOne(now);
     if (typeof r === 'bigint') {
@@ -181,7 +207,9 @@ export class GuardedMinter {
     let left = count;
     while (left > 0) {
       const now = this.clock.nowMs();
-      if (this.blocked !== undefined || this.clock.monoMs() >= this.deadline) throw this.refusal();
+      if (this.blocked !== undefined || now > this.ceiling || this.clock.monoMs() >= this.deadline) {
+        throw this.refusal(now);
+      }
       const r = (this.minter as Minter).mintBlock(now, left < perMs ? left : perMs);
       if ('first' in r) {
         blocks.push(r);
@@ -202,6 +230,9 @@ export class GuardedMinter {
     if (typeof a.deadlineMonoMs !== 'number' || Number.isNaN(a.deadlineMonoMs)) {
       throw new RangeError(`deadlineMonoMs must be a number, got ${String(a.deadlineMonoMs)}`);
     }
+    if (typeof a.ceilingMs !== 'number' || Number.isNaN(a.ceilingMs)) {
+      throw new RangeError(`ceilingMs must be a number (Unix ms), got ${String(a.ceilingMs)}`);
+    }
     // A new slot starts a new state machine. Its floor is at least the last millisecond this process
     // minted in, so IDs stay increasing across slots and a rollback across a re-claim is still caught.
     const last = this.lastMintedMs();
@@ -212,14 +243,19 @@ export class GuardedMinter {
       this.minter.raiseFloor(this.floor);
     }
     this.deadline = a.deadlineMonoMs;
-    this.checkedMs = -1;
+    this.ceiling = a.ceilingMs;
+    this.checkedMs = Number.NaN;
     this.assigned = true;
     this.recompute();
   }
 
-  /** Moves the lease deadline forward (after an acknowledged keep-alive). A deadline never moves back. */
-  extendDeadline(deadlineMonoMs: number): void {
-    if (deadlineMonoMs > this.deadline) this.deadline = deadlineMonoMs;
+  /**
+   * Moves the lease deadline and the wall ceiling forward (after an acknowledged keep-alive and `last-ms`
+   * refresh). Neither moves back while the slot is held: the lease writes `last-ms` non-decreasing.
+   */
+  extend(e: LeaseExtension): void {
+    if (e.deadlineMonoMs > this.deadline) this.deadline = e.deadlineMonoMs;
+    if (e.ceilingMs > this.ceiling) this.ceiling = e.ceilingMs;
     this.recompute();
   }
 
@@ -227,6 +263,7 @@ export class GuardedMinter {
   unassign(reason: FenceReason, message: string): void {
     this.assigned = false;
     this.deadline = Number.NEGATIVE_INFINITY;
+    this.ceiling = Number.NEGATIVE_INFINITY;
     this.unassignedBecause = { reason, message };
     this.recompute();
   }
@@ -249,9 +286,13 @@ export class GuardedMinter {
     return this.minter?.lastMs ?? -1;
   }
 
-  /** True when a mint now would not be refused for a standing reason (serving, deadline not passed). */
+  /**
+   * True when a mint now would not be refused for a standing reason: serving, deadline not passed, the wall
+   * clock above the floor and not above the ceiling. What readiness reports.
+   */
   canMint(): boolean {
-    return this.blocked === undefined && this.clock.monoMs() < this.deadline;
+    const now = this.clock.nowMs();
+    return this.blocked === undefined && this.clock.monoMs() < this.deadline && now > this.floor && now <= this.ceiling;
   }
 
   /**
@@ -272,13 +313,14 @@ export class GuardedMinter {
 
   /** The guard's state and what it is based on. */
   status(): GuardStatus {
-    const b = this.blocked ?? this.deadlineFence();
+    const b = this.blocked ?? this.deadlineFence() ?? this.ceilingFence(this.clock.nowMs());
     const base = {
       region: this.minter?.region,
       worker: this.assigned ? this.minter?.worker : undefined,
       floorMs: this.floor,
       lastMs: this.lastMintedMs(),
       deadlineMonoMs: this.deadline,
+      ceilingMs: this.ceiling,
       timeSource: this.timeSource,
     };
     return b === undefined
@@ -388,10 +430,30 @@ export class GuardedMinter {
     return this.fence('lease', 'the lease deadline passed without an acknowledged keep-alive (DESIGN §5)');
   }
 
-  /** The error a refused mint throws: the standing fence, or the passed deadline. */
-  private refusal(): FencedError {
-    this.recompute();
-    return this.blocked ?? this.deadlineFence() ?? this.fence('lease', 'the lease deadline passed');
+  /** The wall clock is above the wall ceiling (DESIGN §5): fence `clock-ahead` until a refresh lifts it. */
+  private ceilingFence(nowMs: number): FencedError | undefined {
+    if (!this.assigned || nowMs <= this.ceiling) return undefined;
+    return this.fence(
+      'clock-ahead',
+      `the wall clock is above the lease's wall ceiling ${new Date(this.ceiling).toISOString()} ` +
+        '(last acknowledged last-ms + TTL − margin, DESIGN §5): it may have run ahead of the monotonic clock; ' +
+        'minting resumes once etcd acknowledges a last-ms at this clock',
+    );
+  }
+
+  /**
+   * The error a refused mint throws: the standing fence, the passed deadline, or the ceiling. Forgets the
+   * checked millisecond, so that a clock set back to it cannot skip the checks.
+   */
+  private refusal(nowMs: number = this.clock.nowMs()): FencedError {
+    this.checkedMs = Number.NaN;
+    this.recompute(nowMs);
+    return (
+      this.blocked ??
+      this.deadlineFence() ??
+      this.ceilingFence(nowMs) ??
+      this.fence('lease', 'the lease deadline passed')
+    );
   }
 
   /** A fence with a start time that survives re-computation while its reason stays the same. */
@@ -400,8 +462,11 @@ export class GuardedMinter {
     if (current !== undefined && current.reason === reason && current.message === message) return current;
     return new FencedError(reason, message, this.clock.monoMs());
   }
-  /** Derives `blocked` from the standing conditions, in order of precedence, and emits changes. */
-  private recompute(): void {
+  /**
+   * Derives `blocked` from the standing conditions, in order of precedence, and emits changes. `nowMs` is the
+   * wall reading a refusal was decided on (so its reason is the one counted), else the clock now.
+   */
+  private recompute(nowMs: number = this.clock.nowMs()): void {
     if (this.clockFence !== undefined && this.clock.nowMs() >= this.clockFence.untilMs) {
       this.clockFence = undefined;
       this.fatalSent = false;
@@ -412,8 +477,8 @@ export class GuardedMinter {
     else if (!this.timeSource.healthy) next = this.fence('time-source', `time source unhealthy: ${this.timeSource.message}`);
     else if (this.clockFence !== undefined) next = this.fence(this.clockFence.reason, this.clockFence.message);
     this.blocked = next;
-    if (next !== undefined) this.checkedMs = -1;
-    const effective = next ?? this.deadlineFence();
+    if (next !== undefined) this.checkedMs = Number.NaN;
+    const effective = next ?? this.deadlineFence() ?? this.ceilingFence(nowMs);
     if (effective?.reason !== this.currentFence?.reason && effective !== undefined) {
       this.counters.fences[effective.reason] = (this.counters.fences[effective.reason] ?? 0) + 1;
     }

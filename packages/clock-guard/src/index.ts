@@ -15,7 +15,7 @@ export {
   MAX_BLOCK_REQUEST,
   createGuardedMinter,
 } from './guard.js';
-export type { GuardStatus, GuardedMinterOptions, TimeSourceHealth, WorkerAssignment } from './guard.js';
+export type { GuardStatus, GuardedMinterOptions, LeaseExtension, TimeSourceHealth, WorkerAssignment } from './guard.js';
 export { ClockGuardAttributes, ClockGuardMetrics } from './metrics.js';
 export type { GuardCounters } from './metrics.js';
 export {

@@ -100,7 +100,7 @@ describe('readChrony (real processes)', () => {
   it('fences the guard while unhealthy and lifts the fence when healthy again', async () => {
     const clock = createTestClock();
     const guard = createGuardedMinter({ region: 0, clock, checkIntervalMs: 0 });
-    guard.assign({ region: 0, worker: 1, floorMs: clock.nowMs() - 1, deadlineMonoMs: Number.POSITIVE_INFINITY });
+    guard.assign({ region: 0, worker: 1, floorMs: clock.nowMs() - 1, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
     const path = join(dir, 'switchable');
     writeFileSync(path, `#!/bin/sh\nprintf '%s\\n' '${UNSYNCED}'\n`);
     chmodSync(path, 0o755);

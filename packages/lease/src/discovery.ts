@@ -38,7 +38,7 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
   const logger = options.logger ?? silentLogger;
   const timeout = options.requestTimeoutMs ?? 5000;
   const dir = leaseKeys.nodes(prefix, options.region);
-  let client: Etcd3 | undefined = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth });
+  let client: Etcd3 | undefined = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth, retryReads: true });
   const watchers = new Set<Watcher>();
 
   const list = async (): Promise<ServingNode[]> => {

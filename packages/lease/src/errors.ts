@@ -9,7 +9,9 @@ export type LeaseErrorCode =
   /** Every worker slot this node may claim is held. */
   | 'no-free-worker'
   /** The lease was released; it cannot start again. */
-  | 'released';
+  | 'released'
+  /** Standalone mode: the state file is locked by another node, unreadable or unwritable. */
+  | 'state-file';
 
 const brand = Symbol.for('@idgen/lease.LeaseError');
 

@@ -1,6 +1,6 @@
-import { ConsecutiveBreaker, circuitBreaker, handleWhen } from 'cockatiel';
+import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
 import { Etcd3, isRecoverableError } from 'etcd3';
-import type { IOptions, IResponseOp } from 'etcd3';
+import type { IKeyValue, IOptions, IResponseOp } from 'etcd3';
 
 /**
  * How long a host's circuit stays open after three failures in a row before one call may try it again.
@@ -11,16 +11,27 @@ import type { IOptions, IResponseOp } from 'etcd3';
 export const HOST_CIRCUIT_HALF_OPEN_MS = 1000;
 import type { EtcdTlsOptions } from './config.js';
 
-/** Creates the `etcd3` client for validated connection options. */
+/**
+ * Creates the `etcd3` client for validated connection options.
+ *
+ * Retries are decided by the caller, not by the library: etcd3's default global policy re-sends any call
+ * that failed with a recoverable error, including a transaction that committed and whose answer was lost.
+ * A re-sent claim then finds its own key and claims a second slot (issue 12). So the client retries nothing
+ * unless `retryReads` says every call made through it is a read (discovery, the CLI); the lease retries in
+ * its own loops, where each write is idempotent or guarded by a compare.
+ */
 export function createEtcdClient(o: {
   endpoints: readonly string[];
   tls: EtcdTlsOptions | undefined;
   auth: { readonly username: string; readonly password: string } | undefined;
+  /** Every call through this client only reads: let the library retry recoverable failures (3 attempts). */
+  retryReads?: boolean;
 }): Etcd3 {
   const options: IOptions = {
     hosts: [...o.endpoints],
     dialTimeout: 5000,
     faultHandling: {
+      global: o.retryReads === true ? retry(handleWhen(isRecoverableError), { maxAttempts: 3 }) : noop,
       host: () =>
         circuitBreaker(handleWhen(isRecoverableError), {
           halfOpenAfter: HOST_CIRCUIT_HALF_OPEN_MS,
@@ -45,6 +56,24 @@ export function createEtcdClient(o: {
 export function rangeValue(op: IResponseOp | undefined): string | undefined {
   const kv = op?.response_range?.kvs?.[0];
   return kv === undefined ? undefined : kv.value.toString('utf8');
+}
+
+/** A key as the lease reads it: its value as text, the lease it is bound to ("0": none) and its mod revision. */
+export interface KeyRead {
+  readonly value: string;
+  readonly lease: string;
+  readonly modRevision: string;
+}
+
+/** The first of `kvs` as a {@link KeyRead}; `undefined` when there is none. */
+export function firstKey(kvs: readonly IKeyValue[] | undefined): KeyRead | undefined {
+  const kv = kvs?.[0];
+  return kv === undefined ? undefined : { value: kv.value.toString('utf8'), lease: String(kv.lease), modRevision: String(kv.mod_revision) };
+}
+
+/** The first key of a range response in a transaction; `undefined` when absent. */
+export function rangeKey(op: IResponseOp | undefined): KeyRead | undefined {
+  return firstKey(op?.response_range?.kvs);
 }
 
 /** Rejects after `ms` with a message naming `what`; the original promise's late rejection is swallowed. */

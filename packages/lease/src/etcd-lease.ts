@@ -6,6 +6,7 @@ import type { Etcd3, Lease } from 'etcd3';
 import { resolveLeaseConfig } from './config.js';
 import type { EtcdLeaseOptions, LeaseConfig } from './config.js';
 import { createEtcdClient, deadlineIn, errorText, rangeValue, sleep, withTimeout } from './etcd-client.js';
+import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
 import { LeaseAttributes, LeaseMetrics } from './metrics.js';
@@ -25,6 +26,15 @@ interface Session {
   floorMs: number | undefined;
   /** Monotonic fence deadline: (send time of the last acknowledged keep-alive, or the grant) + TTL − margin. */
   deadline: number;
+  /**
+   * The mod revision of `last-ms` as this session last wrote it (or, before its first write, as the claim read
+   * it; "0" when absent): every write compares it, so a write given up on cannot land after a newer one.
+   */
+  lastMsRevision: string;
+  /** The highest `last-ms` etcd acknowledged for this session (-1 before the first): `L` of the wall ceiling. */
+  ackedLastMs: number;
+  /** The highest `last-ms` this session ever sent: a record it finds above this is not one of its own. */
+  sentLastMs: number;
   /** Monotonic time of the last acknowledgement (or the grant), for the keep-alive age. */
   lastAckMono: number;
   /** Whether the target has been assigned this session's slot (and not unassigned since). */
@@ -309,6 +319,9 @@ class EtcdWorkerLease implements WorkerLease {
       worker: undefined,
       floorMs: undefined,
       deadline: sentMono + ttlMs - fenceMarginMs,
+      lastMsRevision: '0',
+      ackedLastMs: -1,
+      sentLastMs: -1,
       lastAckMono: sentMono,
       assigned: false,
       ended: false,
@@ -329,23 +342,18 @@ class EtcdWorkerLease implements WorkerLease {
         const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
         const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
         const holder: WorkerRecord = { nodeId, kind: this.cfg.kind, address: this.address, startedAt: new Date(clock.nowMs()).toISOString() };
-        const res = await withTimeout(
-          client
-            .if(workerKey, 'Create', '==', 0)
-            .then(lease.put(workerKey).value(JSON.stringify(holder)), client.get(lastKey))
-            .else(client.get(workerKey))
-            .options(deadlineIn(requestTimeoutMs))
-            .commit(),
-          requestTimeoutMs,
-          `claim transaction for ${workerKey}`,
-        );
-        if (!res.succeeded) {
-          holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(rangeValue(res.responses[0])) });
+        const outcome = await claimSlot(client, lease, leaseId, { worker: workerKey, lastMs: lastKey }, JSON.stringify(holder), requestTimeoutMs);
+        if (outcome.kind === 'held') {
+          holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(outcome.holder) });
           continue;
         }
-        const raw = rangeValue(res.responses[1]);
+        if (outcome.kind === 'adopted') {
+          this.cfg.logger.warn({ key: workerKey, leaseId }, 'lease: adopted a worker key our own lease already held (a claim whose answer was lost)');
+        }
+        const last = outcome.lastMs;
         try {
-          claimed = { ...c, last: raw === undefined ? undefined : parseLastMsRecord(lastKey, raw) };
+          claimed = { ...c, last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value) };
+          s.lastMsRevision = last?.modRevision ?? '0';
           break;
         } catch (e) {
           // Garbage in last-ms: the floor is unknown, so this slot is refused (never guess a floor lower
@@ -372,9 +380,8 @@ class EtcdWorkerLease implements WorkerLease {
       s.floorMs = floorMs;
 
       // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
-      if (!(await this.writeLastMs(s, false, requestTimeoutMs))) {
-        throw new SessionLostError('the worker key vanished right after the claim');
-      }
+      const written = await this.writeLastMs(s, false, requestTimeoutMs);
+      if (written !== undefined) throw new SessionLostError(`right after the claim: ${written}`);
       s.loop = this.keepAliveLoop(s);
 
       const wait = floorMs - clock.nowMs();
@@ -393,7 +400,13 @@ class EtcdWorkerLease implements WorkerLease {
       this.checkSession(s);
       this.lifetime.signal.throwIfAborted();
       if (clock.monoMs() >= s.deadline) throw new SessionLostError('the fence deadline passed before the floor');
-      this.target.assign({ region: claimed.region, worker: claimed.worker, floorMs, deadlineMonoMs: s.deadline });
+      this.target.assign({
+        region: claimed.region,
+        worker: claimed.worker,
+        floorMs,
+        deadlineMonoMs: s.deadline,
+        ceilingMs: this.ceilingOf(s),
+      });
       s.assigned = true;
       this.count(LeaseAttributes.acquired);
       this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
@@ -426,28 +439,60 @@ class EtcdWorkerLease implements WorkerLease {
     }
   }
 
+  /** The wall ceiling of a session (DESIGN §5): its last acknowledged `last-ms` + TTL − margin. */
+  private ceilingOf(s: Session): number {
+    return s.ackedLastMs < 0 ? Number.NEGATIVE_INFINITY : s.ackedLastMs + this.cfg.ttlMs - this.cfg.fenceMarginMs;
+  }
+
   /**
-   * Writes `last-ms` if this session still holds the worker key (false otherwise). Its value is at least the
-   * clock now, the floor and the last minted millisecond: never lower than what this holder may mint.
+   * Writes `last-ms`; `undefined` when etcd acknowledged it, else why the slot is not ours any more.
+   *
+   * The value is at least the clock now, the floor, the last minted millisecond and every value written
+   * before: `last-ms` never goes down, so the ceiling taken from it never has to. The write lands only if
+   * this session still holds the worker key *and* `last-ms` is still the record this session last wrote (its
+   * mod revision, DESIGN §5): a write the node gave up on (a client-side timeout) cannot land later, after a
+   * newer one or after the final released record. If it did land before the newer one, the newer one finds
+   * it, adopts its revision (it is ours: our node, our lease, a value we sent) and writes again. A record we
+   * did not write, under a key we hold, is a forgery or an operator's hand: the slot cannot be trusted.
    */
-  private async writeLastMs(s: Session, released: boolean, timeoutMs: number): Promise<boolean> {
+  private async writeLastMs(s: Session, released: boolean, timeoutMs: number): Promise<string | undefined> {
     const client = this.requireClient();
-    if (s.region === undefined || s.worker === undefined) return false;
+    if (s.region === undefined || s.worker === undefined) return 'no slot claimed';
     const workerKey = leaseKeys.worker(this.cfg.prefix, s.region, s.worker);
     const lastKey = leaseKeys.lastMs(this.cfg.prefix, s.region, s.worker);
-    const now = this.cfg.clock.nowMs();
-    const ms = Math.max(now, s.floorMs ?? -1, this.target.lastMintedMs());
-    const record: LastMsRecord = { ms, released, nodeId: this.cfg.nodeId, at: new Date(now).toISOString(), ttlMs: this.cfg.ttlMs };
-    const res = await withTimeout(
-      client
-        .if(workerKey, 'Lease', '==', s.leaseId)
-        .then(client.put(lastKey).value(JSON.stringify(record)))
-        .options(deadlineIn(timeoutMs))
-        .commit(),
-      timeoutMs,
-      `last-ms write to ${lastKey}`,
-    );
-    return res.succeeded;
+    const { clock } = this.cfg;
+    const startMono = clock.monoMs();
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const now = clock.nowMs();
+      const ms = Math.max(now, s.floorMs ?? -1, this.target.lastMintedMs(), s.ackedLastMs);
+      s.sentLastMs = Math.max(s.sentLastMs, ms);
+      const record: LastMsRecord = {
+        ms,
+        released,
+        nodeId: this.cfg.nodeId,
+        leaseId: s.leaseId,
+        at: new Date(now).toISOString(),
+        ttlMs: this.cfg.ttlMs,
+      };
+      const left = timeoutMs - (clock.monoMs() - startMono);
+      const keys = { worker: workerKey, lastMs: lastKey };
+      const outcome = await writeLastMsRecord(client, s.leaseId, keys, s.lastMsRevision, record, left);
+      if (outcome.kind === 'written') {
+        s.lastMsRevision = outcome.revision;
+        s.ackedLastMs = Math.max(s.ackedLastMs, ms);
+        return undefined;
+      }
+      if (outcome.kind === 'not-held') return 'the worker key is no longer held by this lease';
+      const own = isOwnLateWrite(lastKey, outcome.found, { nodeId: this.cfg.nodeId, leaseId: s.leaseId, highestSentMs: s.sentLastMs });
+      if (own === undefined || outcome.found === undefined) {
+        const what = outcome.found === undefined ? 'deleted' : JSON.stringify(outcome.found.value.slice(0, 120));
+        return `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (DESIGN §5, root of trust)`;
+      }
+      this.cfg.logger.warn({ key: lastKey, ms: own.ms }, 'lease: a last-ms write given up on had landed; adopting it and writing again');
+      s.lastMsRevision = outcome.found.modRevision;
+      s.ackedLastMs = Math.max(s.ackedLastMs, own.ms);
+    }
+    return `${lastKey} kept changing under this holder`;
   }
 
   /**
@@ -480,9 +525,9 @@ class EtcdWorkerLease implements WorkerLease {
       if (s.ended) return; // released (or lost) while the keep-alive was out: no refresh after the final record
       try {
         if (left() <= 0) throw new Error('no time left for the last-ms refresh');
-        const held = await this.writeLastMs(s, false, left());
-        if (!held) {
-          this.lose(s, 'the worker key is no longer held by this lease');
+        const lost = await this.writeLastMs(s, false, left());
+        if (lost !== undefined) {
+          this.lose(s, lost);
           return;
         }
       } catch (e) {
@@ -502,10 +547,10 @@ class EtcdWorkerLease implements WorkerLease {
     this.cfg.logger.warn({ err: errorText(e), deadlineInMs: inMs, leaseId: s.leaseId }, 'lease: keep-alive failed');
   }
 
+  /** Both limits move after an acknowledged keep-alive and `last-ms` refresh: the deadline and the wall ceiling. */
   private extend(s: Session, deadline: number): void {
-    if (deadline <= s.deadline) return;
-    s.deadline = deadline;
-    if (s.assigned) this.target.extendDeadline(deadline);
+    if (deadline > s.deadline) s.deadline = deadline;
+    if (s.assigned) this.target.extend({ deadlineMonoMs: s.deadline, ceilingMs: this.ceilingOf(s) });
     this.armFence(s);
   }
 
@@ -604,8 +649,8 @@ class EtcdWorkerLease implements WorkerLease {
             // wait for the loop (ended above, its requests bounded by their timeouts) before writing it.
             await s.loop?.catch(() => undefined);
             // Minting stopped above, so lastMintedMs() is final: the next holder may start right above it.
-            const ok = await this.writeLastMs(s, true, timeout);
-            if (!ok) this.cfg.logger.warn({}, 'lease: the slot was no longer ours; last-ms left as it was');
+            const lost = await this.writeLastMs(s, true, timeout);
+            if (lost !== undefined) this.cfg.logger.warn({ why: lost }, 'lease: final last-ms not written; left as it was');
           } catch (e) {
             this.cfg.logger.warn({ err: errorText(e) }, 'lease: final last-ms write failed (the next holder waits as after a crash)');
           }

@@ -1,6 +1,6 @@
 import { createNoopMeter } from '@opentelemetry/api';
 import type { Attributes, Counter, Meter, ObservableCallback, ObservableGauge } from '@opentelemetry/api';
-import type { WorkerAssignment } from '@idgen/clock-guard';
+import type { LeaseExtension, WorkerAssignment } from '@idgen/clock-guard';
 import type { LeaseTarget } from './types.js';
 
 /** One call the lease made on a {@link RecordingTarget}, with the clocks at that moment. */
@@ -10,6 +10,7 @@ export interface TargetEvent {
   readonly wall: number;
   readonly assignment?: WorkerAssignment;
   readonly deadline?: number;
+  readonly ceiling?: number;
   readonly reason?: string;
   readonly message?: string;
 }
@@ -25,6 +26,7 @@ export class RecordingTarget implements LeaseTarget {
   readonly events: TargetEvent[] = [];
   assignment: WorkerAssignment | undefined;
   deadline = Number.NEGATIVE_INFINITY;
+  ceiling = Number.NEGATIVE_INFINITY;
   lastMinted = -1;
   private readonly waiters = new Set<() => void>();
 
@@ -35,9 +37,9 @@ export class RecordingTarget implements LeaseTarget {
     book?.targets.add(this);
   }
 
-  /** Whether this target could mint now: assigned and before its deadline (what the guard enforces). */
-  canMint(mono = performance.now()): boolean {
-    return this.assignment !== undefined && mono < this.deadline;
+  /** Whether this target could mint now: assigned, before its deadline, not above its ceiling (what the guard enforces). */
+  canMint(mono = performance.now(), wall = Date.now()): boolean {
+    return this.assignment !== undefined && mono < this.deadline && wall <= this.ceiling;
   }
 
   assign(a: WorkerAssignment): void {
@@ -49,17 +51,20 @@ export class RecordingTarget implements LeaseTarget {
     }
     this.assignment = a;
     this.deadline = a.deadlineMonoMs;
+    this.ceiling = a.ceilingMs;
     this.push({ kind: 'assign', mono, wall: Date.now(), assignment: a, deadline: a.deadlineMonoMs });
   }
 
-  extendDeadline(deadlineMonoMs: number): void {
-    if (deadlineMonoMs > this.deadline) this.deadline = deadlineMonoMs;
-    this.push({ kind: 'extend', mono: performance.now(), wall: Date.now(), deadline: deadlineMonoMs });
+  extend(e: LeaseExtension): void {
+    if (e.deadlineMonoMs > this.deadline) this.deadline = e.deadlineMonoMs;
+    if (e.ceilingMs > this.ceiling) this.ceiling = e.ceilingMs;
+    this.push({ kind: 'extend', mono: performance.now(), wall: Date.now(), deadline: e.deadlineMonoMs, ceiling: e.ceilingMs });
   }
 
   unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
     this.assignment = undefined;
     this.deadline = Number.NEGATIVE_INFINITY;
+    this.ceiling = Number.NEGATIVE_INFINITY;
     this.push({ kind: 'unassign', mono: performance.now(), wall: Date.now(), reason, message });
   }
 

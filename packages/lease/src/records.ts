@@ -20,6 +20,8 @@ export interface LastMsRecord {
   readonly ms: number;
   readonly released: boolean;
   readonly nodeId: string;
+  /** The writer's etcd lease (decimal), so a holder knows a record of its own session when it finds one. */
+  readonly leaseId?: string;
   readonly at: string;
   readonly ttlMs?: number;
 }
@@ -77,10 +79,12 @@ export function parseLastMsRecord(key: string, raw: string): LastMsRecord {
   if (ttlMs !== undefined && (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 0)) {
     throw new CorruptRecordError(key, 'field ttlMs is not a non-negative integer', raw);
   }
-  const base = {
+  const leaseId = o['leaseId'];
+  const base: LastMsRecord = {
     ms,
     released: o['released'] as boolean,
     nodeId: typeof o['nodeId'] === 'string' ? o['nodeId'] : '',
+    ...(typeof leaseId === 'string' ? { leaseId } : {}),
     at: typeof o['at'] === 'string' ? o['at'] : '',
   };
   return ttlMs === undefined ? base : { ...base, ttlMs };

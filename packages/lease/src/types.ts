@@ -1,4 +1,4 @@
-import type { WorkerAssignment } from '@idgen/clock-guard';
+import type { LeaseExtension, WorkerAssignment } from '@idgen/clock-guard';
 
 /**
  * The part of the clock guard the lease drives. `GuardedMinter` from `@idgen/clock-guard` satisfies it
@@ -7,8 +7,11 @@ import type { WorkerAssignment } from '@idgen/clock-guard';
 export interface LeaseTarget {
   /** The lease holds a slot and the wall clock has passed the floor: minting may start. */
   assign(a: WorkerAssignment): void;
-  /** After each acknowledged keep-alive (and `last-ms` refresh): minting may go on until this monotonic ms. */
-  extendDeadline(deadlineMonoMs: number): void;
+  /**
+   * After each acknowledged keep-alive and `last-ms` refresh: minting may go on until the monotonic deadline,
+   * and never above the wall ceiling (DESIGN §5).
+   */
+  extend(e: LeaseExtension): void;
   /** The lease is lost, expired or released: stop minting at once. */
   unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void;
   /** Last Unix millisecond minted in, -1 if none: `last-ms` is never written below it. */

@@ -1,7 +1,8 @@
 // A child process that holds a worker slot, for tests that need a real process to SIGKILL or race.
 // Configuration: the IDGEN_TEST_LEASE environment variable (JSON EtcdLeaseOptions without functions).
 // Prints one JSON object a line on stdout: started, alive | no-free-worker | error, minted (every 50 ms), released.
-// It "mints" every 2 ms while its deadline has not passed (what the clock guard enforces), so the parent can
+// It "mints" every 2 ms while its deadline has not passed and its wall clock is not above its ceiling (what the
+// clock guard enforces), so the parent can
 // compare the last minted millisecond with the next holder's floor.
 import type { WorkerAssignment } from '@idgen/clock-guard';
 import { createEtcdLease, isNoFreeWorkerError } from '../src/index.js';
@@ -14,18 +15,22 @@ const print = (o: Record<string, unknown>): void => {
 
 let assignment: WorkerAssignment | undefined;
 let deadline = Number.NEGATIVE_INFINITY;
+let ceiling = Number.NEGATIVE_INFINITY;
 let lastMinted = -1;
 const target: LeaseTarget = {
   assign(a) {
     assignment = a;
     deadline = a.deadlineMonoMs;
+    ceiling = a.ceilingMs;
   },
-  extendDeadline(d) {
-    if (d > deadline) deadline = d;
+  extend(e) {
+    if (e.deadlineMonoMs > deadline) deadline = e.deadlineMonoMs;
+    if (e.ceilingMs > ceiling) ceiling = e.ceilingMs;
   },
   unassign(reason, message) {
     assignment = undefined;
     deadline = Number.NEGATIVE_INFINITY;
+    ceiling = Number.NEGATIVE_INFINITY;
     print({ event: 'unassigned', reason, message });
   },
   lastMintedMs: () => lastMinted,
@@ -47,7 +52,8 @@ lease.start().then(
       scriptStartMs,
     });
     setInterval(() => {
-      if (assignment !== undefined && performance.now() < deadline) lastMinted = Math.max(lastMinted, Date.now());
+      const now = Date.now();
+      if (assignment !== undefined && performance.now() < deadline && now <= ceiling) lastMinted = Math.max(lastMinted, now);
     }, 2);
     setInterval(() => print({ event: 'minted', lastMinted }), 50);
   },

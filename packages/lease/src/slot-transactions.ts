@@ -1,0 +1,105 @@
+import type { Etcd3, Lease } from 'etcd3';
+import { deadlineIn, firstKey, rangeKey, withTimeout } from './etcd-client.js';
+import type { KeyRead } from './etcd-client.js';
+import { parseLastMsRecord } from './records.js';
+import type { LastMsRecord } from './records.js';
+
+/** What one claim transaction found for a slot. */
+export type ClaimOutcome =
+  /** The worker key was created on our lease; `lastMs` is the slot's `last-ms` as read in the same transaction. */
+  | { readonly kind: 'claimed'; readonly lastMs: KeyRead | undefined }
+  /**
+   * The worker key already exists *on our own lease*: a claim of ours committed and its answer was lost (a
+   * transaction re-sent by a retry). The slot is ours; `lastMs` read afresh.
+   */
+  | { readonly kind: 'adopted'; readonly lastMs: KeyRead | undefined }
+  /** Another lease holds the slot (`holder` is its worker record, if any). */
+  | { readonly kind: 'held'; readonly holder: string | undefined };
+
+/**
+ * Claims a worker slot: creates `workerKey` on `lease` only if it does not exist, reading `last-ms` in the same
+ * transaction (DESIGN §5). A key found bound to our own lease is adopted, never taken as someone else's: that
+ * would make the node claim a second slot and leave the first bound to its lease for as long as it lives.
+ */
+export async function claimSlot(
+  client: Etcd3,
+  lease: Lease,
+  leaseId: string,
+  keys: { readonly worker: string; readonly lastMs: string },
+  holderRecord: string,
+  timeoutMs: number,
+): Promise<ClaimOutcome> {
+  const res = await withTimeout(
+    client
+      .if(keys.worker, 'Create', '==', 0)
+      .then(lease.put(keys.worker).value(holderRecord), client.get(keys.lastMs))
+      .else(client.get(keys.worker))
+      .options(deadlineIn(timeoutMs))
+      .commit(),
+    timeoutMs,
+    `claim transaction for ${keys.worker}`,
+  );
+  if (res.succeeded) return { kind: 'claimed', lastMs: rangeKey(res.responses[1]) };
+  const held = rangeKey(res.responses[0]);
+  if (held === undefined || held.lease !== leaseId) return { kind: 'held', holder: held?.value };
+  const range = await withTimeout(client.get(keys.lastMs).options(deadlineIn(timeoutMs)).exec(), timeoutMs, `reading ${keys.lastMs}`);
+  return { kind: 'adopted', lastMs: firstKey(range.kvs) };
+}
+
+/** What one `last-ms` write did. */
+export type LastMsWriteOutcome =
+  /** Landed; `revision` is the key's new mod revision (the next write's expectation). */
+  | { readonly kind: 'written'; readonly revision: string }
+  /** The worker key is gone or bound to another lease: the slot is not ours. Nothing was written. */
+  | { readonly kind: 'not-held' }
+  /** The slot is ours but `last-ms` is not at the expected revision: `found` is what is there. Nothing was written. */
+  | { readonly kind: 'moved'; readonly found: KeyRead | undefined };
+
+/**
+ * Writes `record` to `last-ms` only if the worker key is still bound to `leaseId` *and* `last-ms` is still at
+ * `expectedRevision` ("0": absent), the record this holder last wrote or read (DESIGN §5). A write the holder
+ * gave up on (a client-side timeout) carries an old expectation, so it cannot land after a newer one, nor
+ * after the final released record.
+ */
+export async function writeLastMsRecord(
+  client: Etcd3,
+  leaseId: string,
+  keys: { readonly worker: string; readonly lastMs: string },
+  expectedRevision: string,
+  record: LastMsRecord,
+  timeoutMs: number,
+): Promise<LastMsWriteOutcome> {
+  const res = await withTimeout(
+    client
+      .if(keys.worker, 'Lease', '==', leaseId)
+      .and(keys.lastMs, 'Mod', '==', expectedRevision)
+      .then(client.put(keys.lastMs).value(JSON.stringify(record)))
+      .else(client.get(keys.worker), client.get(keys.lastMs))
+      .options(deadlineIn(timeoutMs))
+      .commit(),
+    timeoutMs,
+    `last-ms write to ${keys.lastMs}`,
+  );
+  if (res.succeeded) return { kind: 'written', revision: String(res.header.revision) };
+  if (rangeKey(res.responses[0])?.lease !== leaseId) return { kind: 'not-held' };
+  return { kind: 'moved', found: rangeKey(res.responses[1]) };
+}
+
+/**
+ * Whether a `last-ms` record found under a slot we hold is one of our own writes that landed late: our node,
+ * our lease, and no higher than anything we sent. Anything else is a forgery or an operator's hand.
+ */
+export function isOwnLateWrite(
+  key: string,
+  found: KeyRead | undefined,
+  own: { readonly nodeId: string; readonly leaseId: string; readonly highestSentMs: number },
+): LastMsRecord | undefined {
+  if (found === undefined) return undefined;
+  let r: LastMsRecord;
+  try {
+    r = parseLastMsRecord(key, found.value);
+  } catch {
+    return undefined;
+  }
+  return r.nodeId === own.nodeId && r.leaseId === own.leaseId && r.ms <= own.highestSentMs ? r : undefined;
+}

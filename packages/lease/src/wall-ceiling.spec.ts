@@ -1,0 +1,200 @@
+import { performance } from 'node:perf_hooks';
+import { createGuardedMinter, isFencedError, systemClock } from '@idgen/clock-guard';
+import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
+import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
+import type { EtcdServer, TcpProxy } from '@idgen/testing';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { uniquePrefix } from './recording-target.test-helper.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(120_000);
+
+// DESIGN §5 "wall ceiling" (issue 12): a holder whose wall clock runs ahead of its monotonic clock while it is
+// cut off from etcd must not mint above the floor its successor computes from last-ms. Real etcd, real leases
+// and guards; only the holder's clock is injected, because a frozen VM cannot be driven from a test.
+
+let etcd: EtcdServer;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+});
+
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+afterAll(async () => {
+  await cleanupAll();
+});
+
+/** The holder's clocks: the wall clock can be stepped, and both can freeze as a suspended VM's do. */
+interface VmClock extends ClockSource {
+  stepWall(ms: number): void;
+  freeze(): void;
+  /** Resumes both clocks: the monotonic one from where it stopped, the wall one stepped to true time. */
+  resumeAtTrueTime(): void;
+}
+
+function vmClock(): VmClock {
+  let wallOffset = 0;
+  let monoOffset = 0;
+  let frozen: { wall: number; mono: number } | undefined;
+  const clock: VmClock = {
+    nowMs: () => frozen?.wall ?? Date.now() + wallOffset,
+    monoMs: () => frozen?.mono ?? performance.now() + monoOffset,
+    stepWall(ms) {
+      wallOffset += ms;
+    },
+    freeze() {
+      frozen = { wall: clock.nowMs(), mono: clock.monoMs() };
+    },
+    resumeAtTrueTime() {
+      if (frozen === undefined) return;
+      monoOffset = frozen.mono - performance.now();
+      wallOffset = 0;
+      frozen = undefined;
+    },
+  };
+  return clock;
+}
+
+/** TTL 3 s, one slot, keep-alives every 500 ms: a handover within a few seconds. */
+function leaseOptions(prefix: string, endpoint: string, clock: ClockSource, waitForFreeSlot: boolean): EtcdLeaseOptions {
+  return {
+    endpoints: [endpoint],
+    prefix,
+    region: 2,
+    workers: '9-9',
+    ttlSeconds: 3,
+    keepAliveIntervalMs: 500,
+    keepAliveTimeoutMs: 400,
+    fenceMarginMs: 1000,
+    requestTimeoutMs: 400,
+    backoff: { initialMs: 50, maxMs: 200 },
+    clock,
+    waitForFreeSlot,
+  };
+}
+
+/** Mints 64 IDs a timer turn (about one a millisecond) into `ids`, counting refusals by reason. */
+function mintLoop(guard: GuardedMinter) {
+  const ids: bigint[] = [];
+  const refusals = new Map<string, number>();
+  let paused = false;
+  let running = true;
+  let maxMs = -1;
+  const turn = (): void => {
+    if (!running) return;
+    if (!paused) {
+      for (let i = 0; i < 64; i++) {
+        try {
+          ids.push(guard.next());
+        } catch (e) {
+          if (!isFencedError(e)) throw e;
+          refusals.set(e.reason, (refusals.get(e.reason) ?? 0) + 1);
+          break;
+        }
+      }
+      maxMs = Math.max(maxMs, guard.lastMintedMs());
+    }
+    setTimeout(turn, 0);
+  };
+  setTimeout(turn, 0);
+  return {
+    ids,
+    refusals,
+    maxMs: () => maxMs,
+    pause: (p: boolean) => {
+      paused = p;
+    },
+    stop: () => {
+      running = false;
+    },
+  };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+interface Party {
+  guard: GuardedMinter;
+  lease: WorkerLease;
+  minting: ReturnType<typeof mintLoop>;
+}
+
+async function holderAndSpare(prefix: string): Promise<{ holder: Party; spare: Party; clock: VmClock; proxy: TcpProxy }> {
+  const proxy = await createTcpProxy({ target: new URL(etcd.clientUrl).host });
+  cleanups.push(() => proxy.close());
+  const clock = vmClock();
+  const make = (endpoint: string, c: ClockSource, spare: boolean): Party => {
+    const guard = createGuardedMinter({ region: 2, clock: c });
+    const lease = createEtcdLease(leaseOptions(prefix, endpoint, c, spare), guard);
+    const minting = mintLoop(guard);
+    cleanups.push(async () => {
+      minting.stop();
+      await lease.release();
+      guard.close();
+    });
+    return { guard, lease, minting };
+  };
+  const holder = make(`http://${proxy.address}`, clock, false);
+  await holder.lease.start();
+  const spare = make(etcd.clientUrl, systemClock, true);
+  void spare.lease.start(); // waits for the slot
+  await until('the holder to mint', () => holder.minting.ids.length > 5_000, 10_000);
+  return { holder, spare, clock, proxy };
+}
+
+/** Lets the spare take the slot and mint until its clock passes everything the holder minted. */
+async function spareMintsPast(holder: Party, spare: Party): Promise<void> {
+  await spare.lease.start();
+  await until('the spare to mint past the holder', () => spare.guard.lastMintedMs() > holder.minting.maxMs() + 20, 20_000);
+  holder.minting.stop();
+  spare.minting.stop();
+}
+
+function common(a: readonly bigint[], b: readonly bigint[]): number {
+  const seen = new Set(a);
+  return b.filter((id) => seen.has(id)).length;
+}
+
+describe('wall ceiling: a holder cut off from etcd whose wall clock runs ahead', () => {
+  it('(a) wall clock stepped +5 s as the holder loses etcd: refused as clock-ahead, no ID in common with the successor', async () => {
+    const { holder, spare, clock, proxy } = await holderAndSpare(uniquePrefix('ceiling-step'));
+    proxy.cut();
+    clock.stepWall(5_000);
+    await spareMintsPast(holder, spare);
+    expect(spare.minting.ids.length).toBeGreaterThan(0);
+    expect(common(holder.minting.ids, spare.minting.ids)).toBe(0);
+    expect(holder.minting.refusals.get('clock-ahead')).toBeGreaterThan(0);
+    expect(holder.guard.counts().fences['clock-ahead']).toBeGreaterThanOrEqual(1);
+    // The rule itself: nothing the holder minted reaches the successor's floor.
+    expect(holder.minting.maxMs()).toBeLessThan(spare.guard.status().floorMs);
+  });
+
+  it('(b) both clocks frozen 3 s (a suspended VM), then the wall clock stepped to true time: no ID in common', async () => {
+    const { holder, spare, clock, proxy } = await holderAndSpare(uniquePrefix('ceiling-freeze'));
+    // The VM is suspended: nothing runs, no packet leaves, both clocks stop.
+    holder.minting.pause(true);
+    proxy.cut();
+    clock.freeze();
+    await sleep(3_000);
+    // Resumed: the monotonic clock goes on from where it stopped (its deadline seems far), the wall clock is
+    // stepped to true time, and the holder mints again before it learns anything from etcd.
+    clock.resumeAtTrueTime();
+    holder.minting.pause(false);
+    await spareMintsPast(holder, spare);
+    expect(common(holder.minting.ids, spare.minting.ids)).toBe(0);
+    expect(holder.minting.refusals.get('clock-ahead')).toBeGreaterThan(0);
+    expect(holder.minting.maxMs()).toBeLessThan(spare.guard.status().floorMs);
+  });
+});
