@@ -143,8 +143,14 @@ function once() {
     socket.on('data', () => undefined);
     socket.on('connect', () => {
       socket.write(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0), attack.opening ?? Buffer.alloc(0)]));
+      // As fast as the socket takes it, yielding now and then so the attacker also reads (a kernel that takes every
+      // write at once would otherwise keep this loop from ever seeing the server's GOAWAY).
       const more = () => {
-        while (open && !socket.destroyed && socket.write(attack.chunk()));
+        for (let i = 0; i < 16; i++) {
+          if (!open || socket.destroyed) return;
+          if (!socket.write(attack.chunk())) return; // 'drain' calls again
+        }
+        setImmediate(more);
       };
       socket.on('drain', more);
       more();

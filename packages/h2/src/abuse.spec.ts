@@ -142,7 +142,7 @@ describe('H2Connection limits applied as frames arrive', () => {
     expect(server.refusals).toEqual(['settings-entries']);
   });
 
-  it('answers an HPACK bomb (one 4 KB entry referenced 16,000 times) with 431 per stream, and keeps serving', async () => {
+  it('answers an HPACK bomb (one 4 KB entry referenced 16,000 times) with 431 per stream, then cuts a peer that keeps at it', async () => {
     server = await start({}, (stream) => {
       stream.respond(200, {}, true);
     });
@@ -167,6 +167,18 @@ describe('H2Connection limits applied as frames arrive', () => {
     expect(fields[fields.indexOf(':status') + 1]).toBe('431');
     expect(server.refusals.filter((r) => r === 'header-list-too-large')).toHaveLength(20);
     expect(raw.frames.some((f) => f.type === FrameType.GOAWAY)).toBe(false);
+    // A peer that keeps at it is cut with the stream errors (200 a second): 450 more, so that however a second's
+    // boundary splits them, one side holds more than 200.
+    raw.send(
+      repeat(450, (i) =>
+        Buffer.concat([
+          frame(FrameType.HEADERS, Flag.END_STREAM, 43 + 2 * i, Buffer.concat([REQUEST, refs.subarray(0, 8_000)])),
+          frame(FrameType.CONTINUATION, Flag.END_HEADERS, 43 + 2 * i, refs.subarray(8_000)),
+        ]),
+      ),
+    );
+    expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    expect(server.refusals).toContain('stream-error-flood');
   });
 
   it('refuses streams over the limit, then ends a peer that keeps opening them (100 a second)', async () => {

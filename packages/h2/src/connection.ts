@@ -749,8 +749,10 @@ export class H2Connection {
     );
     this.streams.set(id, stream);
     if (tooLarge) {
-      // Too many or too large header fields: a clear answer, and the stream ends here.
+      // Too many or too large header fields: a clear answer, and the stream ends here. Counted with the stream
+      // errors: a peer that keeps sending them (an HPACK bomb a block) is cut like one that makes us reset streams.
       this.refused('header-list-too-large');
+      this.countStreamError();
       this.respond(stream, 431, { 'content-length': 0 }, true);
       return;
     }

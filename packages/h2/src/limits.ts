@@ -20,7 +20,8 @@ export interface H2FloodLimits {
   readonly ignoredFrames: number;
   /**
    * Stream errors the peer made us send (RST_STREAM for a malformed request, a bad window update, DATA on a
-   * closed stream, …): "MadeYouReset" makes the server start and abandon requests at the peer's pace. Default 200.
+   * closed stream, …; and 431 answers to header lists over the limits): "MadeYouReset" makes the server start and
+   * abandon requests at the peer's pace. Default 200.
    */
   readonly streamErrors: number;
   /** Streams refused (REFUSED_STREAM) for being over SETTINGS_MAX_CONCURRENT_STREAMS. Default 100. */
