@@ -31,5 +31,6 @@ export type {
   TimeSourceCheck,
   TimeSourceCheckOptions,
   TimeSourceLogger,
+  TimeSourceProblem,
   TimeSourceReading,
 } from './time-source.js';

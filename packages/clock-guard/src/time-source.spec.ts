@@ -28,18 +28,20 @@ describe('parseChronyTracking and judgeTracking', () => {
     expect(t.systemTimeOffsetSeconds).toBeCloseTo(0.000001234, 12);
     const r = judgeTracking(t);
     expect(r.healthy).toBe(true);
+    expect(r.problem).toBeUndefined();
     expect(r.message).toMatch(/synchronised \(reference 169\.254\.169\.123, stratum 4, offset 0\.001 ms\)/);
     expect(r.offsetSeconds).toBeCloseTo(0.000001234, 12);
   });
 
   it.each([
-    ['unsynchronised (local reference)', UNSYNCED, /not synchronised/],
-    ['no reference at all', NO_REFERENCE, /not synchronised/],
-    ['an offset beyond the 10 ms bound', LARGE_OFFSET, /-25\.300 ms off its reference, more than the 10 ms bound/],
-  ])('judges %s unhealthy, saying why', (_name, line, message) => {
+    ['unsynchronised (local reference)', UNSYNCED, /not synchronised/, 'not-synchronised'],
+    ['no reference at all', NO_REFERENCE, /not synchronised/, 'not-synchronised'],
+    ['an offset beyond the 10 ms bound', LARGE_OFFSET, /-25\.300 ms off its reference, more than the 10 ms bound/, 'offset-too-large'],
+  ])('judges %s unhealthy, saying why', (_name, line, message, problem) => {
     const r = judgeTracking(parseChronyTracking(line));
     expect(r.healthy).toBe(false);
     expect(r.message).toMatch(message);
+    expect(r.problem).toBe(problem);
   });
 
   it('accepts a leap-second announcement and a custom bound', () => {
@@ -82,18 +84,21 @@ describe('readChrony (real processes)', () => {
   it('says so when chronyc is missing', async () => {
     const r = await readChrony({ chronycPath: join(dir, 'no-such-chronyc') });
     expect(r.healthy).toBe(false);
+    expect(r.problem).toBe('chronyc-missing');
     expect(r.message).toMatch(/no-such-chronyc not found: install chrony \(apt-get install chrony\), or run with --time-source none/);
   });
 
   it('says so when chronyc exits non-zero', async () => {
     const r = await readChrony({ chronycPath: fakeChronyc('fails', '506 Cannot talk to daemon', 1) });
     expect(r.healthy).toBe(false);
+    expect(r.problem).toBe('chronyc-failed');
     expect(r.message).toMatch(/failed \(exit code 1\): "506 Cannot talk to daemon"/);
   });
 
   it('says so when the output cannot be parsed', async () => {
     const r = await readChrony({ chronycPath: fakeChronyc('garbage', 'hello,world') });
     expect(r.healthy).toBe(false);
+    expect(r.problem).toBe('unparseable');
     expect(r.message).toMatch(/could not parse .* expected 14 comma-separated fields .*, got 2/);
   });
 

@@ -21,11 +21,32 @@ export interface ChronyTracking {
   readonly leapStatus: string;
 }
 
+/**
+ * Which way a time source failed, for readiness answers and alerts (the message says it in words):
+ * - `not-read`: no reading yet (booting);
+ * - `chronyc-missing`: the chronyc binary is not on PATH (chrony not installed);
+ * - `chronyc-failed`: chronyc ran and failed (chronyd not running, permission denied: see the message);
+ * - `chronyc-timeout`: chronyc did not answer in time;
+ * - `unparseable`: chronyc answered something this check cannot read;
+ * - `not-synchronised`: chrony has no usable reference (leap status, stratum 0/16, no reference ID);
+ * - `offset-too-large`: synchronised, but the system clock is further off than the bound (DESIGN §4).
+ */
+export type TimeSourceProblem =
+  | 'not-read'
+  | 'chronyc-missing'
+  | 'chronyc-failed'
+  | 'chronyc-timeout'
+  | 'unparseable'
+  | 'not-synchronised'
+  | 'offset-too-large';
+
 /** One reading of the time source and the verdict on it. */
 export interface TimeSourceReading {
   readonly healthy: boolean;
   /** Why: what was read, or what went wrong reading it. */
   readonly message: string;
+  /** Which way it failed; absent while healthy. */
+  readonly problem?: TimeSourceProblem;
   readonly offsetSeconds?: number;
   readonly tracking?: ChronyTracking;
 }
@@ -74,11 +95,12 @@ export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSE
   const where = `reference ${t.referenceName || t.referenceId}, stratum ${t.stratum}, offset ${offsetMs.toFixed(3)} ms`;
   const base = { offsetSeconds: t.systemTimeOffsetSeconds, tracking: t };
   if (t.leapStatus === 'Not synchronised' || t.stratum === 0 || t.stratum >= 16 || /^0+$/.test(t.referenceId)) {
-    return { healthy: false, message: `chrony is not synchronised (${where}, leap status ${t.leapStatus})`, ...base };
+    return { healthy: false, problem: 'not-synchronised', message: `chrony is not synchronised (${where}, leap status ${t.leapStatus})`, ...base };
   }
   if (Math.abs(offsetMs) > maxOffsetMs) {
     return {
       healthy: false,
+      problem: 'offset-too-large',
       message: `the system clock is ${offsetMs.toFixed(3)} ms off its reference, more than the ${maxOffsetMs} ms bound (${where})`,
       ...base,
     };
@@ -96,13 +118,15 @@ export function readChrony(options: { chronycPath?: string; maxOffsetMs?: number
         if (e.code === 'ENOENT') {
           resolve({
             healthy: false,
+            problem: 'chronyc-missing',
             message: `${path} not found: install chrony (apt-get install chrony), or run with --time-source none for development`,
           });
         } else if (e.killed === true) {
-          resolve({ healthy: false, message: `${path} -c tracking did not answer within ${options.timeoutMs ?? 2_000} ms` });
+          resolve({ healthy: false, problem: 'chronyc-timeout', message: `${path} -c tracking did not answer within ${options.timeoutMs ?? 2_000} ms` });
         } else {
           resolve({
             healthy: false,
+            problem: 'chronyc-failed',
             message: `${path} -c tracking failed (exit code ${String(e.code)}): ${clip(String(stderr || stdout || e.message).trim())}`,
           });
         }
@@ -111,7 +135,7 @@ export function readChrony(options: { chronycPath?: string; maxOffsetMs?: number
       try {
         resolve(judgeTracking(parseChronyTracking(stdout), options.maxOffsetMs));
       } catch (parseError) {
-        resolve({ healthy: false, message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}` });
+        resolve({ healthy: false, problem: 'unparseable', message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}` });
       }
     });
   });
@@ -153,7 +177,7 @@ export interface TimeSourceCheck {
  */
 export function createTimeSourceCheck(options: TimeSourceCheckOptions): TimeSourceCheck {
   const maxOffsetMs = options.maxOffsetMs ?? DEFAULT_MAX_OFFSET_MS;
-  let last: TimeSourceReading = { healthy: false, message: 'not read yet' };
+  let last: TimeSourceReading = { healthy: false, problem: 'not-read', message: 'not read yet' };
   let timer: ReturnType<typeof setInterval> | undefined;
   let reading: Promise<TimeSourceReading> | undefined;
 
