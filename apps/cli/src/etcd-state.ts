@@ -72,7 +72,9 @@ export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Pr
   p.catch(() => undefined);
   return Promise.race([
     p.catch((e: unknown) => {
-      throw new CliError(EXIT_UNREACHABLE, `${what}: ${(e as Error).message}`);
+      // grpc-js appends a "Resolution note" to connection failures; the first part says what happened.
+      const message = (e as Error).message.split(' Resolution note')[0]?.trim() ?? '';
+      throw new CliError(EXIT_UNREACHABLE, `${what}: ${message}`);
     }),
     new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new CliError(EXIT_UNREACHABLE, `${what}: no answer within ${ms} ms`)), ms);

@@ -1,8 +1,8 @@
 /**
  * The exit codes of `idgen`, for scripts (stated in `idgen --help` and apps/cli/README.md):
  * - 0: done, and everything asked about is fine;
- * - 1: done, and a problem was found: a node is not serving, a `last-ms` record is poisoned or corrupt,
- *   no layout record, or a node refused the request;
+ * - 1: done, and a problem was found: a node is not serving (or none is), a `last-ms` record is poisoned
+ *   or corrupt, no layout record, or a node refused the request;
  * - 2: bad usage or invalid input (an unknown flag, a bad URL, an invalid ID), before any I/O;
  * - 3: could not reach etcd, or (with `--server`) the node, within `--timeout-ms`.
  */
@@ -18,7 +18,8 @@ export type ExitCode = typeof EXIT_OK | typeof EXIT_PROBLEM | typeof EXIT_USAGE 
 export const EXIT_CODES_HELP =
   'Exit codes:\n' +
   '  0  ok: every node asked is serving, no problem found\n' +
-  '  1  a node or slot is not serving, or a problem was found (poisoned or corrupt last-ms, no layout record)\n' +
+  '  1  a node or slot is not serving (or no node is), or a problem was found (poisoned or corrupt last-ms,\n' +
+  '     no layout record), or a node refused the request\n' +
   '  2  bad usage or invalid input (unknown flag, bad URL, invalid ID), before any I/O\n' +
   '  3  could not reach etcd, or the node given with --server';
 

@@ -190,11 +190,22 @@ describe('faults', () => {
       ['layout', '--etcd', nobody, '--timeout-ms', '1500'],
       ['status', '--server', nobody, '--timeout-ms', '1500'],
       ['next', '--server', nobody, '--timeout-ms', '1500'],
+      ['next', '--etcd', nobody, '--region', String(REGION), '--timeout-ms', '1500'],
     ]) {
       const r = await idgen(args);
       expect([args[0], r.code]).toEqual([args[0], 3]);
       expect(r.stderr).toMatch(new RegExp(`^idgen ${args[0]}: `));
     }
+  });
+
+  it('next and status exit 1 for a region with no node', async () => {
+    const next = await idgen(['next', ...etcdArgs(), '--region', '6']);
+    expect(next.code).toBe(1);
+    expect(next.stdout).toBe('');
+    expect(next.stderr).toMatch(/^idgen next: no serving node in region 6/);
+    const status = await idgen(['status', ...etcdArgs(), '--region', '6']);
+    expect(status.code).toBe(1);
+    expect(status.stderr).toMatch(/^idgen status: no nodes found in etcd for region 6/);
   });
 
   it('layout exits 1 on a prefix no node ever used', async () => {
