@@ -23,6 +23,8 @@ export {
   NextIdsResponseSchema,
   NodeState,
   NodeStateSchema,
+  ReadinessReason,
+  ReadinessReasonSchema,
   file_idgen_v1_idgen,
 } from './gen/idgen/v1/idgen_pb.js';
 export type {

@@ -12,6 +12,7 @@ import {
   NextIdsRequestSchema,
   NextIdsResponseSchema,
   NodeState,
+  ReadinessReason,
 } from './index.js';
 
 const projectDir = join(__dirname, '..');
@@ -93,6 +94,30 @@ describe('the wire contract (DESIGN §6)', () => {
     expect(Health.method.check.name).toBe('Check');
     expect(HealthCheckResponse_ServingStatus.SERVING).toBe(1);
     expect(HealthCheckResponse_ServingStatus.NOT_SERVING).toBe(2);
+  });
+
+  it('keeps the GetStatusResponse field numbers (the header of idgen.proto lists them)', () => {
+    expect(GetStatusResponseSchema.fields.map((f) => [f.name, f.number])).toEqual([
+      ['region', 1], ['worker', 2], ['node_id', 3], ['state', 4], ['fence_reason', 5], ['fence_message', 6],
+      ['lease_id', 7], ['keep_alive_age_seconds', 8], ['clock_state', 9], ['clock_offset_seconds', 10],
+      ['clock_message', 11], ['layout', 12], ['lease_mode', 13], ['fence_deadline_in_ms', 14], ['floor_ms', 15],
+      ['last_minted_ms', 16], ['advertise_address', 17], ['max_count', 18], ['ready', 19], ['readiness_reason', 20],
+      ['readiness_cause', 21], ['readiness_detail', 22], ['readiness_wait_ms', 23],
+    ]);
+  });
+
+  it('carries the readiness reason as its enum name in JSON', () => {
+    const status = create(GetStatusResponseSchema, {
+      ready: false,
+      readinessReason: ReadinessReason.WAITING_FOR_FLOOR,
+      readinessDetail: 'holding 2/17',
+      readinessWaitMs: 1200n,
+    });
+    expect(toJson(GetStatusResponseSchema, status)).toMatchObject({
+      readinessReason: 'READINESS_REASON_WAITING_FOR_FLOOR',
+      readinessDetail: 'holding 2/17',
+      readinessWaitMs: '1200',
+    });
   });
 
   it('round-trips a status with its optional fields absent', () => {
