@@ -1,0 +1,121 @@
+import type { Etcd3, Watcher } from 'etcd3';
+import { resolveConnection } from './config.js';
+import type { EtcdConnectionOptions } from './config.js';
+import { createEtcdClient, deadlineIn, errorText, withTimeout } from './etcd-client.js';
+import { LeaseConfigError } from './errors.js';
+import { leaseKeys, parseServingNode } from './records.js';
+import { silentLogger } from './types.js';
+import type { LeaseLogger, ServingNode } from './types.js';
+
+/** Options of {@link createDiscoveryReader}. */
+export interface DiscoveryReaderOptions extends EtcdConnectionOptions {
+  /** Region whose serving nodes to list. */
+  readonly region: number;
+  /** Timeout of one list request; default 5000 ms. */
+  readonly requestTimeoutMs?: number;
+  readonly logger?: LeaseLogger;
+}
+
+/** Lists and watches the serving nodes of one region (`{prefix}/regions/{code}/nodes/`). */
+export interface DiscoveryReader {
+  /** The serving nodes now, sorted by node id. Unreadable entries are skipped and logged. */
+  list(): Promise<ServingNode[]>;
+  /**
+   * Calls `fn` with the full list at once and after every change. Survives etcd restarts: the list is read
+   * again whenever the watch (re)connects. Returns a function that stops watching.
+   */
+  watch(fn: (nodes: ServingNode[]) => void): () => void;
+  close(): Promise<void>;
+}
+
+/** Creates a {@link DiscoveryReader}; validates the options before any I/O. */
+export function createDiscoveryReader(options: DiscoveryReaderOptions): DiscoveryReader {
+  const { endpoints, prefix: rawPrefix } = resolveConnection(options);
+  const prefix = rawPrefix === '/' ? '' : rawPrefix;
+  if (!Number.isSafeInteger(options.region) || options.region < 0) {
+    throw new LeaseConfigError([`region must be a non-negative integer, got ${String(options.region)}`]);
+  }
+  const logger = options.logger ?? silentLogger;
+  const timeout = options.requestTimeoutMs ?? 5000;
+  const dir = leaseKeys.nodes(prefix, options.region);
+  let client: Etcd3 | undefined = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+  const watchers = new Set<Watcher>();
+
+  const list = async (): Promise<ServingNode[]> => {
+    if (client === undefined) throw new Error('discovery reader closed');
+    const all = await withTimeout(client.getAll().prefix(dir).options(deadlineIn(timeout)).strings(), timeout, 'discovery list');
+    const nodes: ServingNode[] = [];
+    for (const [key, raw] of Object.entries(all)) {
+      try {
+        nodes.push(parseServingNode(key, raw));
+      } catch (e) {
+        logger.warn({ key, err: errorText(e) }, 'discovery: skipping an unreadable node record');
+      }
+    }
+    return nodes.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
+  };
+
+  return {
+    list,
+    watch(fn) {
+      if (client === undefined) throw new Error('discovery reader closed');
+      let stopped = false;
+      let watcher: Watcher | undefined;
+      let pending = false;
+      let again = false;
+      // Re-list rather than patch: a missed event after a reconnect can then never leave a stale entry.
+      const refresh = async (): Promise<void> => {
+        if (pending) {
+          again = true;
+          return;
+        }
+        pending = true;
+        try {
+          do {
+            again = false;
+            try {
+              const nodes = await list();
+              if (!stopped) fn(nodes);
+            } catch (e) {
+              logger.warn({ err: errorText(e) }, 'discovery: listing nodes failed; the watch will retry on reconnect');
+            }
+          } while (again && !stopped);
+        } finally {
+          pending = false;
+        }
+      };
+      void client
+        .watch()
+        .prefix(dir)
+        .create()
+        .then((w) => {
+          if (stopped) {
+            void w.cancel();
+            return;
+          }
+          watcher = w;
+          watchers.add(w);
+          w.on('connected', () => void refresh());
+          w.on('put', () => void refresh());
+          w.on('delete', () => void refresh());
+          w.on('error', (e) => logger.warn({ err: errorText(e) }, 'discovery: watch error'));
+          void refresh();
+        })
+        .catch((e: unknown) => logger.error({ err: errorText(e) }, 'discovery: could not start the watch'));
+      return () => {
+        stopped = true;
+        if (watcher !== undefined) {
+          watchers.delete(watcher);
+          void watcher.cancel().catch(() => undefined);
+        }
+      };
+    },
+    async close() {
+      const c = client;
+      client = undefined;
+      await Promise.all([...watchers].map((w) => w.cancel().catch(() => undefined)));
+      watchers.clear();
+      c?.close();
+    },
+  };
+}
