@@ -31,7 +31,7 @@ function h2specBinary(): string {
 /** Runs h2spec and returns the ids of the failed and skipped cases (read from its JUnit report) and the total. */
 async function h2spec(port: number, path: string, strict: boolean): Promise<{ total: number; failed: string[]; skipped: string[] }> {
   const report = join(tempDirSync('h2spec').path, 'report.xml');
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-j', report, ...(strict ? ['--strict'] : [])];
+  const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-o', '5', '-j', report, ...(strict ? ['--strict'] : [])];
   const output = await new Promise<string>((done) => {
     execFile(h2specBinary(), args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (_error, stdout, stderr) => done(stdout + stderr));
   });

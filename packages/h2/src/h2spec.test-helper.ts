@@ -32,7 +32,7 @@ export async function runH2spec(port: number, path: string, options: { strict?: 
   const dir = mkdtempSync(join(tmpdir(), 'h2spec-'));
   try {
     const report = join(dir, 'report.xml');
-    const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-j', report, ...(options.strict === true ? ['--strict'] : []), ...(options.cases ?? [])];
+    const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-o', '5', '-j', report, ...(options.strict === true ? ['--strict'] : []), ...(options.cases ?? [])];
     const exit = await new Promise<{ code: number; output: string }>((done) => {
       execFile(h2specBinary(), args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
