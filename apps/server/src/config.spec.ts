@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { FLAGS, helpText, parseConfig, type ServerConfig } from './config.js';
 
 /** Without etcd, the cases below are standalone by name (the rule itself: 'standalone only by name'). */
@@ -25,6 +28,35 @@ function failure(argv: string[], env: Record<string, string> = {}, exact = false
 }
 
 describe('parseConfig', () => {
+  it('reads the etcd TLS files and credentials, never a password from the command line (issue 15)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'idgen-config-'));
+    const file = (name: string, text: string): string => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
+    const cert = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    const key = '-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n';
+    const etcd = ['--etcd', 'https://127.0.0.1:2379', '--region', '2'];
+    const c = config(etcd, {
+      IDGEN_ETCD_CA: file('ca.crt', cert),
+      IDGEN_ETCD_CERT: file('c.crt', cert),
+      IDGEN_ETCD_KEY: file('c.key', key),
+      IDGEN_ETCD_USER: 'idgen-node',
+      IDGEN_ETCD_PASSWORD_FILE: file('pw', 's3cret\n'),
+    });
+    expect(c.etcdTls).toEqual({ ca: cert, cert, key });
+    expect(c.etcdAuth).toEqual({ username: 'idgen-node', password: 's3cret' });
+    expect(failure([...etcd, '--etcd-ca', join(dir, 'missing')])).toMatch(/--etcd-ca: cannot read the etcd CA file .*ENOENT/);
+    expect(failure([...etcd, '--etcd-ca', file('bad.crt', 'hello')])).toMatch(/is not a PEM certificate/);
+    expect(failure([...etcd, '--etcd-cert', join(dir, 'c.crt')])).toMatch(/--etcd-cert and --etcd-key go together/);
+    expect(failure([...etcd, '--etcd-user', 'u'])).toMatch(/--etcd-user and --etcd-password-file go together/);
+    expect(failure([...etcd, '--etcd-user', 'u', '--etcd-password-file', file('empty', '')])).toMatch(/is empty/);
+    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--etcd-ca', join(dir, 'ca.crt')])).toMatch(/uses http:\/\/; use https:\/\//);
+    expect(failure(['--etcd-user', 'u', '--etcd-password-file', join(dir, 'pw')])).toMatch(/--etcd-user applies only with --etcd/);
+    // There is no flag that takes a password.
+    expect(FLAGS.some((f) => /password </.test(f.flags))).toBe(false);
+  });
+
   it('runs standalone only when asked by name, on a state file named by region (issue 12)', () => {
     expect(failure([], {}, true)).toMatch(/give --etcd <urls> \(production\) or --standalone/);
     expect(failure(['--region', '2'], { IDGEN_STANDALONE: '0' }, true)).toMatch(/or --standalone/);
@@ -102,12 +134,15 @@ describe('parseConfig', () => {
       IDGEN_HTTP2_SERVER: 'node',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
-    // etcd (read from the environment in 'runs standalone only when asked by name').
-    const standalonePair = ['IDGEN_STANDALONE', 'IDGEN_STATE_FILE'];
+    // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
+    // files (read from the environment in 'reads the etcd TLS files and credentials').
+    const standalonePair = ['IDGEN_STANDALONE', 'IDGEN_STATE_FILE', 'IDGEN_ETCD_CA', 'IDGEN_ETCD_CERT', 'IDGEN_ETCD_KEY', 'IDGEN_ETCD_USER', 'IDGEN_ETCD_PASSWORD_FILE'];
     expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).filter((e) => !standalonePair.includes(e)).sort());
     expect(config([], env)).toEqual({
       region: 3,
       etcd: ['http://10.0.0.1:2379'],
+      etcdTls: undefined,
+      etcdAuth: undefined,
       standalone: undefined,
       etcdPrefix: '/p',
       listen: { host: '::1', port: 9000 },

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
@@ -23,6 +24,10 @@ export interface ServerConfig {
   readonly standalone: { readonly stateFile: string } | undefined;
   /** Key prefix in etcd (DESIGN §5), no trailing slash. */
   readonly etcdPrefix: string;
+  /** TLS to etcd: PEM contents read from `--etcd-ca`, `--etcd-cert`, `--etcd-key` at start. */
+  readonly etcdTls: { readonly ca?: string; readonly cert?: string; readonly key?: string } | undefined;
+  /** etcd authentication: `--etcd-user` and the password read from `--etcd-password-file` (never a flag). */
+  readonly etcdAuth: { readonly username: string; readonly password: string } | undefined;
   /** Where Connect, gRPC, gRPC-Web, `/healthz` and `/readyz` are served. Port 0 picks a free port. */
   readonly listen: HostPort;
   /** `host:port` callers should dial (registered in discovery); default the bound listen address. */
@@ -120,6 +125,16 @@ export const FLAGS: readonly FlagSpec[] = [
     defaultDescription: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
   },
   { flags: '--etcd-prefix <prefix>', key: 'etcdPrefix', env: 'IDGEN_ETCD_PREFIX', description: 'key prefix in etcd', defaultValue: '/idgen' },
+  { flags: '--etcd-ca <file>', key: 'etcdCa', env: 'IDGEN_ETCD_CA', description: 'PEM file of the CA that signed the etcd servers\' certificates (https:// endpoints)' },
+  { flags: '--etcd-cert <file>', key: 'etcdCert', env: 'IDGEN_ETCD_CERT', description: 'PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)' },
+  { flags: '--etcd-key <file>', key: 'etcdKey', env: 'IDGEN_ETCD_KEY', description: 'PEM private key of --etcd-cert' },
+  { flags: '--etcd-user <name>', key: 'etcdUser', env: 'IDGEN_ETCD_USER', description: 'etcd user (with --etcd-password-file); its role must read and write the prefix' },
+  {
+    flags: '--etcd-password-file <file>',
+    key: 'etcdPasswordFile',
+    env: 'IDGEN_ETCD_PASSWORD_FILE',
+    description: 'file holding the etcd user\'s password (one line; never a password on the command line)',
+  },
   {
     flags: '--listen <host:port>',
     key: 'listen',
@@ -351,6 +366,8 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     throw new ConfigError(`${prefixRaw.from} must start with "/", not end with "/" and use [A-Za-z0-9._-/], got ${JSON.stringify(etcdPrefix)}`);
   }
 
+  const { etcdTls, etcdAuth } = etcdCredentials(get, etcd !== undefined);
+
   const listenRaw = get('listen');
   const listen = parseHostPort(listenRaw.value ?? '', listenRaw.from, true);
   const advertiseRaw = get('advertise');
@@ -398,6 +415,8 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const config: ServerConfig = {
     region,
     etcd,
+    etcdTls,
+    etcdAuth,
     standalone: standalone ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) } : undefined,
     etcdPrefix,
     listen,
@@ -427,7 +446,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
       resolveLeaseConfig(leaseOptions);
     } catch (e) {
       if (isLeaseError(e) && e.code === 'config') {
-        throw new ConfigError(`lease settings (--etcd, --etcd-prefix, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`);
+        throw new ConfigError(`lease settings (--etcd, --etcd-prefix, --etcd-ca/-cert/-key, --etcd-user, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`);
       }
       throw e;
     }
@@ -444,6 +463,8 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
   if (config.etcd === undefined) return undefined;
   return {
     endpoints: config.etcd,
+    ...(config.etcdTls === undefined ? {} : { tls: config.etcdTls }),
+    ...(config.etcdAuth === undefined ? {} : { auth: config.etcdAuth }),
     prefix: config.etcdPrefix,
     region: config.region,
     workers: { first: config.workers.from, last: config.workers.to },
@@ -454,6 +475,49 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
     // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
     waitForFreeSlot: true,
     layout,
+  };
+}
+
+type Getter = (key: string) => { value: string | undefined; from: string };
+
+/** Reads a small PEM or secret file named by a flag; unreadable or empty is a configuration error (exit 2). */
+function readFlagFile(raw: { value: string | undefined; from: string }, what: string): string | undefined {
+  if (raw.value === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(raw.value, 'utf8');
+  } catch (e) {
+    throw new ConfigError(`${raw.from}: cannot read ${what} ${JSON.stringify(raw.value)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+  }
+  if (text.trim() === '') throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is empty`);
+  return text;
+}
+
+/** The etcd TLS files and credentials (DESIGN §5, root of trust): all or nothing of each pair, only with --etcd. */
+function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'etcdTls' | 'etcdAuth'> {
+  const given = ['etcdCa', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile'].map(get).filter((r) => r.value !== undefined);
+  if (!withEtcd) {
+    if (given.length > 0) throw new ConfigError(`${given[0]?.from} applies only with --etcd`);
+    return { etcdTls: undefined, etcdAuth: undefined };
+  }
+  const ca = readFlagFile(get('etcdCa'), 'the etcd CA file');
+  const cert = readFlagFile(get('etcdCert'), 'the etcd client certificate');
+  const key = readFlagFile(get('etcdKey'), 'the etcd client key');
+  if ((cert === undefined) !== (key === undefined)) throw new ConfigError('--etcd-cert and --etcd-key go together: give both or neither');
+  for (const [pem, raw] of [[ca, get('etcdCa')], [cert, get('etcdCert')]] as const) {
+    if (pem !== undefined && !pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is not a PEM certificate`);
+  }
+  if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) throw new ConfigError(`${get('etcdKey').from}: not a PEM private key`);
+  const user = get('etcdUser');
+  const passwordFile = get('etcdPasswordFile');
+  if ((user.value === undefined) !== (passwordFile.value === undefined)) {
+    throw new ConfigError('--etcd-user and --etcd-password-file go together: give both or neither');
+  }
+  const password = readFlagFile(passwordFile, 'the etcd password file')?.replace(/\r?\n$/, '');
+  const tlsParts = { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) };
+  return {
+    etcdTls: Object.keys(tlsParts).length > 0 ? tlsParts : undefined,
+    etcdAuth: user.value === undefined || password === undefined ? undefined : { username: user.value, password },
   };
 }
 

@@ -11,7 +11,9 @@ export type LeaseErrorCode =
   /** The lease was released; it cannot start again. */
   | 'released'
   /** Standalone mode: the state file is locked by another node, unreadable or unwritable. */
-  | 'state-file';
+  | 'state-file'
+  /** etcd refuses this node: bad credentials, a role without access, TLS certificates that do not verify. */
+  | 'etcd-access';
 
 const brand = Symbol.for('@idgen/lease.LeaseError');
 

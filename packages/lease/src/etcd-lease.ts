@@ -1,8 +1,15 @@
 import { randomInt } from 'node:crypto';
 import { metrics } from '@opentelemetry/api';
 import type { Counter, Meter, ObservableGauge, ObservableResult } from '@opentelemetry/api';
-import { EtcdLeaseInvalidError } from 'etcd3';
-import type { Etcd3, Lease } from 'etcd3';
+import {
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdLeaseInvalidError,
+  EtcdPermissionDeniedError,
+  EtcdRoleNotGrantedError,
+  EtcdUserNotFoundError,
+} from 'etcd3';
+import type { Etcd3, Lease, Watcher } from 'etcd3';
 import { resolveLeaseConfig } from './config.js';
 import type { EtcdLeaseOptions, LeaseConfig } from './config.js';
 import { createEtcdClient, deadlineIn, errorText, rangeValue, sleep, withTimeout } from './etcd-client.js';
@@ -43,6 +50,26 @@ interface Session {
   fenceTimer: NodeJS.Timeout | undefined;
   /** The keep-alive loop, once started: a release waits for it so its last refresh cannot land after the final record. */
   loop?: Promise<void>;
+  /** The watch on this session's own worker key (DESIGN §5, root of trust). */
+  watcher?: Watcher;
+}
+
+/**
+ * An etcd error no retry will fix: bad credentials, a role without access to the prefix, a TLS handshake
+ * that fails on certificates. The node stops with it instead of retrying forever, not ready, in silence.
+ */
+export function etcdAccessProblem(e: unknown): string | undefined {
+  if (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError || e instanceof EtcdInvalidAuthTokenError) {
+    return `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`;
+  }
+  if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError) {
+    return `etcd denied access: the user's role must read and write the deployment's prefix: ${e.message}`;
+  }
+  const text = e instanceof Error ? e.message : String(e);
+  if (/certificate|CERT_|SSL|handshake|wrong version number/i.test(text)) {
+    return `TLS to etcd failed (check --etcd-ca, --etcd-cert, --etcd-key and https:// endpoints): ${text}`;
+  }
+  return undefined;
 }
 
 /** The session was lost while claiming or waiting for the floor: the claim loop tries again. */
@@ -226,6 +253,8 @@ class EtcdWorkerLease implements WorkerLease {
         return await fn();
       } catch (e) {
         if (isLeaseError(e) && !e.retryable) throw e;
+        const access = etcdAccessProblem(e);
+        if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         this.lifetime.signal.throwIfAborted();
         const delay = this.backoff(attempt);
         this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, `lease: ${what} failed; retrying`);
@@ -246,6 +275,8 @@ class EtcdWorkerLease implements WorkerLease {
       } catch (e) {
         this.lifetime.signal.throwIfAborted();
         if (isLeaseError(e) && (!e.retryable || failFast)) throw e;
+        const access = etcdAccessProblem(e);
+        if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         const delay = this.backoff(attempt);
         this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, 'lease: claim failed; retrying');
         this.setState('claiming', `claim failed (${errorText(e)}); retrying in ${Math.round(delay)} ms`);
@@ -350,6 +381,7 @@ class EtcdWorkerLease implements WorkerLease {
         if (outcome.kind === 'adopted') {
           this.cfg.logger.warn({ key: workerKey, leaseId }, 'lease: adopted a worker key our own lease already held (a claim whose answer was lost)');
         }
+        this.watchWorkerKey(s, workerKey, outcome.revision);
         const last = outcome.lastMs;
         try {
           claimed = { ...c, last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value) };
@@ -419,6 +451,35 @@ class EtcdWorkerLease implements WorkerLease {
       void this.revokeQuietly(lease);
       throw e;
     }
+  }
+
+  /**
+   * Watches this session's own worker key from just after the claim: deleted or overwritten by anyone (an
+   * operator's etcdctl, a forged release), the holder fences at once instead of at its next refresh (DESIGN §5,
+   * root of trust). The lease's own end (expiry, revoke) deletes it too; by then the session has ended.
+   */
+  private watchWorkerKey(s: Session, key: string, claimRevision: string): void {
+    const from = (BigInt(claimRevision) + 1n).toString();
+    this.requireClient()
+      .watch()
+      .key(key)
+      .startRevision(from)
+      .create()
+      .then(
+        (w) => {
+          if (s.ended) {
+            void w.cancel().catch(() => undefined);
+            return;
+          }
+          s.watcher = w;
+          const changed = (what: string) => (): void =>
+            this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (DESIGN §5, root of trust)`);
+          w.on('delete', changed('deleted'));
+          w.on('put', changed('overwritten'));
+          w.on('error', (e) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'));
+        },
+        (e: unknown) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: could not watch the worker key (the refresh still checks it)'),
+      );
   }
 
   private checkSession(s: Session): void {
@@ -594,6 +655,7 @@ class EtcdWorkerLease implements WorkerLease {
     s.ended = true;
     s.assigned = false;
     clearTimeout(s.fenceTimer);
+    void s.watcher?.cancel().catch(() => undefined);
     s.abort.abort(new SessionLostError('session ended'));
   }
 

@@ -87,7 +87,7 @@ describe('writeLastMsRecord', () => {
     const keys = keysOf(uniquePrefix('order'), 1);
     const { lease, id } = await grant();
     const claim = await claimSlot(client, lease, id, keys, '{}', 2000);
-    expect(claim).toEqual({ kind: 'claimed', lastMs: undefined });
+    expect(claim).toMatchObject({ kind: 'claimed', lastMs: undefined });
     const w0 = await writeLastMsRecord(client, id, keys, '0', record(1_000_000, id), 2000);
     if (w0.kind !== 'written') throw new Error(`first write: ${w0.kind}`);
     // Refresh A (ms 1,002,000) is sent expecting w0's revision and held up on the way; the node gives up on it

@@ -6,13 +6,16 @@ import type { LastMsRecord } from './records.js';
 
 /** What one claim transaction found for a slot. */
 export type ClaimOutcome =
-  /** The worker key was created on our lease; `lastMs` is the slot's `last-ms` as read in the same transaction. */
-  | { readonly kind: 'claimed'; readonly lastMs: KeyRead | undefined }
+  /**
+   * The worker key was created on our lease at `revision`; `lastMs` is the slot's `last-ms` as read in the same
+   * transaction.
+   */
+  | { readonly kind: 'claimed'; readonly lastMs: KeyRead | undefined; readonly revision: string }
   /**
    * The worker key already exists *on our own lease*: a claim of ours committed and its answer was lost (a
    * transaction re-sent by a retry). The slot is ours; `lastMs` read afresh.
    */
-  | { readonly kind: 'adopted'; readonly lastMs: KeyRead | undefined }
+  | { readonly kind: 'adopted'; readonly lastMs: KeyRead | undefined; readonly revision: string }
   /** Another lease holds the slot (`holder` is its worker record, if any). */
   | { readonly kind: 'held'; readonly holder: string | undefined };
 
@@ -39,11 +42,11 @@ export async function claimSlot(
     timeoutMs,
     `claim transaction for ${keys.worker}`,
   );
-  if (res.succeeded) return { kind: 'claimed', lastMs: rangeKey(res.responses[1]) };
+  if (res.succeeded) return { kind: 'claimed', lastMs: rangeKey(res.responses[1]), revision: String(res.header.revision) };
   const held = rangeKey(res.responses[0]);
   if (held === undefined || held.lease !== leaseId) return { kind: 'held', holder: held?.value };
   const range = await withTimeout(client.get(keys.lastMs).options(deadlineIn(timeoutMs)).exec(), timeoutMs, `reading ${keys.lastMs}`);
-  return { kind: 'adopted', lastMs: firstKey(range.kvs) };
+  return { kind: 'adopted', lastMs: firstKey(range.kvs), revision: held.modRevision };
 }
 
 /** What one `last-ms` write did. */

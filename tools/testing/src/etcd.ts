@@ -1,3 +1,5 @@
+import { get as httpsGet } from 'node:https';
+import type { TestPki } from './tls.js';
 import { accessSync, constants } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
@@ -40,6 +42,11 @@ export interface StartEtcdOptions {
   name?: string;
   /** How long to wait for `/health`; default 15000 ms. */
   readyTimeoutMs?: number;
+  /**
+   * Client TLS: etcd serves `https://` with the PKI's server certificate; with `clientCertAuth` it also
+   * requires a client certificate signed by the PKI's CA (etcd's `--client-cert-auth`).
+   */
+  tls?: { pki: TestPki; clientCertAuth?: boolean };
 }
 
 /** A running single-member etcd. */
@@ -69,10 +76,20 @@ interface MemberPorts {
   peerPort: number;
 }
 
-function memberArgs(m: MemberPorts, dataDir: string, initialCluster: string, clusterToken: string): string[] {
-  const client = `http://127.0.0.1:${m.clientPort}`;
+function memberArgs(m: MemberPorts, dataDir: string, initialCluster: string, clusterToken: string, tls?: StartEtcdOptions['tls']): string[] {
+  const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${m.clientPort}`;
   const peer = `http://127.0.0.1:${m.peerPort}`;
+  const secure =
+    tls === undefined
+      ? []
+      : [
+          '--cert-file', tls.pki.server.certFile,
+          '--key-file', tls.pki.server.keyFile,
+          '--trusted-ca-file', tls.pki.caFile,
+          ...(tls.clientCertAuth === true ? ['--client-cert-auth'] : []),
+        ];
   return [
+    ...secure,
     '--name', m.name,
     '--data-dir', dataDir,
     '--listen-client-urls', client,
@@ -87,8 +104,9 @@ function memberArgs(m: MemberPorts, dataDir: string, initialCluster: string, clu
   ];
 }
 
-/** Asks `GET {clientUrl}/health`; true when etcd says `"health":"true"`. */
-export async function etcdHealthy(clientUrl: string, timeoutMs = 1000): Promise<boolean> {
+/** Asks `GET {clientUrl}/health`; true when etcd says `"health":"true"`. `tls`: CA and client certificate for https. */
+export async function etcdHealthy(clientUrl: string, timeoutMs = 1000, tls?: StartEtcdOptions['tls']): Promise<boolean> {
+  if (tls !== undefined) return httpsHealthy(clientUrl, timeoutMs, tls.pki);
   try {
     const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
     const body = (await res.json()) as { health?: unknown };
@@ -98,7 +116,21 @@ export async function etcdHealthy(clientUrl: string, timeoutMs = 1000): Promise<
   }
 }
 
-async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: number, what: string): Promise<void> {
+function httpsHealthy(clientUrl: string, timeoutMs: number, pki: TestPki): Promise<boolean> {
+  const client = Object.values(pki.clients)[0] ?? pki.server;
+  return new Promise((resolve) => {
+    const req = httpsGet(`${clientUrl}/health`, { ca: pki.ca, cert: client.cert, key: client.key, timeout: timeoutMs }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (body += c));
+      res.on('end', () => resolve(/"health":\s*"?true/.test(body)));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
+}
+
+async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: number, what: string, tls?: StartEtcdOptions['tls']): Promise<void> {
   const start = Date.now();
   for (;;) {
     const ended = proc.exitStatus();
@@ -108,7 +140,7 @@ async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: nu
           proc.stderrLines.slice(-20).join('\n'),
       );
     }
-    if (await etcdHealthy(clientUrl, 500)) return;
+    if (await etcdHealthy(clientUrl, 500, tls)) return;
     if (Date.now() - start > timeoutMs) {
       throw new Error(
         `${what} not healthy at ${clientUrl}/health after ${timeoutMs} ms; stderr tail:\n` +
@@ -157,8 +189,8 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const name = options.name ?? 'n1';
   const ports: MemberPorts = { name, clientPort: await freePort(), peerPort: await freePort() };
   const { dir, owned } = await prepareDataDir(options.dataDir, 'idgen-etcd');
-  const clientUrl = `http://127.0.0.1:${ports.clientPort}`;
-  const args = memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`);
+  const clientUrl = `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports.clientPort}`;
+  const args = memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`, options.tls);
   let proc = spawnProcess(binary, args);
   let stopped = false;
   const stop = async (): Promise<void> => {
@@ -171,7 +203,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const untrack = track({ cleanup: stop, cleanupSync: () => undefined /* the process and dir hooks cover it */ });
   const readyTimeoutMs = options.readyTimeoutMs ?? 15_000;
   try {
-    await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd ${name}`);
+    await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd ${name}`, options.tls);
   } catch (e) {
     await stop();
     throw e;

@@ -15,3 +15,5 @@ export { cleanupAll, liveCount } from './registry.js';
 export { REGISTER_TS_PATH, tsNodeArgs } from './ts-node.js';
 export { createTcpProxy } from './tcp-proxy.js';
 export type { TcpProxy, TcpProxyCutMode, TcpProxyOptions } from './tcp-proxy.js';
+export { OPENSSL_MISSING_MESSAGE, enableEtcdAuth, etcdctl, makeTestPki } from './tls.js';
+export type { EtcdTestUser, TestCertificate, TestPki } from './tls.js';
