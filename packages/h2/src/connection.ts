@@ -15,6 +15,7 @@ import {
 import { encodeHeaders, encodeTableSizeUpdate, HpackDecoder, HpackError } from './hpack.js';
 
 import { ClosedHow, ClosedStreams } from './closed-streams.js';
+import { HeaderBlockCollector } from './header-block.js';
 import { DEFAULT_FLOOD_LIMITS, FrameCounts, type H2FloodLimits, type H2RefusalReason } from './limits.js';
 
 /** Limits, windows and lifetimes of a server connection; every default is what `idgen-server` runs with. */
@@ -247,7 +248,6 @@ export class H2Connection {
   private readonly connectionWindow: number;
   private readonly maxOutput: number;
   private readonly limits: H2FloodLimits;
-  private readonly maxContinuations: number;
   private readonly maxSettingsEntries: number;
   private readonly idleTimeoutMs: number;
   private readonly stalledWriteTimeoutMs: number;
@@ -266,12 +266,8 @@ export class H2Connection {
   private settingsSeen = false;
   private prefaceTimer: NodeJS.Timeout | undefined;
   private lastStreamId = 0;
-  /** A header block waiting for CONTINUATION frames: its stream (0: none), END_STREAM, bytes and frame count. */
-  private blockStream = 0;
-  private blockEndStream = false;
-  private blockBytes: Buffer = EMPTY;
-  private blockLength = 0;
-  private blockFrames = 0;
+  /** A header block waiting for CONTINUATION frames. */
+  private readonly block: HeaderBlockCollector;
   private connSendWindow = DEFAULT_WINDOW;
   private connRecvWindow = DEFAULT_WINDOW;
   private connRecvUnacked = 0;
@@ -312,7 +308,7 @@ export class H2Connection {
       ...options.floodLimits,
       ...(options.maxResetsPerSecond === undefined ? {} : { peerResets: options.maxResetsPerSecond }),
     };
-    this.maxContinuations = options.maxContinuationFrames ?? 16;
+    this.block = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES, options.maxContinuationFrames ?? 16);
     this.maxSettingsEntries = options.maxSettingsEntries ?? 32;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
     this.stalledWriteTimeoutMs = options.stalledWriteTimeoutMs ?? 10_000;
@@ -459,7 +455,7 @@ export class H2Connection {
       this.settingsSeen = true;
       clearTimeout(this.prefaceTimer);
     }
-    if (this.blockStream !== 0 && (type !== FrameType.CONTINUATION || id !== this.blockStream)) {
+    if (this.block.stream !== 0 && (type !== FrameType.CONTINUATION || id !== this.block.stream)) {
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
     }
     switch (type) {
@@ -644,41 +640,23 @@ export class H2Connection {
     if (blockStart > blockEnd) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
     const endStream = (flags & Flag.END_STREAM) !== 0;
     if ((flags & Flag.END_HEADERS) === 0) {
-      // The block continues in CONTINUATION frames: collected in one buffer, counted and bounded as they arrive.
-      const length = blockEnd - blockStart;
-      this.blockStream = id;
-      this.blockEndStream = endStream;
-      this.blockFrames = 0;
-      this.blockLength = length;
-      this.blockBytes = Buffer.allocUnsafe(Math.max(4096, length * 2));
-      buf.copy(this.blockBytes, 0, blockStart, blockEnd);
+      this.block.start(id, endStream, buf, blockStart, blockEnd); // the rest comes in CONTINUATION frames
       return;
     }
     this.headerBlock(id, endStream, buf, blockStart, blockEnd);
   }
 
   private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (this.blockStream === 0 || this.blockStream !== id) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
-    if (++this.blockFrames > this.maxContinuations) {
+    if (this.block.stream === 0 || this.block.stream !== id) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
+    const wrong = this.block.add(buf, start, end);
+    if (wrong === 'too-many') {
       throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block in too many CONTINUATION frames', 'continuation-flood');
     }
-    const length = end - start;
-    const total = this.blockLength + length;
-    if (total > MAX_HEADER_BLOCK_BYTES) {
-      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large', 'header-block-too-large');
-    }
-    if (total > this.blockBytes.length) {
-      const bigger = Buffer.allocUnsafe(Math.min(MAX_HEADER_BLOCK_BYTES, Math.max(total, this.blockBytes.length * 2)));
-      this.blockBytes.copy(bigger, 0, 0, this.blockLength);
-      this.blockBytes = bigger;
-    }
-    buf.copy(this.blockBytes, this.blockLength, start, end);
-    this.blockLength = total;
+    if (wrong === 'too-large') throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large', 'header-block-too-large');
     if ((flags & Flag.END_HEADERS) === 0) return;
-    const block = this.blockBytes;
-    this.blockStream = 0;
-    this.blockBytes = EMPTY;
-    this.headerBlock(id, this.blockEndStream, block, 0, total);
+    const endStream = this.block.endStream;
+    const { block, length } = this.block.take();
+    this.headerBlock(id, endStream, block, 0, length);
   }
 
   /** A complete header block: a new request, or trailers of an open one. */
@@ -1070,7 +1048,7 @@ export class H2Connection {
     if (this.dead) return;
     this.dead = true;
     this.input = EMPTY;
-    this.blockBytes = EMPTY;
+    this.block.clear();
     clearTimeout(this.prefaceTimer);
     unwatch(this);
     this.streams.forEach((stream) => this.closeStream(stream, ErrorCode.CANCEL, ClosedHow.resetByUs));

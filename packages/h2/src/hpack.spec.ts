@@ -887,3 +887,32 @@ describe("cross-check with nghttp2's encoder (node:http2 client)", () => {
     expect(capture.sawSizeUpdate).toBe(true);
   });
 });
+
+describe('limits applied while decoding', () => {
+  it('stops collecting fields past the list size or field count, and still keeps the table in step', () => {
+    const d = new HpackDecoder(4096);
+    // A 4,000-byte entry, then a block referencing it 1,000 times (an "HPACK bomb": 4 MB of header list).
+    decodeBlock(d, withIndexing('x-bomb', raw('a'.repeat(4_000))));
+    const bomb = Buffer.alloc(1_000, 0x80 | 62);
+    const out: string[] = [];
+    const listSize = d.decode(bomb, 0, bomb.length, out, 16 * 1024, 64);
+    expect(d.truncated).toBe(true);
+    expect(out.length).toBe(2 * 4); // 4 fields of 4,038 octets fit in 16 KiB, the 5th does not
+    expect(listSize).toBe(1_000 * (6 + 4_000 + 32)); // still the whole list's size, for the caller's 431
+    // A literal with indexing after the limit still goes into the table, so the next block agrees with the peer.
+    const late = Buffer.concat([Buffer.alloc(10, 0x80 | 62), withIndexing('x-late', raw('v'))]);
+    const kept: string[] = [];
+    d.decode(late, 0, late.length, kept, 100, 64);
+    expect(kept).toEqual([]);
+    expect(d.tableEntries()[0]).toEqual(['x-late', 'v']);
+    const next = decodeBlock(d, indexed(62));
+    expect(d.truncated).toBe(false);
+    expect(next.fields).toEqual([['x-late', 'v']]);
+    // The field count: 64 fields kept, no more.
+    const many: string[] = [];
+    const hundred = Buffer.alloc(100, 0x82); // :method GET
+    d.decode(hundred, 0, hundred.length, many, Infinity, 64);
+    expect(many.length).toBe(128);
+    expect(d.truncated).toBe(true);
+  });
+});

@@ -238,8 +238,7 @@ export class HpackDecoder {
   /** When ≥ 0, the next block must start with a size update ≤ this (we lowered the limit). */
   private requiredUpdate = -1;
   private scratch: Buffer = Buffer.alloc(256);
-  /** True when the last {@link decode} stopped appending fields at one of its limits. */
-  truncated = false;
+  private stoppedAtLimit = false;
 
   /**
    * `maxTableSize` is both the limit we advertise and the table's initial maximum size: 4096 (the
@@ -254,6 +253,11 @@ export class HpackDecoder {
     this.names = emptyStrings(capacity);
     this.values = emptyStrings(capacity);
     this.mask = capacity - 1;
+  }
+
+  /** True when the last {@link decode} stopped appending fields at one of its limits. */
+  get truncated(): boolean {
+    return this.stoppedAtLimit;
   }
 
   /** Current dynamic table size in octets (sum of name + value lengths + 32 per entry). */
@@ -391,7 +395,7 @@ export class HpackDecoder {
       if (keep) out.push(name, value);
       fieldSeen = true;
     }
-    this.truncated = !keep;
+    this.stoppedAtLimit = !keep;
     if (this.requiredUpdate >= 0) throw new HpackError(MISSING_UPDATE);
     return listSize;
   }
