@@ -36,7 +36,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   const ctx: VerbContext = { io, nowMs: options.nowMs ?? Date.now };
   const program = new Command('idgen')
     .description(
-      'idgen operator CLI: IDs from a node, every node\'s status, the worker-slot leases and the layout in etcd,\n' +
+      "idgen operator CLI: IDs from a node, every node's status, the worker-slot leases and the layout in etcd, " +
         'and the fields of an ID (timestamp | region | worker | sequence). Tables for people, --json for scripts.',
     )
     .version(packageVersion(), '-V, --version', 'print the version of @idgen/cli')
@@ -60,7 +60,8 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
 
   const next = program
     .command('next')
-    .description('print new IDs from a node (--server) or from the region\'s serving nodes found in etcd (--etcd --region), one a line')
+    .summary("print new IDs, one a line, from a node or from the region's serving nodes in etcd")
+    .description("print new IDs from a node (--server) or from the region's serving nodes found in etcd (--etcd --region), one a line")
     .option('-n, --count <n>', 'how many IDs (1-65536)', '1')
     .option('--server <url>', 'one node: http://host:port (or host:port)')
     .option('--region <code>', 'with --etcd: the region whose serving nodes to ask');
@@ -72,9 +73,11 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
 
   const status = program
     .command('status')
+    .summary("every node's GetStatus in one table; exit 1 if any node is not serving")
     .description(
-      'GetStatus of one node (--server), or of every node etcd knows (--etcd [--region]): worker, state, fence reason,\n' +
-        'keep-alive age, clock offset, floor; exit 1 if any node is not serving',
+      'GetStatus of one node (--server), or of every node etcd knows (--etcd [--region]: the nodes in discovery and ' +
+        'the holders of worker slots): worker, state, fence reason, keep-alive age, clock state and offset, floor, ' +
+        'last minted millisecond; exit 1 if any node is not serving',
     )
     .option('--server <url>', 'one node: http://host:port (or host:port)')
     .option('--region <code>', 'with --etcd: only this region (default: every region)');
@@ -86,9 +89,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
 
   const leases = program
     .command('leases')
+    .summary('every worker slot in etcd: holder, lease TTL left, last-ms, released; flags a poisoned last-ms')
     .description(
-      'every worker slot with a holder or a last-ms record: holder (node id, kind, address), lease TTL left, in discovery,\n' +
-        'last-ms and its age, released or not; flags a last-ms ahead of now (POISONED when further ahead than any holder writes)',
+      'every worker slot with a holder or a last-ms record, read at one etcd revision: holder (node id, kind, address), ' +
+        'lease TTL left, in discovery or not, last-ms and its age, released or not; flags a last-ms ahead of now',
     )
     .option('--region <code>', 'only this region (default: every region)');
   addEtcdOptions(leases, 'comma-separated etcd client URLs (required)');
@@ -101,13 +105,17 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     )
     .action(verb<LeasesFlags>('leases', runLeases));
 
-  const layout = program.command('layout').description("the deployment's layout record in etcd (epoch and bit widths); exit 1 if there is none");
+  const layout = program
+    .command('layout')
+    .summary("the deployment's layout record in etcd")
+    .description("the deployment's layout record in etcd (epoch and bit widths); exit 1 if there is none");
   addEtcdOptions(layout, 'comma-separated etcd client URLs (required)');
   addTimeoutOption(layout, 'etcd');
   addJsonOption(layout).action(verb<LayoutFlags>('layout', runLayout));
 
   program
     .command('decode')
+    .summary('print the fields of each ID as one JSON object a line')
     .description(
       'print the fields of each ID as one JSON object a line: id, timestampMs (since the epoch), time, region, worker, sequence',
     )

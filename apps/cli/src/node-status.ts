@@ -26,7 +26,7 @@ export interface NodeStatus {
   readonly clockState?: string;
   readonly clockOffsetSeconds?: number;
   readonly clockMessage?: string;
-  /** The lowest Unix ms the holder may mint in; absent while no slot is held. */
+  /** The lowest Unix ms the holder may mint in; absent while no slot is held, or the slot was never minted in. */
   readonly floorMs?: number;
   /** The last Unix ms the node minted in; absent if none. */
   readonly lastMintedMs?: number;
@@ -52,7 +52,8 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
     clockState: enumName(ClockState, s.clockState),
     ...(s.clockOffsetSeconds !== undefined ? { clockOffsetSeconds: s.clockOffsetSeconds } : {}),
     clockMessage: s.clockMessage,
-    ...(s.floorMs > 0n ? { floorMs: Number(s.floorMs) } : {}),
+    // A slot never minted in has the epoch − 1 as its floor: no floor worth showing.
+    ...(s.floorMs > 0n && (s.layout === undefined || s.floorMs >= s.layout.epochMs) ? { floorMs: Number(s.floorMs) } : {}),
     ...(s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
     advertiseAddress: s.advertiseAddress,
     maxCount: s.maxCount,
