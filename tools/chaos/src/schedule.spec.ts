@@ -78,6 +78,7 @@ describe('createSchedule', () => {
       if (f.kind === 'clock-jump-small') {
         expect(f.clockOffsetSeconds).toBeLessThan(0);
         expect(f.clockOffsetSeconds).toBeGreaterThanOrEqual(-0.01); // ≤ 10 ms: waited out (DESIGN §4)
+        expect(formatFault(f)).toMatch(/offset -0\.00[5-9]s$/);
       }
       if (f.kind === 'clock-jump-large') expect(f.clockOffsetSeconds).toBeLessThanOrEqual(-2);
       if (f.kind === 'partition-node') expect(f.effectMs).toBeGreaterThan(TTL); // cut longer than the TTL: the spare takes over

@@ -193,7 +193,7 @@ function latencyOf(kind: FaultKind, random: () => number): number | undefined {
 
 /** Small jumps are waited out (≤ 10 ms, DESIGN §4); large ones are seconds and fence. */
 function clockOffsetOf(kind: FaultKind, random: () => number): number | undefined {
-  if (kind === 'clock-jump-small') return -(0.005 + Math.floor(random() * 5) / 1000); // −5 … −9 ms
+  if (kind === 'clock-jump-small') return -(5 + Math.floor(random() * 5)) / 1000; // −5 … −9 ms (whole ms: prints as −0.009, not −0.009000000000000001)
   if (kind === 'clock-jump-large') return -(2 + Math.floor(random() * 3)); // −2 … −4 s
   return undefined;
 }
