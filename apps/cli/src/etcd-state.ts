@@ -72,8 +72,8 @@ export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Pr
   p.catch(() => undefined);
   return Promise.race([
     p.catch((e: unknown) => {
-      // grpc-js appends a "Resolution note" to connection failures; the first part says what happened.
-      const message = (e as Error).message.split(' Resolution note')[0]?.trim() ?? '';
+      // grpc-js appends a "Resolution note" and a timestamp to connection failures: the first part says what happened.
+      const message = (e as Error).message.split(/ Resolution note|\n/)[0]?.trim() ?? '';
       throw new CliError(EXIT_UNREACHABLE, `${what}: ${message}`);
     }),
     new Promise<never>((_, reject) => {
