@@ -85,7 +85,7 @@ export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Pr
 /** Opens an {@link EtcdReader} (no I/O until the first call). */
 export function createEtcdReader(connection: EtcdConnection, timeoutMs: number): EtcdReader {
   const { options } = connection;
-  const client: Etcd3 = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth });
+  const client: Etcd3 = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth, retryReads: true });
   const prefix = connection.keyPrefix;
   const where = `etcd ${options.endpoints.join(',')}`;
   const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + timeoutMs) });

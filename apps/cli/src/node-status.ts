@@ -1,6 +1,6 @@
 import { ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { Http2SessionManager, createConnectTransport } from '@connectrpc/connect-node';
-import { ClockState, FenceReason, IdGenerator, LeaseMode, NodeState, type GetStatusResponse } from '@idgen/proto';
+import { ClockState, FenceReason, IdGenerator, LeaseMode, NodeState, ReadinessReason, type GetStatusResponse } from '@idgen/proto';
 
 /** `FENCE_REASON_WAITING_FOR_FLOOR` → `waiting-for-floor` (the names the server logs and counts). */
 export function enumName(e: Record<number, string>, value: number): string {
@@ -16,6 +16,15 @@ export interface NodeStatus {
   readonly nodeId?: string;
   readonly region?: number;
   readonly worker?: number;
+  /** May it mint now (what `/readyz` answers 200 for); the readiness fields are absent from a server without them. */
+  readonly ready?: boolean;
+  /** Why it is or is not ready: `ready`, `starting`, `waiting-for-floor`, `fenced`, `etcd-unreachable`, … */
+  readonly readinessReason?: string;
+  /** The sub-case (the fence reason, the time source's problem); empty otherwise. */
+  readonly readinessCause?: string;
+  readonly readinessDetail?: string;
+  /** While waiting for the floor: milliseconds left. */
+  readonly readinessWaitMs?: number;
   /** Empty while the node may mint. */
   readonly fenceReason?: string;
   readonly fenceMessage?: string;
@@ -43,6 +52,16 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
     nodeId: s.nodeId,
     region: s.region,
     ...(s.worker !== undefined ? { worker: s.worker } : {}),
+    // A server from before readiness (fields 19-23) sends none of it: nothing to show then.
+    ...(s.readinessReason === ReadinessReason.UNSPECIFIED
+      ? {}
+      : {
+          ready: s.ready,
+          readinessReason: enumName(ReadinessReason, s.readinessReason),
+          readinessCause: s.readinessCause,
+          readinessDetail: s.readinessDetail,
+          ...(s.readinessWaitMs !== undefined ? { readinessWaitMs: Number(s.readinessWaitMs) } : {}),
+        }),
     fenceReason: s.fenceReason === FenceReason.UNSPECIFIED ? '' : enumName(FenceReason, s.fenceReason),
     fenceMessage: s.fenceMessage,
     leaseMode: enumName(LeaseMode, s.leaseMode),

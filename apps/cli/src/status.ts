@@ -90,7 +90,7 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
 type StatusRow = NodeStatus & { readonly registered?: boolean };
 
 function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs: number): string[] {
-  const headers = ['NODE', 'ADDRESS', 'REGION', 'WORKER', 'STATE', 'FENCE', 'KEEPALIVE', 'CLOCK', 'FLOOR', 'LAST-MINTED'];
+  const headers = ['NODE', 'ADDRESS', 'REGION', 'WORKER', 'STATE', 'READINESS', 'FENCE', 'KEEPALIVE', 'CLOCK', 'FLOOR', 'LAST-MINTED'];
   if (fromEtcd) headers.push('DISCOVERY');
   const cells = rows.map((s) => {
     const r = [
@@ -99,6 +99,7 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
       s.region === undefined ? '' : String(s.region),
       s.worker === undefined ? '' : String(s.worker),
       s.state,
+      readinessCell(s),
       s.state === 'unreachable' ? (s.error ?? '') : (s.fenceReason ?? ''),
       s.keepAliveAgeSeconds === undefined ? '' : `${s.keepAliveAgeSeconds.toFixed(1)}s ago`,
       clockCell(s),
@@ -109,6 +110,14 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
     return r;
   });
   return renderTable(headers, cells);
+}
+
+/** `ready`, `waiting-for-floor 3.5s`, `fenced: lease`, `time-source-unavailable: not-synchronised`. */
+function readinessCell(s: NodeStatus): string {
+  if (s.readinessReason === undefined) return '';
+  const cause = s.readinessCause ? `: ${s.readinessCause}` : '';
+  const wait = s.readinessWaitMs === undefined ? '' : ` ${(s.readinessWaitMs / 1000).toFixed(1)}s`;
+  return `${s.readinessReason}${cause}${wait}`;
 }
 
 function clockCell(s: NodeStatus): string {

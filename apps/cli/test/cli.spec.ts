@@ -15,7 +15,7 @@ let nodeA: ServerNode;
 let nodeB: ServerNode;
 
 interface StatusJson {
-  nodes: { url: string; nodeId?: string; state: string; region?: number; worker?: number; fenceReason?: string; registered?: boolean; keepAliveAgeSeconds?: number }[];
+  nodes: { url: string; nodeId?: string; state: string; region?: number; worker?: number; fenceReason?: string; registered?: boolean; keepAliveAgeSeconds?: number; readinessReason?: string }[];
 }
 interface LeasesJson {
   slots: {
@@ -49,11 +49,13 @@ describe('against two serving nodes', () => {
     expect(table.stderr).toBe('');
     expect(table.code).toBe(0);
     const lines = table.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY$/);
+    expect(lines[0]).toMatch(/^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+READINESS\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY$/);
     expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 5))).toEqual([
       ['node-a', nodeA.url.replace('http://', ''), '2', '3', 'serving'],
       ['node-b', nodeB.url.replace('http://', ''), '2', '4', 'serving'],
     ]);
+    // READINESS: "ready" from a server that reports readiness (GetStatus fields 19-23), "-" from one before it.
+    for (const l of lines.slice(1)) expect(['ready', '-']).toContain(l.split(/\s+/)[5]);
 
     const { code, json } = await idgenJson<StatusJson>(['status', ...etcdArgs(), '--region', String(REGION)]);
     expect(code).toBe(0);
@@ -61,6 +63,7 @@ describe('against two serving nodes', () => {
       { nodeId: 'node-a', state: 'serving', region: REGION, worker: 3, fenceReason: '', registered: true },
       { nodeId: 'node-b', state: 'serving', region: REGION, worker: 4, fenceReason: '', registered: true },
     ]);
+    for (const n of json.nodes) expect([undefined, 'ready']).toContain(n.readinessReason);
     for (const n of json.nodes) expect(n.keepAliveAgeSeconds).toBeGreaterThanOrEqual(0);
   });
 
