@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
+import { TlsMaterialError, loadTlsMaterial, type TlsFiles } from './tls.js';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import { defaultNodeId, isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
 
@@ -30,6 +31,11 @@ export interface ServerConfig {
   readonly etcdAuth: { readonly username: string; readonly password: string } | undefined;
   /** Where Connect, gRPC, gRPC-Web, `/healthz` and `/readyz` are served. Port 0 picks a free port. */
   readonly listen: HostPort;
+  /**
+   * TLS on the serving port (HTTP/2 and HTTP/1.1 by ALPN), with mTLS when `clientCaFile` is set; `undefined`:
+   * plaintext (h2c and HTTP/1.1), for a mesh sidecar or development. Checked at start (exit 2).
+   */
+  readonly tls: TlsFiles | undefined;
   /** `host:port` callers should dial (registered in discovery); default the bound listen address. */
   readonly advertise: string | undefined;
   /** Where Prometheus scrapes `/metrics`; `undefined` turns metrics serving off. */
@@ -141,6 +147,15 @@ export const FLAGS: readonly FlagSpec[] = [
     env: 'IDGEN_LISTEN',
     description: 'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port',
     defaultValue: '127.0.0.1:8080',
+  },
+  { flags: '--tls-cert <file>', key: 'tlsCert', env: 'IDGEN_TLS_CERT', description: 'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1' },
+  { flags: '--tls-key <file>', key: 'tlsKey', env: 'IDGEN_TLS_KEY', description: 'PEM private key of --tls-cert' },
+  { flags: '--tls-client-ca <file>', key: 'tlsClientCa', env: 'IDGEN_TLS_CLIENT_CA', description: 'mTLS: clients must present a certificate this CA signed' },
+  {
+    flags: '--tls-client-names <names>',
+    key: 'tlsClientNames',
+    env: 'IDGEN_TLS_CLIENT_NAMES',
+    description: 'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed',
   },
   {
     flags: '--advertise <host:port>',
@@ -370,6 +385,8 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
   const listenRaw = get('listen');
   const listen = parseHostPort(listenRaw.value ?? '', listenRaw.from, true);
+  const tls = tlsFiles(get);
+
   const advertiseRaw = get('advertise');
   let advertise: string | undefined;
   if (advertiseRaw.value !== undefined) {
@@ -420,6 +437,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     standalone: standalone ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) } : undefined,
     etcdPrefix,
     listen,
+    tls,
     advertise,
     metricsListen,
     workers,
@@ -479,6 +497,36 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
 }
 
 type Getter = (key: string) => { value: string | undefined; from: string };
+
+/** The serving port's TLS files, read and checked now so a bad or expired certificate is exit 2, not a crash later. */
+function tlsFiles(get: Getter): TlsFiles | undefined {
+  const cert = get('tlsCert');
+  const key = get('tlsKey');
+  const ca = get('tlsClientCa');
+  const names = get('tlsClientNames');
+  if (cert.value === undefined && key.value === undefined) {
+    const stray = [ca, names].find((r) => r.value !== undefined);
+    if (stray !== undefined) throw new ConfigError(`${stray.from} applies only with --tls-cert and --tls-key`);
+    return undefined;
+  }
+  if (cert.value === undefined || key.value === undefined) throw new ConfigError('--tls-cert and --tls-key go together: give both or neither');
+  if (names.value !== undefined && ca.value === undefined) throw new ConfigError(`${names.from} needs --tls-client-ca (names are checked on verified client certificates)`);
+  const clientNames = names.value?.split(',').map((n) => n.trim()).filter((n) => n !== '');
+  if (clientNames !== undefined && clientNames.length === 0) throw new ConfigError(`${names.from} must list at least one name`);
+  const files: TlsFiles = {
+    certFile: cert.value,
+    keyFile: key.value,
+    ...(ca.value === undefined ? {} : { clientCaFile: ca.value }),
+    ...(clientNames === undefined ? {} : { clientNames }),
+  };
+  try {
+    loadTlsMaterial(files);
+  } catch (e) {
+    if (e instanceof TlsMaterialError) throw new ConfigError(`${cert.from}: ${e.message}`);
+    throw e;
+  }
+  return files;
+}
 
 /** Reads a small PEM or secret file named by a flag; unreadable or empty is a configuration error (exit 2). */
 function readFlagFile(raw: { value: string | undefined; from: string }, what: string): string | undefined {

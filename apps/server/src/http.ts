@@ -10,6 +10,7 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import { createServer as createNetServer, type Socket } from 'node:net';
+import { createServer as createTlsServer, type TLSSocket } from 'node:tls';
 import { Code, ConnectError, createConnectRouter, type ConnectRouter, type Interceptor } from '@connectrpc/connect';
 import {
   compressionBrotli,
@@ -21,6 +22,7 @@ import type { UniversalHandler } from '@connectrpc/connect/protocol';
 import { ErrorCode, H2Connection, type H2RefusalReason, type H2Stream } from '@idgen/h2';
 import { installStreamTable } from '@idgen/http2-stream-table';
 import type { HostPort } from './config.js';
+import type { TlsServing } from './tls.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
 import { connectErrorFromResetCode, universalRequestFromH2Stream, universalResponseToH2Stream } from './h2-universal.js';
@@ -99,12 +101,20 @@ export interface ServingServerOptions {
    * refused or answered 431; see its README) and `connection-limit` for a connection over `maxConnections`.
    * For a counter by reason.
    */
-  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit') => void;
+  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused') => void;
   /**
    * Called (once) when node:http2's internals are not what @idgen/http2-stream-table works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
    */
   readonly onStreamTableUnavailable?: (why: string) => void;
+  /**
+   * TLS on the serving port: every connection is TLS, HTTP/2 or HTTP/1.1 chosen by ALPN (`h2`, `http/1.1`),
+   * HTTP/2 served by the same implementation as h2c. With mTLS, a client whose certificate is not allowed is
+   * disconnected after the handshake (counted as `tls-client-refused`). Absent: plaintext, sniffed.
+   */
+  readonly tls?: TlsServing;
+  /** Called when a TLS handshake fails (a debug line; a scanner's garbage is not an error of ours). */
+  readonly onTlsError?: (e: Error) => void;
 }
 
 /** The serving port: HTTP/1.1 (node:http) and h2c (@idgen/h2, or node:http2), Connect + gRPC + gRPC-Web + probes. */
@@ -409,6 +419,43 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     socket.resume();
   };
 
+  /**
+   * TLS connections: node:tls's server does the handshake (within the request deadline) and client
+   * verification on sockets the listener hands it; then HTTP/2 or HTTP/1.1 as ALPN chose.
+   */
+  const tlsServer =
+    options.tls === undefined
+      ? undefined
+      : createTlsServer({
+          ...options.tls.contextOptions(),
+          ALPNProtocols: ['h2', 'http/1.1'],
+          requestCert: options.tls.requestCert,
+          rejectUnauthorized: options.tls.requestCert,
+          handshakeTimeout: options.requestTimeoutMs,
+        });
+  if (tlsServer !== undefined && options.tls !== undefined) {
+    const tls = options.tls;
+    tls.onReload(() => tlsServer.setSecureContext(tls.contextOptions()));
+    tlsServer.on('tlsClientError', (e, socket) => {
+      options.onTlsError?.(e);
+      socket.destroy();
+    });
+    tlsServer.on('secureConnection', (secure: TLSSocket) => {
+      if (!tls.allowed(secure)) {
+        options.onRefusal?.('tls-client-refused');
+        secure.destroy();
+        return;
+      }
+      secure.on('error', (e) => options.onConnectionError?.(e));
+      if (secure.alpnProtocol === 'h2') {
+        if (useIdgenH2) serveIdgenH2(secure);
+        else h2server.emit('connection', secure);
+      } else {
+        h1server.emit('connection', secure);
+      }
+    });
+  }
+
   const idleMs = options.idleTimeoutMs ?? 60_000;
   const server = createNetServer((socket: Socket) => {
     sockets.add(socket);
@@ -418,6 +465,10 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     socket.setTimeout(idleMs, () => socket.destroy());
     if (closing) {
       socket.destroy();
+      return;
+    }
+    if (tlsServer !== undefined) {
+      tlsServer.emit('connection', socket);
       return;
     }
     let head: Buffer = Buffer.alloc(0);

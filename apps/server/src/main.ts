@@ -11,6 +11,7 @@ import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { boot } from './boot.js';
 import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
 import { createServingServer } from './http.js';
+import { createTlsServing, reloadTlsOnChange } from './tls.js';
 import { createServerMetrics } from './metrics.js';
 import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
 import { createNextIdsFastPath } from './fast-path.js';
@@ -96,6 +97,12 @@ function run(config: ServerConfig): void {
     maxBodyBytes: config.maxBodyBytes,
     record: (code, start, ids) => metrics.recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, start, ids),
   });
+  // TLS on the serving port (checked at start, exit 2), reloaded on SIGHUP and on file change.
+  const tls = config.tls === undefined ? undefined : createTlsServing(config.tls);
+  if (tls !== undefined && config.tls !== undefined) {
+    reloadTlsOnChange(tls, config.tls, logger.child({ component: 'tls' }));
+    logger.info({ mtls: tls.requestCert, notAfter: tls.notAfter().toISOString() }, 'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)');
+  }
   const server = createServingServer({
     fastPath: fastNextIds,
     routes: (router) => {
@@ -115,6 +122,8 @@ function run(config: ServerConfig): void {
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
     onStreamTableUnavailable: (why) => logger.warn({ why }, 'HTTP/2 stream table work-around not applied: expect longer GC pauses'),
     onHandlerError: (e) => logger.warn({ err: e }, 'writing a response failed'),
+    onRefusal: (reason) => metrics.countRefusal(reason),
+    ...(tls === undefined ? {} : { tls, onTlsError: (e: Error) => logger.debug({ err: e }, 'tls handshake failed') }),
   });
 
   const bootAbort = new AbortController();
