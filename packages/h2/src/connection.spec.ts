@@ -498,3 +498,28 @@ describe('H2Connection stream states (RFC 9113 §5.1)', () => {
     expect(ack).toBeLessThan(data);
   });
 });
+
+describe('H2Connection reading frames in pieces', () => {
+  it('answers a request whose frames arrive a few bytes at a time', async () => {
+    const server = await startH2Server(echo);
+    try {
+      const raw = await RawClient.open(server.port);
+      raw.socket.setNoDelay(true);
+      const post = encodeHeaders([
+        [':method', 'POST'],
+        [':scheme', 'http'],
+        [':path', '/drip'],
+      ]);
+      const bytes = Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, 1, post), frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.alloc(3_000, 0x64))]);
+      for (let at = 0; at < bytes.length; at += 7) {
+        raw.send(bytes.subarray(at, at + 7));
+        if (at % 700 === 0) await new Promise((r) => setImmediate(r)); // let some reads see a part of a frame
+      }
+      const data = await raw.waitFor((f) => f.type === FrameType.DATA && f.stream === 1 && f.payload.length > 0);
+      expect(data.payload.equals(Buffer.alloc(3_000, 0x64))).toBe(true);
+      raw.close();
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -261,7 +261,11 @@ export class H2Connection {
   private readonly counts = new FrameCounts();
   private readonly decoder = new HpackDecoder(4096);
   private readonly writer = new FrameWriter();
+  /** Up to 8 bytes of a frame header, waiting for the rest. */
   private input: Buffer = EMPTY;
+  /** A frame whose header is in and whose payload is not, sized to the whole frame; `frameFill` bytes so far. */
+  private frameBuf: Buffer = EMPTY;
+  private frameFill = 0;
   private prefaceAt = 0;
   private settingsSeen = false;
   private prefaceTimer: NodeJS.Timeout | undefined;
@@ -410,11 +414,34 @@ export class H2Connection {
 
   private read(chunk: Buffer): void {
     if (this.dead) return;
-    const input = this.input.length === 0 ? chunk : Buffer.concat([this.input, chunk]);
-    let at = 0;
     this.inRead = true;
     this.readAt = Date.now();
     this.counts.roll(this.readAt);
+    let data = chunk;
+    if (this.frameFill !== 0) {
+      // A frame arriving in pieces is filled in place and parsed once whole: a peer that sends a 16 KiB frame a byte
+      // at a time costs a copy of each byte, not a copy of everything so far on every read.
+      const room = this.frameBuf.length - this.frameFill;
+      const n = Math.min(room, data.length);
+      data.copy(this.frameBuf, this.frameFill, 0, n);
+      this.frameFill += n;
+      if (n < room) {
+        this.inRead = false;
+        return;
+      }
+      const whole = this.frameBuf;
+      this.frameBuf = EMPTY;
+      this.frameFill = 0;
+      if (!this.parse(whole)) return;
+      data = data.subarray(n);
+    }
+    if (data.length === 0 || this.parse(this.input.length === 0 ? data : Buffer.concat([this.input, data]))) this.flush();
+  }
+
+  /** Parses the frames in `input`, keeps a partial one for the next read; false when the connection ended. */
+  private parse(input: Buffer): boolean {
+    let at = 0;
+    this.inRead = true;
     try {
       if (this.prefaceAt < PREFACE.length) {
         const n = Math.min(PREFACE.length - this.prefaceAt, input.length);
@@ -427,24 +454,30 @@ export class H2Connection {
       while (input.length - at >= FRAME_HEADER_LENGTH) {
         const length = input.readUIntBE(at, 3);
         if (length > DEFAULT_MAX_FRAME_SIZE) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
-        if (input.length - at - FRAME_HEADER_LENGTH < length) break;
+        if (input.length - at - FRAME_HEADER_LENGTH < length) {
+          // The rest of this frame comes in later reads: into a buffer of its size.
+          this.frameBuf = Buffer.allocUnsafe(FRAME_HEADER_LENGTH + length);
+          this.frameFill = input.copy(this.frameBuf, 0, at);
+          at = input.length;
+          break;
+        }
         const type = input[at + 3] ?? 0;
         const flags = input[at + 4] ?? 0;
         const stream = input.readUInt32BE(at + 5) & 0x7fff_ffff;
         const start = at + FRAME_HEADER_LENGTH;
         at = start + length;
         this.frame(type, flags, stream, input, start, at);
-        if (this.dead) return;
+        if (this.dead) return false;
       }
     } catch (e) {
       this.fail(e);
-      return;
+      return false;
     } finally {
       this.inRead = false;
     }
-    // Keep a partial frame; copy it if small so the whole chunk is not held.
-    this.input = at === input.length ? EMPTY : at > 0 && input.length - at < 4096 ? Buffer.from(input.subarray(at)) : input.subarray(at);
-    this.flush();
+    // At most 8 bytes of a frame header left: kept (copied, so the chunk they came in is not).
+    this.input = at === input.length ? EMPTY : Buffer.from(input.subarray(at));
+    return true;
   }
 
   private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
@@ -1048,6 +1081,8 @@ export class H2Connection {
     if (this.dead) return;
     this.dead = true;
     this.input = EMPTY;
+    this.frameBuf = EMPTY;
+    this.frameFill = 0;
     this.block.clear();
     clearTimeout(this.prefaceTimer);
     unwatch(this);
