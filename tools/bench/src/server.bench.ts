@@ -11,6 +11,7 @@
  * (native/h2open.c: why h2load alone was not enough). HTTP/2 framed by hand with no header decoded
  * (raw-h2-server.ts) at idgen's half-load rate is the floor of this harness, printed beside idgen's.
  */
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create, toBinary } from '@bufbuild/protobuf';
@@ -226,6 +227,25 @@ async function main(): Promise<void> {
     await verify(`http://127.0.0.1:${idgenPort}`);
     await verify(`http://127.0.0.1:${idgenNodePort}`);
 
+    // TLS (issue 15): NextIds(1) over gRPC on a node serving TLS (ALPN h2, a self-signed certificate made
+    // here), against the h2c node measured again right before it, both at saturation in the same run.
+    const tlsPort = await freePort();
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(work.path, 'tls.key'), '-out', join(work.path, 'tls.crt'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    servers.push(await startIdgenServer(tlsPort, ['--tls-cert', join(work.path, 'tls.crt'), '--tls-key', join(work.path, 'tls.key')]));
+    const grpcBody = join(work.path, `${grpcIndex}.bin`);
+    const h2cAgain = await saturate(idgenPort, grpcBody, GRPC_HEADERS, 'h2c-again');
+    const overTls = await runH2load(h2load, {
+      url: `https://127.0.0.1:${tlsPort}${NEXT_IDS_PATH}`,
+      bodyFile: grpcBody,
+      headers: GRPC_HEADERS,
+      clients: CLIENTS,
+      streams: STREAMS,
+      seconds: args.seconds,
+      warmupSeconds: 2,
+      logFile: join(work.path, 'saturated-tls.log'),
+    });
+    process.stdout.write('  measured NextIds(1), gRPC, over TLS\n');
+
     const ceiling = saturated[0]?.result.requestsPerSecond ?? Number.NaN;
     process.stdout.write('\nSaturation (h2load as fast as the server answers, 128 requests in flight)\n\n');
     process.stdout.write(
@@ -320,6 +340,31 @@ async function main(): Promise<void> {
           String(result.failed),
         ]),
       ),
+    );
+
+    process.stdout.write('\nTLS on the serving port: NextIds(1) over gRPC at saturation (h2c measured right before, same run)\n\n');
+    process.stdout.write(
+      formatTable(
+        [
+          { header: 'case' },
+          { header: 'req/s', align: 'right' },
+          { header: 'p50', align: 'right' },
+          { header: 'p99', align: 'right' },
+          { header: 'share of h2c', align: 'right' },
+          { header: 'failed', align: 'right' },
+        ],
+        [
+          ['h2c (plaintext)', h2cAgain],
+          ['TLS 1.3, ALPN h2', overTls],
+        ].map(([name, r]) => {
+          const result = r as H2loadResult;
+          return [String(name), formatCount(result.requestsPerSecond), micros(result.p50Us), micros(result.p99Us), formatShare(result.requestsPerSecond, h2cAgain.requestsPerSecond), String(result.failed)];
+        }),
+      ),
+    );
+    process.stdout.write(
+      `Target: NextIds(1) over TLS ≥ 50% of h2c: ${formatShare(overTls.requestsPerSecond, h2cAgain.requestsPerSecond)}: ` +
+        `${overTls.requestsPerSecond / h2cAgain.requestsPerSecond >= 0.5 ? 'MET' : 'NOT MET'}\n`,
     );
 
     const byName = new Map(saturated.map((r) => [r.c.name, r.result.requestsPerSecond]));
