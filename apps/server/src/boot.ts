@@ -57,7 +57,10 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
     async () => {
       let reading: TimeSourceReading = await deps.timeSource.start();
       while (!reading.healthy) {
-        logger.error({ step: 'time-source', timeSource: reading.message }, 'boot: time source unhealthy, not ready; re-checking');
+        logger.error(
+          { step: 'time-source', problem: reading.problem, timeSource: reading.message },
+          `boot: time source unhealthy (${reading.problem ?? 'unknown'}), not ready; re-checking`,
+        );
         await sleep(deps.timeSourceRetryMs ?? 2000, signal);
         reading = await deps.timeSource.readNow();
       }

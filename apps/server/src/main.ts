@@ -13,6 +13,7 @@ import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from
 import { createServingServer } from './http.js';
 import { createTlsServing, reloadTlsOnChange } from './tls.js';
 import { createServerMetrics } from './metrics.js';
+import { createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
 import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
 import { createNextIdsFastPath } from './fast-path.js';
 
@@ -81,7 +82,26 @@ function run(config: ServerConfig): void {
 
   let phase: Phase = 'starting';
   let advertise = config.advertise ?? formatHostPort(config.listen);
-  const ready = (): boolean => phase === 'running' && guard.canMint();
+  // Readiness and why, judged in one place (readiness.ts) for /readyz, Health/Check, GetStatus and the log.
+  const leaseTrouble = createLeaseTroubleTracker(lease);
+  const readiness = (): Readiness =>
+    judgeReadiness({
+      phase,
+      canMint: guard.canMint(),
+      guard: guard.status(),
+      timeSourceMode: config.timeSource,
+      timeSource: timeSource.last(),
+      lease: lease.snapshot(),
+      leaseTrouble: leaseTrouble.current(),
+      nowMs: Date.now(),
+    });
+  // The probe asks ready() for its status code and then readyDetail() for its body, back to back: the body
+  // reuses the judgement the status code came from, so the two never disagree.
+  let probed: Readiness | undefined;
+  const ready = (): boolean => {
+    probed = readiness();
+    return probed.ready;
+  };
   const serviceDeps = {
     guard,
     lease: () => lease.snapshot(),
@@ -90,6 +110,7 @@ function run(config: ServerConfig): void {
     maxCount: config.maxCount,
     timeSourceMode: config.timeSource,
     advertise: () => advertise,
+    readiness,
     onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
   };
   const fastNextIds = createNextIdsFastPath({
@@ -107,13 +128,14 @@ function run(config: ServerConfig): void {
     fastPath: fastNextIds,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(serviceDeps));
-      router.service(Health, createHealthService(ready));
+      router.service(Health, createHealthService(readiness));
     },
     interceptors: [metrics.interceptor],
     ready,
     readyDetail: () => {
-      const g = guard.status();
-      return { state: NodeState[nodeState(phase, guard.canMint())]?.toLowerCase(), reason: g.reason, message: g.message };
+      const r = probed ?? readiness();
+      probed = undefined;
+      return { ...r, state: NodeState[nodeState(phase, r.ready)]?.toLowerCase() };
     },
     maxBodyBytes: config.maxBodyBytes,
     http2Server: config.http2Server,
@@ -125,6 +147,14 @@ function run(config: ServerConfig): void {
     onRefusal: (reason) => metrics.countRefusal(reason),
     ...(tls === undefined ? {} : { tls, onTlsError: (e: Error) => logger.debug({ err: e }, 'tls handshake failed') }),
   });
+
+  // One log line each time the reason (or its cause) changes, from the first boot step on.
+  const readinessLog = watchReadiness(readiness, (r, previous) => {
+    const fields = { readiness: r.reason, cause: r.cause, detail: r.detail, waitMs: r.waitMs, previous: previous?.reason };
+    if (r.ready) logger.info(fields, 'readiness: ready');
+    else logger.warn(fields, `readiness: not ready, ${describeReadiness(r)}`);
+  });
+  lease.on('state', () => readinessLog.poke());
 
   const bootAbort = new AbortController();
   let stopping = false;
@@ -152,6 +182,8 @@ function run(config: ServerConfig): void {
       );
     }
     timeSource.stop();
+    readinessLog.stop();
+    leaseTrouble.stop();
     guard.close();
     await metrics.close();
     exit(0, 'stopped', { signal, shutdownMs: Math.round(performance.now() - t0), released: released === 'ok' });

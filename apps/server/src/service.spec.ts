@@ -9,8 +9,10 @@ import {
   IdGenerator,
   LeaseMode,
   NodeState,
+  ReadinessReason,
 } from '@idgen/proto';
-import { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, type LeaseView, type Phase } from './service.js';
+import { judgeReadiness, type LeaseTrouble } from './readiness.js';
+import { FENCE_REASON_HEADER, READINESS_HEADERS, createHealthService, createIdGeneratorService, type LeaseView, type Phase } from './service.js';
 
 const REGION = 2;
 const WORKER = 17;
@@ -19,6 +21,7 @@ interface Fixture {
   clock: TestClock;
   guard: GuardedMinter;
   setPhase(p: Phase): void;
+  setLeaseTrouble(t: LeaseTrouble | undefined): void;
   ids: ReturnType<typeof createClient<typeof IdGenerator>>;
   health: ReturnType<typeof createClient<typeof Health>>;
 }
@@ -31,6 +34,7 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
   const clock = createTestClock();
   const guard = createGuardedMinter({ region: REGION, clock, checkIntervalMs: 0 });
   let phase: Phase = 'starting';
+  let leaseTrouble: LeaseTrouble | undefined;
   const lease: LeaseView = { nodeId: 'node-1', leaseId: '7587', keepAliveAgeSeconds: 0.5, deadlineInMs: 4500, mode: 'etcd' };
   const deps = {
     guard,
@@ -40,17 +44,34 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
     maxCount: options.maxCount ?? 4096,
     timeSourceMode: options.timeSourceMode ?? ('chrony' as const),
     advertise: () => '10.0.0.1:8080',
+    // The real judgement on the real guard; the lease is alive once the guard holds a slot.
+    readiness: () => {
+      const g = guard.status();
+      const alive = g.worker !== undefined;
+      return judgeReadiness({
+        phase,
+        canMint: guard.canMint(),
+        guard: g,
+        timeSourceMode: options.timeSourceMode ?? 'chrony',
+        timeSource: g.timeSource,
+        lease: { state: alive ? 'alive' : 'claiming', message: alive ? `holding worker ${WORKER}` : 'claiming a worker slot', floorMs: alive ? g.floorMs : undefined },
+        leaseTrouble,
+        nowMs: clock.nowMs(),
+      });
+    },
   };
-  const ready = (): boolean => phase === 'running' && guard.canMint();
   const transport = createRouterTransport((router) => {
     router.service(IdGenerator, createIdGeneratorService(deps));
-    router.service(Health, createHealthService(ready));
+    router.service(Health, createHealthService(deps.readiness));
   });
   fixture = {
     clock,
     guard,
     setPhase: (p) => {
       phase = p;
+    },
+    setLeaseTrouble: (t) => {
+      leaseTrouble = t;
     },
     ids: createClient(IdGenerator, transport),
     health: createClient(Health, transport),
@@ -165,6 +186,24 @@ describe('GetStatus', () => {
     expect(await f.ids.getStatus({})).toMatchObject({ state: NodeState.DRAINING, fenceReason: FenceReason.DRAINING });
   });
 
+  it('says why it is not ready in fields 19-23: etcd unreachable, ready, fenced with the fence reason', async () => {
+    const f = setup();
+    f.setLeaseTrouble({ reason: 'etcd-unreachable', detail: 'layout check failed (connect ECONNREFUSED); retrying in 500 ms' });
+    expect(await f.ids.getStatus({})).toMatchObject({
+      ready: false,
+      readinessReason: ReadinessReason.ETCD_UNREACHABLE,
+      readinessCause: '',
+      readinessDetail: 'layout check failed (connect ECONNREFUSED); retrying in 500 ms',
+    });
+    f.setLeaseTrouble(undefined);
+    assign(f);
+    expect(await f.ids.getStatus({})).toMatchObject({ ready: true, readinessReason: ReadinessReason.READY, readinessDetail: `holding worker ${WORKER}` });
+    f.clock.advance(5000);
+    const fenced = await f.ids.getStatus({});
+    expect(fenced).toMatchObject({ ready: false, readinessReason: ReadinessReason.FENCED, readinessCause: 'lease' });
+    expect(fenced.readinessWaitMs).toBeUndefined();
+  });
+
   it('reports the clock as unchecked with --time-source none', async () => {
     const f = setup({ timeSourceMode: 'none' });
     expect((await f.ids.getStatus({})).clockState).toBe(ClockState.UNCHECKED);
@@ -182,5 +221,31 @@ describe('grpc.health.v1 Check', () => {
     expect((await f.health.list({})).statuses['']?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     f.clock.advance(6000);
     expect((await f.health.check({ service: '' })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
+  });
+
+  it('says why in its response headers', async () => {
+    const f = setup();
+    const headers = async (): Promise<Headers> => {
+      let h: Headers | undefined;
+      await f.health.check({ service: '' }, { onHeader: (received) => (h = received) });
+      if (h === undefined) throw new Error('no response headers');
+      return h;
+    };
+    f.setLeaseTrouble({ reason: 'waiting-for-slot', detail: 'no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a — é)' });
+    const spare = await headers();
+    expect(spare.get(READINESS_HEADERS.reason)).toBe('waiting-for-slot');
+    expect(spare.get(READINESS_HEADERS.cause)).toBeNull();
+    expect(spare.get(READINESS_HEADERS.detail)).toBe('no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a ? ?)');
+    f.setLeaseTrouble(undefined);
+    assign(f);
+    f.guard.setTimeSource(false, 'chrony is not synchronised (leap status Not synchronised)');
+    const unsynchronised = await headers();
+    expect(unsynchronised.get(READINESS_HEADERS.reason)).toBe('time-source-unavailable');
+    expect(unsynchronised.get(READINESS_HEADERS.detail)).toBe('chrony is not synchronised (leap status Not synchronised)');
+    f.guard.setTimeSource(true, 'synchronised');
+    f.clock.advance(6000);
+    const fenced = await headers();
+    expect(fenced.get(READINESS_HEADERS.reason)).toBe('fenced');
+    expect(fenced.get(READINESS_HEADERS.cause)).toBe('lease');
   });
 });

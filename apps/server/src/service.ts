@@ -10,8 +10,10 @@ import {
   IdGenerator,
   LeaseMode,
   NodeState,
+  ReadinessReason as WireReadinessReason,
   type GetStatusResponse,
 } from '@idgen/proto';
+import { READINESS_REASONS, type Readiness } from './readiness.js';
 
 /** The part of the clock guard the handlers use (a {@link GuardedMinter} satisfies it). */
 export type ServingGuard = Pick<GuardedMinter, 'nextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'>;
@@ -37,6 +39,8 @@ export interface ServiceDeps {
   readonly maxCount: number;
   readonly timeSourceMode: 'chrony' | 'none';
   readonly advertise: () => string;
+  /** Why the node may or may not mint now (readiness.ts): GetStatus carries it in fields 19-23 when given. */
+  readonly readiness?: () => Readiness;
   /** Called with any error the guard throws that is not a fence (a bug): the caller gets INTERNAL. */
   readonly onUnexpected?: (e: unknown) => void;
 }
@@ -145,7 +149,32 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
     lastMintedMs: BigInt(deps.guard.lastMintedMs()),
     advertiseAddress: deps.advertise(),
     maxCount: deps.maxCount,
+    ...(deps.readiness === undefined ? {} : readinessFields(deps.readiness())),
   });
+}
+
+/** GetStatusResponse fields 19-23 (idgen.proto). */
+function readinessFields(r: Readiness): Pick<GetStatusResponse, 'ready' | 'readinessReason' | 'readinessCause' | 'readinessDetail' | 'readinessWaitMs'> {
+  return {
+    ready: r.ready,
+    readinessReason: (READINESS_REASONS.indexOf(r.reason) + 1) as WireReadinessReason,
+    readinessCause: r.cause ?? '',
+    readinessDetail: r.detail,
+    readinessWaitMs: r.waitMs === undefined ? undefined : BigInt(Math.round(r.waitMs)),
+  };
+}
+
+/** Response headers of `grpc.health.v1.Health/Check` saying why (its message has only a status). */
+export const READINESS_HEADERS = {
+  reason: 'idgen-readiness-reason',
+  cause: 'idgen-readiness-cause',
+  detail: 'idgen-readiness-detail',
+} as const;
+
+/** A header value from free text: printable ASCII only (RFC 9110 field values), at most 400 characters. */
+function headerSafe(text: string): string {
+  const ascii = text.replace(/[^\x20-\x7e]/g, '?');
+  return ascii.length > 400 ? `${ascii.slice(0, 399)}?` : ascii;
 }
 
 /** Service names Check answers for: the server as a whole ("") and the IdGenerator service. */
@@ -153,21 +182,26 @@ const KNOWN_SERVICES = new Set(['', IdGenerator.typeName]);
 
 /**
  * `grpc.health.v1.Health`: SERVING only while the node may mint now (DESIGN §6), NOT_SERVING otherwise;
- * NOT_FOUND for a service it does not serve. Watch is left unimplemented (UNIMPLEMENTED tells clients not
- * to retry it): a stream held open per prober is a resource a caller could pile up.
+ * NOT_FOUND for a service it does not serve. Check says why in its response headers
+ * ({@link READINESS_HEADERS}: `grpcurl -v` prints them). Watch is left unimplemented (UNIMPLEMENTED tells
+ * clients not to retry it): a stream held open per prober is a resource a caller could pile up.
  */
-export function createHealthService(ready: () => boolean): Partial<ServiceImpl<typeof Health>> {
-  const status = (): HealthCheckResponse_ServingStatus =>
-    ready() ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING;
+export function createHealthService(readiness: () => Readiness): Partial<ServiceImpl<typeof Health>> {
+  const status = (r: Readiness): HealthCheckResponse_ServingStatus =>
+    r.ready ? HealthCheckResponse_ServingStatus.SERVING : HealthCheckResponse_ServingStatus.NOT_SERVING;
   return {
-    check(request) {
+    check(request, context) {
       if (!KNOWN_SERVICES.has(request.service)) {
         throw new ConnectError(`unknown service ${JSON.stringify(request.service.slice(0, 200))}`, Code.NotFound);
       }
-      return { status: status() };
+      const r = readiness();
+      context.responseHeader.set(READINESS_HEADERS.reason, r.reason);
+      if (r.cause !== undefined) context.responseHeader.set(READINESS_HEADERS.cause, r.cause);
+      context.responseHeader.set(READINESS_HEADERS.detail, headerSafe(r.waitMs === undefined ? r.detail : `${r.waitMs} ms left: ${r.detail}`));
+      return { status: status(r) };
     },
     list() {
-      const s = status();
+      const s = status(readiness());
       return { statuses: { '': { status: s }, [IdGenerator.typeName]: { status: s } } };
     },
   };
