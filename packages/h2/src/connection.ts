@@ -165,6 +165,11 @@ export class H2Stream {
     return this.state;
   }
 
+  /** The connection the stream came on, as an opaque key (to share work fairly between connections). */
+  get connectionKey(): object {
+    return this.connection;
+  }
+
   /** True once the handler's part is over (answered in full, or reset): writing then does nothing. */
   get isClosed(): boolean {
     return this.done;
