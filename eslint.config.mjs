@@ -3,6 +3,11 @@
 //   type:lib     depends on core and libs (and the test harness, for its specs)
 //   type:app     composes core and libs; nothing depends on an app
 //   type:tool    benchmarks, chaos: anything but apps (which they start as processes, never import)
+// Who may install what (tags `scope:*`; a project without one is not constrained by them):
+//   scope:client  what a caller installs (@idgen/client, @idgen/discovery): never depends on scope:server
+//   scope:shared  the ID layout, the API, the lease and the clock guard (the server and embedded callers
+//                 use them alike): depends on neither scope:client nor scope:server
+//   scope:server  the generator node and what only it uses (@idgen/h2, @idgen/http2-stream-table), the CLI
 // Packages may use only the OpenTelemetry API; the SDK and exporters belong to apps.
 import nx from '@nx/eslint-plugin';
 
@@ -44,6 +49,8 @@ export default [
             },
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing'] },
             { sourceTag: 'type:tool', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing', 'type:tool'] },
+            { sourceTag: 'scope:client', notDependOnLibsWithTags: ['scope:server'] },
+            { sourceTag: 'scope:shared', notDependOnLibsWithTags: ['scope:client', 'scope:server'] },
           ],
         },
       ],
@@ -60,7 +67,7 @@ export default [
     },
   },
   {
-    // The core is pure (DESIGN §2): no I/O, no clock, no dependency. Its specs may read the vectors.
+    // The core is pure (docs/design.md §2): no I/O, no clock, no dependency. Its specs may read the vectors.
     files: ['packages/core/src/**/*.ts'],
     ignores: ['**/*.spec.ts'],
     rules: {

@@ -25,7 +25,7 @@ export interface RegionNodes {
   readonly region: number;
   /** Static node addresses: base URLs (`http://10.0.0.5:8080`) or `host:port`. */
   readonly nodes?: readonly string[];
-  /** The region's serving nodes, kept current (the lease package's `createDiscoveryReader`). */
+  /** The region's serving nodes, kept current (`createDiscoveryReader` from `@idgen/discovery`). */
   readonly discovery?: NodeDiscovery;
 }
 

@@ -1,7 +1,7 @@
 import type { AttemptFailure } from './errors.js';
 import type { IdTransport } from './transport.js';
 
-/** A node as discovery lists it: the lease package's `ServingNode` fits this shape. */
+/** A node as discovery lists it: `ServingNode` from `@idgen/discovery` fits this shape. */
 export interface DiscoveredNode {
   /** `host:port` (or a full base URL). */
   readonly address: string;
@@ -10,7 +10,7 @@ export interface DiscoveredNode {
 }
 
 /**
- * A live list of a region's serving nodes. Structurally the lease package's discovery reader
+ * A live list of a region's serving nodes. Structurally `@idgen/discovery`'s reader
  * (`createDiscoveryReader`), so the client itself needs no etcd: the caller owns (and closes) it.
  */
 export interface NodeDiscovery {

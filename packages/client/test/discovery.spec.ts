@@ -1,10 +1,10 @@
-import { createDiscoveryReader, type DiscoveryReader } from '@idgen/lease';
+import { createDiscoveryReader, type DiscoveryReader } from '@idgen/discovery';
 import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, type IdClient } from '../src/index.js';
 import { IdLedger, regionOf, requireServerBuild, startServer, waitUntil, workerOf, type ServerNode } from './harness.js';
 
 // Against a real etcd and real idgen-server processes: the client follows the region's serving
-// nodes as the lease package's discovery reader lists them (issue 6, DESIGN §5 "nodes" keys).
+// nodes as @idgen/discovery's reader lists them (issue 6, DESIGN §5 "nodes" keys).
 jest.setTimeout(90_000);
 
 let etcd: EtcdServer;

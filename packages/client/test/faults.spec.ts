@@ -1,4 +1,4 @@
-import { createDiscoveryReader, type DiscoveryReader } from '@idgen/lease';
+import { createDiscoveryReader, type DiscoveryReader } from '@idgen/discovery';
 import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, isIdsUnavailableError, type IdClient, type IdClientOptions } from '../src/index.js';
 import {

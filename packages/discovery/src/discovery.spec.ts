@@ -1,12 +1,28 @@
 import { cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
+import { LeaseConfigError, createEtcdLease, leaseKeys } from '@idgen/lease';
+import type { LeaseExtension, LeaseTarget, ServingNode, WorkerAssignment, WorkerLease } from '@idgen/lease';
 import { createDiscoveryReader } from './discovery.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { LeaseConfigError } from './errors.js';
-import { leaseKeys } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import type { ServingNode, WorkerLease } from './types.js';
+
+/** A lease target that only holds what the lease gives it: discovery needs a registered node, not a minter. */
+class HoldingTarget implements LeaseTarget {
+  assignment: WorkerAssignment | undefined;
+  assign(a: WorkerAssignment): void {
+    this.assignment = a;
+  }
+  extend(_e: LeaseExtension): void {
+    // The lease keeps itself alive; a holding target has no deadline to move.
+  }
+  unassign(): void {
+    this.assignment = undefined;
+  }
+  lastMintedMs(): number {
+    return -1;
+  }
+}
+
+const uniquePrefix = (name: string): string => `/idgen-test/${name}-${process.pid}-${Date.now()}`;
 
 jest.setTimeout(120_000);
 
@@ -52,7 +68,7 @@ describe('createDiscoveryReader', () => {
           requestTimeoutMs: 1000,
           backoff: { initialMs: 50, maxMs: 300 },
         },
-        new RecordingTarget(nodeId),
+        new HoldingTarget(),
       );
       leases.push(l);
       await l.start();

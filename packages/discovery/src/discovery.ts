@@ -1,11 +1,27 @@
 import type { Etcd3, Watcher } from 'etcd3';
-import { resolveConnection } from './config.js';
-import type { EtcdConnectionOptions } from './config.js';
-import { createEtcdClient, deadlineIn, errorText, withTimeout } from './etcd-client.js';
-import { LeaseConfigError } from './errors.js';
-import { leaseKeys, parseServingNode } from './records.js';
-import { silentLogger } from './types.js';
-import type { LeaseLogger, ServingNode } from './types.js';
+import { LeaseConfigError, createEtcdClient, leaseKeys, parseServingNode, resolveConnection, silentLogger } from '@idgen/lease';
+import type { EtcdConnectionOptions, LeaseLogger, ServingNode } from '@idgen/lease';
+
+/** Races `p` against a timer; the timer is cleared either way. */
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  p.catch(() => undefined);
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms)} ms`)), Math.max(0, ms));
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** gRPC call options with a deadline `ms` from now (so a stalled etcd cannot hold a call open). */
+function deadlineIn(ms: number): { deadline: Date } {
+  return { deadline: new Date(Date.now() + Math.max(1, ms)) };
+}
+
+function errorText(e: unknown): string {
+  return e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+}
 
 /** Options of {@link createDiscoveryReader}. */
 export interface DiscoveryReaderOptions extends EtcdConnectionOptions {

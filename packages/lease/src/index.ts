@@ -1,6 +1,7 @@
 /**
  * `@idgen/lease`: worker-ID leases on etcd with self-fencing before etcd can expire them, the standalone
- * (one node only) lease, and discovery of serving nodes (DESIGN §5).
+ * (one node only) lease, and the serving-node records discovery reads (docs/design.md §5; the reader itself is
+ * `@idgen/discovery`).
  *
  * @packageDocumentation
  */
@@ -35,8 +36,20 @@ export type { ChurnEvent } from './metrics.js';
 export { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
 export type { LastMsRecord, WorkerRecord } from './records.js';
 export { silentLogger } from './types.js';
-export type { LeaseLogger, LeaseSnapshot, LeaseState, LeaseTarget, ServingNode, WorkerLease } from './types.js';
+export type {
+  LeaseExtension,
+  LeaseLogger,
+  LeaseSnapshot,
+  LeaseState,
+  LeaseTarget,
+  ServingNode,
+  WorkerAssignment,
+  WorkerLease,
+} from './types.js';
+export type { ClockSource } from './clock.js';
 export { createStandaloneLease } from './standalone-lease.js';
 export type { StandaloneLeaseOptions } from './standalone-lease.js';
+/** @deprecated The reader moved to `@idgen/discovery` (the same function); this copy goes in the next minor. */
 export { createDiscoveryReader } from './discovery.js';
+/** @deprecated Moved to `@idgen/discovery`. */
 export type { DiscoveryReader, DiscoveryReaderOptions } from './discovery.js';

@@ -1,7 +1,6 @@
 import { createNoopMeter } from '@opentelemetry/api';
 import type { Attributes, Counter, Meter, ObservableCallback, ObservableGauge } from '@opentelemetry/api';
-import type { LeaseExtension, WorkerAssignment } from '@idgen/clock-guard';
-import type { LeaseTarget } from './types.js';
+import type { LeaseExtension, LeaseTarget, WorkerAssignment } from './types.js';
 
 /** One call the lease made on a {@link RecordingTarget}, with the clocks at that moment. */
 export interface TargetEvent {

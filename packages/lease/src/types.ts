@@ -1,4 +1,23 @@
-import type { LeaseExtension, WorkerAssignment } from '@idgen/clock-guard';
+/**
+ * What the lease hands the minter when it holds a slot and the wall clock has passed the floor. The same
+ * shape as `WorkerAssignment` in `@idgen/clock-guard`, declared here so the lease needs no guard to compile.
+ */
+export interface WorkerAssignment {
+  readonly region: number;
+  readonly worker: number;
+  /** Never mint at or below this Unix millisecond: a previous holder of the slot may have used it. */
+  readonly floorMs: number;
+  /** Monotonic ms after which minting stops unless a keep-alive extends it. */
+  readonly deadlineMonoMs: number;
+  /** The wall ceiling (docs/design.md §5): never mint a Unix millisecond above it. */
+  readonly ceilingMs: number;
+}
+
+/** What an acknowledged keep-alive and `last-ms` refresh give the minter: both limits move forward. */
+export interface LeaseExtension {
+  readonly deadlineMonoMs: number;
+  readonly ceilingMs: number;
+}
 
 /**
  * The part of the clock guard the lease drives. `GuardedMinter` from `@idgen/clock-guard` satisfies it
