@@ -65,7 +65,8 @@ export const FRAME_HEADER_LENGTH = 9;
  * on every request).
  */
 export class FrameWriter {
-  private buf = Buffer.allocUnsafe(16 * 1024);
+  // 4 KiB to start: an idle connection holds no more (thousands of them may be open); a busy one grows it once.
+  private buf = Buffer.allocUnsafe(4 * 1024);
   private length = 0;
 
   get size(): number {
