@@ -92,7 +92,7 @@ export interface ServingServerOptions {
   readonly onConnectionError?: (e: Error) => void;
   /**
    * Most connections open at once (HTTP/1.1 and HTTP/2, sniffing included); one more is closed as it arrives
-   * (`net.Server.maxConnections`). Default 4,096: an idle connection costs ~20 KB, so the cap bounds what a
+   * (`net.Server.maxConnections`). Default 4,096: an idle HTTP/2 connection costs ~12 KB, so the cap bounds what a
    * client that opens connections in a loop can hold.
    */
   readonly maxConnections?: number;
