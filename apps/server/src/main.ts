@@ -2,7 +2,9 @@
  * `idgen-server`: the generator node's composition root (DESIGN §5, §6). It parses configuration, wires
  * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
  */
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
@@ -50,7 +52,7 @@ function run(config: ServerConfig): void {
   process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
   process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
 
-  const metrics = createServerMetrics();
+  const metrics = createServerMetrics({ serviceVersion: packageVersion(), instanceId: config.nodeId });
   const guard = createGuardedMinter({
     region: config.region,
     maxRollbackMs: config.maxRollbackMs,
@@ -255,6 +257,16 @@ function run(config: ServerConfig): void {
     );
   };
   void start();
+}
+
+/** This package's version (`service.version` on every series), from the package.json beside `dist/`. */
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version?: unknown };
+    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
+  } catch {
+    return 'unknown';
+  }
 }
 
 async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeout' | { error: unknown }> {

@@ -3,7 +3,7 @@ import { createServerMetrics } from './metrics.js';
 
 describe('server metrics on /metrics', () => {
   it('counts RPCs and buckets their latency by method and code, cumulative, as Prometheus text', async () => {
-    const metrics = createServerMetrics();
+    const metrics = createServerMetrics({ serviceVersion: '0.0.0-spec', instanceId: 'spec-node', runtime: false });
     try {
       // Latencies of at least 300 µs, 1.5 ms, 3 ms and 30 ms (the call's own time adds to each, by an amount a
       // busy machine does not bound): the assertions below hold whatever that amount is, up to seconds.
@@ -38,6 +38,26 @@ describe('server metrics on /metrics', () => {
       expect(series('bucket', 'invalid_argument', '5')).toBe(1);
       expect(text).toMatch(/idgen_server_requests_total\{[^}]*rpc_response_status_code="ok"[^}]*\} 3/);
       expect(text).toMatch(/idgen_server_ids_served_total\{[^}]*\} 5/);
+    } finally {
+      await metrics.close();
+    }
+  });
+
+  it('names the service on target_info and declares the event counters at 0 before any event', async () => {
+    const metrics = createServerMetrics({ serviceVersion: '1.2.3', instanceId: 'node-7', runtime: false });
+    try {
+      const address = await metrics.listen({ host: '127.0.0.1', port: 0 });
+      const text = await (await fetch(`http://${address}/metrics`)).text();
+      const targetInfo = text.split('\n').find((l) => l.startsWith('target_info{'));
+      expect(targetInfo).toContain('service_name="idgen-server"');
+      expect(targetInfo).toContain('service_version="1.2.3"');
+      expect(targetInfo).toContain('service_instance_id="node-7"');
+      for (const event of ['acquired', 'lost', 'released']) {
+        expect(text).toContain(`idgen_lease_churn_total{event="${event}",otel_scope_name="@idgen/lease"} 0`);
+      }
+      expect(text).toContain('idgen_lease_keepalive_failures_total{otel_scope_name="@idgen/lease"} 0');
+      expect(text).toContain('idgen_server_request_timeouts_total{otel_scope_name="@idgen/server"} 0');
+      expect(text).toContain('idgen_h2_refusals_total{otel_scope_name="@idgen/server"} 0');
     } finally {
       await metrics.close();
     }

@@ -1,4 +1,5 @@
 import type { Attributes, Meter, ObservableResult } from '@opentelemetry/api';
+import { FENCE_REASONS } from './errors.js';
 
 /**
  * Metric names of `@idgen/clock-guard` (DESIGN §2: count what comes before a duplicate).
@@ -64,7 +65,8 @@ export function registerGuardMetrics(meter: Meter, read: () => GuardCounters): v
     })
     .addCallback(
       observe((c, r) => {
-        for (const [reason, n] of Object.entries(c.fences)) r.observe(n, { [ClockGuardAttributes.reason]: reason });
+        // Every reason from the start, at 0 until its first fence: rate() and alerts need the baseline.
+        for (const reason of FENCE_REASONS) r.observe(c.fences[reason] ?? 0, { [ClockGuardAttributes.reason]: reason });
       }),
     );
   meter
