@@ -1,0 +1,262 @@
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cleanupAll, freePort, spawnProcess, startEtcd, tempDir, type EtcdServer, type ProcessHandle, type TempDir } from '@idgen/testing';
+import { PUBLIC_PACKAGES, ROOT, installSize, npm, packPackage, run } from './packages.js';
+
+// The proof that a team can use idgen from a registry: every public package is published to a real npm
+// registry (Verdaccio) on loopback, then a fresh project outside the workspace installs @idgen/client and
+// @idgen/core from it (third-party packages come from the default registry; `@idgen` only from ours),
+// and an ESM script, a CommonJS script and a `tsc --strict` TypeScript file take IDs from a real
+// standalone idgen-server. The READMEs' examples then run from a registry install too.
+jest.setTimeout(900_000);
+
+const SERVER_MAIN = join(ROOT, 'apps/server/dist/main.js');
+const VERDACCIO = join(ROOT, 'node_modules/verdaccio/bin/verdaccio');
+const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
+
+let dir: TempDir;
+let registry: string;
+let verdaccio: ProcessHandle;
+let server: ProcessHandle;
+let serverUrl: string;
+let etcd: EtcdServer;
+const published: string[] = [];
+
+async function startServer(args: readonly string[]): Promise<{ process: ProcessHandle; url: string }> {
+  const child = spawnProcess(process.execPath, [SERVER_MAIN, '--time-source', 'none', '--listen', '127.0.0.1:0', '--metrics-listen', 'off', ...args]);
+  const open = JSON.parse(await child.waitForLine(/"msg":"serving port open/, 30_000)) as { listen: string };
+  await child.waitForLine(/"msg":"ready"/, 30_000);
+  return { process: child, url: `http://127.0.0.1:${open.listen.split(':').pop() ?? ''}` };
+}
+
+async function waitForRegistry(url: string): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      if ((await fetch(`${url}-/ping`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    if (verdaccio.exitStatus() !== undefined) throw new Error(`verdaccio exited:\n${verdaccio.tail(30)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`verdaccio did not answer /-/ping:\n${verdaccio.tail(30)}`);
+}
+
+/** A fresh project: its own package.json, `@idgen` from our registry only, and its own npm cache. */
+function freshProject(name: string): string {
+  const path = join(dir.path, name);
+  mkdirSync(path, { recursive: true });
+  writeFileSync(join(path, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }, null, 2));
+  writeFileSync(join(path, '.npmrc'), `@idgen:registry=${registry}\ncache=${join(dir.path, 'npm-cache')}\n`);
+  return path;
+}
+
+async function install(project: string, specs: readonly string[]): Promise<void> {
+  const r = await npm(['install', '--prefer-online', '--no-package-lock', ...specs], project);
+  expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+}
+
+function figures(project: string): { packages: number; mb: number; names: string[] } {
+  const size = installSize(join(project, 'node_modules'));
+  return { packages: size.packages, mb: Math.round((size.bytes / 1e6) * 10) / 10, names: size.names };
+}
+
+/** Runs `file` with node in `cwd`; returns its stdout lines, failing with its output when it fails. */
+async function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+  const r = await run(process.execPath, [file], { cwd, env: { ...process.env, ...env }, timeoutMs: 60_000 });
+  expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+  return r.stdout.split('\n').filter((l) => l.length > 0);
+}
+
+/** `tsc --strict` with the workspace's compiler; types come from the project's node_modules. */
+async function tscStrict(project: string, files: readonly string[]): Promise<void> {
+  const r = await run(
+    process.execPath,
+    [TSC, '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node',
+      '--typeRoots', join(ROOT, 'node_modules/@types'), '--outDir', 'out', '--rootDir', '.', ...files],
+    { cwd: project },
+  );
+  expect({ code: r.code, output: r.code === 0 ? '' : r.stdout + r.stderr }).toEqual({ code: 0, output: '' });
+}
+
+beforeAll(async () => {
+  dir = await tempDir('idgen-registry-');
+  const port = await freePort();
+  registry = `http://127.0.0.1:${port}/`;
+  writeFileSync(
+    join(dir.path, 'verdaccio.yaml'),
+    [
+      `storage: ${join(dir.path, 'storage')}`,
+      'auth:',
+      '  htpasswd:',
+      `    file: ${join(dir.path, 'htpasswd')}`,
+      '    max_users: 1',
+      'uplinks: {}', // nothing leaves the machine: the registry serves only what was published to it
+      'packages:',
+      "  '@idgen/*':",
+      '    access: $all',
+      '    publish: $authenticated',
+      "  '**':",
+      '    access: $all',
+      'web:',
+      '  enable: false',
+      'log: { type: stdout, format: json, level: warn }',
+      '',
+    ].join('\n'),
+  );
+  verdaccio = spawnProcess(process.execPath, [VERDACCIO, '--config', join(dir.path, 'verdaccio.yaml'), '--listen', `127.0.0.1:${port}`]);
+  await waitForRegistry(registry);
+
+  // A throwaway user and its token, in an .npmrc only the publish commands read.
+  const user = await fetch(`${registry}-/user/org.couchdb.user:registry-check`, {
+    method: 'PUT',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'registry-check', password: `pw-${process.pid}-${port}`, type: 'user', roles: [] }),
+  });
+  expect(user.status).toBe(201);
+  const { token } = (await user.json()) as { token: string };
+  const publishRc = join(dir.path, 'publish.npmrc');
+  writeFileSync(publishRc, `//127.0.0.1:${port}/:_authToken=${token}\n`);
+
+  for (const pkg of PUBLIC_PACKAGES) {
+    const tgz = await packPackage(pkg, join(dir.path, 'stage', pkg.name), join(dir.path, 'tarballs'));
+    const r = await npm(['publish', tgz, '--registry', registry, '--userconfig', publishRc, '--provenance=false'], dir.path);
+    expect({ pkg: pkg.name, code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ pkg: pkg.name, code: 0, stderr: '' });
+    published.push(pkg.name);
+  }
+
+  const standalone = await startServer(['--standalone', '--state-file', join(dir.path, 's.json'), '--region', '2']);
+  server = standalone.process;
+  serverUrl = standalone.url;
+});
+
+afterAll(async () => {
+  await server?.stop();
+  await verdaccio?.stop();
+  await etcd?.stop();
+  await cleanupAll();
+});
+
+it('the registry holds every public package, and only from this run', async () => {
+  expect(published).toEqual(PUBLIC_PACKAGES.map((p) => p.name));
+  for (const name of published) {
+    const r = await fetch(`${registry}${name.replace('/', '%2f')}`);
+    expect(r.status).toBe(200);
+    const doc = (await r.json()) as { 'dist-tags': { latest: string }; versions: Record<string, { exports?: unknown }> };
+    const latest = doc.versions[doc['dist-tags'].latest];
+    expect(JSON.stringify(latest?.exports ?? {})).not.toContain('@idgen/source');
+  }
+  const missing = await fetch(`${registry}left-pad`);
+  expect(missing.status).toBe(404); // no uplink: nothing is fetched on anyone's behalf
+});
+
+it('@idgen/client and @idgen/core install from the registry alone, in under 10 packages, and serve ESM, CommonJS and strict TypeScript', async () => {
+  const app = freshProject('app');
+  await install(app, ['@idgen/client@0.1.0', '@idgen/core@0.1.0']);
+  const size = figures(app);
+  console.log(`registry install of @idgen/client + @idgen/core: ${size.packages} packages, ${size.mb} MB (${size.names.join(', ')})`);
+  expect(size.packages).toBeLessThan(10);
+  expect(size.names).not.toContain('etcd3');
+  expect(size.names).not.toContain('@idgen/lease');
+  const resolved = JSON.parse(readFileSync(join(app, 'node_modules/@idgen/client/package.json'), 'utf8')) as { version: string };
+  expect(resolved.version).toBe('0.1.0');
+
+  writeFileSync(
+    join(app, 'esm.mjs'),
+    `import { createIdClient } from '@idgen/client';
+import { DEFAULT_LAYOUT } from '@idgen/core';
+const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES] });
+const ids = await client.nextIds(3);
+await client.close();
+console.log(JSON.stringify({ kind: 'esm', regions: ids.map((id) => DEFAULT_LAYOUT.decompose(id).region), ids: ids.map(String) }));
+`,
+  );
+  writeFileSync(
+    join(app, 'cjs.cjs'),
+    `const { createIdClient } = require('@idgen/client');
+const { DEFAULT_LAYOUT, parseId } = require('@idgen/core');
+(async () => {
+  const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES] });
+  const id = await client.nextIdString();
+  await client.close();
+  console.log(JSON.stringify({ kind: 'cjs', regions: [DEFAULT_LAYOUT.decompose(parseId(id)).region], ids: [id] }));
+})().catch((e) => { console.error(e); process.exit(1); });
+`,
+  );
+  writeFileSync(
+    join(app, 'typed.mts'),
+    `import { createIdClient, isIdsUnavailableError, type IdClient } from '@idgen/client';
+import { DEFAULT_LAYOUT, formatId, type IdFields } from '@idgen/core';
+
+const client: IdClient = createIdClient({ region: 2, nodes: [process.env['IDGEN_NODES'] ?? ''] });
+try {
+  const id: bigint = await client.nextId();
+  const fields: IdFields = DEFAULT_LAYOUT.decompose(id);
+  console.log(JSON.stringify({ kind: 'ts', regions: [fields.region], ids: [formatId(id)] }));
+} catch (e) {
+  if (isIdsUnavailableError(e)) console.error(e.attempts.length);
+  throw e;
+} finally {
+  await client.close();
+}
+`,
+  );
+  await tscStrict(app, ['typed.mts']);
+  const env = { IDGEN_NODES: serverUrl };
+  const outputs = [
+    ...(await runNode('esm.mjs', app, env)),
+    ...(await runNode('cjs.cjs', app, env)),
+    ...(await runNode(join('out', 'typed.mjs'), app, env)),
+  ].map((l) => JSON.parse(l) as { kind: string; regions: number[]; ids: string[] });
+  expect(outputs.map((o) => o.kind)).toEqual(['esm', 'cjs', 'ts']);
+  const ids = outputs.flatMap((o) => o.ids);
+  expect(ids).toHaveLength(5);
+  expect(new Set(ids).size).toBe(5);
+  expect(outputs.flatMap((o) => o.regions)).toEqual([2, 2, 2, 2, 2]);
+});
+
+it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README example runs from the registry install', async () => {
+  const app = freshProject('app-discovery');
+  await install(app, ['@idgen/client@0.1.0', '@idgen/discovery@0.1.0']);
+  const size = figures(app);
+  console.log(`registry install of @idgen/client + @idgen/discovery: ${size.packages} packages, ${size.mb} MB`);
+  expect(size.names).toEqual(expect.arrayContaining(['etcd3', '@idgen/lease', '@idgen/discovery']));
+  expect(size.names).not.toContain('@idgen/clock-guard');
+
+  await install(app, ['@idgen/core@0.1.0', '@idgen/proto@0.1.0', '@idgen/clock-guard@0.1.0', '@idgen/lease@0.1.0']);
+  const examples: string[] = [];
+  for (const pkg of ['core', 'proto', 'clock-guard', 'lease', 'client', 'discovery']) {
+    const readme = readFileSync(join(ROOT, 'packages', pkg, 'README.md'), 'utf8');
+    const match = /^```ts\n([\s\S]*?)^```$/m.exec(readme);
+    expect({ pkg, example: match?.[1] !== undefined }).toEqual({ pkg, example: true });
+    writeFileSync(join(app, `readme-${pkg}.mts`), match?.[1] ?? '');
+    examples.push(`readme-${pkg}.mts`);
+  }
+  await tscStrict(app, examples);
+
+  etcd = await startEtcd();
+  const registered = await startServer(['--region', '2', '--etcd', etcd.clientUrl]);
+  try {
+    const out = async (pkg: string, env: NodeJS.ProcessEnv = {}): Promise<Record<string, unknown>[]> =>
+      (await runNode(join('out', `readme-${pkg}.mjs`), app, env)).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(await out('core')).toEqual([
+      { id: '104148763141017605', time: '2024-10-14T09:30:00.123Z', timestampMs: 24831000123, region: 2, worker: 17, sequence: 5 },
+      { rejected: 'negative' },
+    ]);
+    expect(await out('proto')).toEqual([{ request: { count: 3 }, response: { blocks: [{ first: '385364472618811392', count: 3 }] } }]);
+    expect(await out('clock-guard')).toEqual([{ fenced: 'not-assigned' }, { id: expect.any(String), state: 'serving' }]);
+    expect(await out('lease')).toEqual([{ id: expect.any(String), state: 'alive', worker: expect.any(Number) }]);
+    const [client] = await out('client', { IDGEN_NODES: serverUrl });
+    expect(Object.keys(client ?? {})).toEqual(['id', 'batch', 'text']);
+    const [discovered] = await out('discovery', { IDGEN_ETCD: etcd.clientUrl });
+    expect(discovered).toEqual({ nodes: 1, id: expect.any(String) });
+    expect(regionOf(String(discovered?.['id']))).toBe(2);
+  } finally {
+    await registered.process.stop();
+  }
+});
+
+/** The region of a decimal ID under the default layout (bits 19-21). */
+function regionOf(id: string): number {
+  return Number((BigInt(id) >> 19n) & 7n);
+}
