@@ -136,13 +136,18 @@ describe('parseConfig', () => {
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
     // files (read from the environment in 'reads the etcd TLS files and credentials').
-    const standalonePair = ['IDGEN_STANDALONE', 'IDGEN_STATE_FILE', 'IDGEN_ETCD_CA', 'IDGEN_ETCD_CERT', 'IDGEN_ETCD_KEY', 'IDGEN_ETCD_USER', 'IDGEN_ETCD_PASSWORD_FILE'];
+    // The TLS files are read in test/tls.spec.ts.
+    const standalonePair = [
+      'IDGEN_STANDALONE', 'IDGEN_STATE_FILE', 'IDGEN_ETCD_CA', 'IDGEN_ETCD_CERT', 'IDGEN_ETCD_KEY', 'IDGEN_ETCD_USER', 'IDGEN_ETCD_PASSWORD_FILE',
+      'IDGEN_TLS_CERT', 'IDGEN_TLS_KEY', 'IDGEN_TLS_CLIENT_CA', 'IDGEN_TLS_CLIENT_NAMES',
+    ];
     expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).filter((e) => !standalonePair.includes(e)).sort());
     expect(config([], env)).toEqual({
       region: 3,
       etcd: ['http://10.0.0.1:2379'],
       etcdTls: undefined,
       etcdAuth: undefined,
+      tls: undefined,
       standalone: undefined,
       etcdPrefix: '/p',
       listen: { host: '::1', port: 9000 },

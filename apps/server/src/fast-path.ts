@@ -12,8 +12,11 @@ export const NEXT_IDS_PATH = '/idgen.v1.IdGenerator/NextIds';
 
 /** Options of {@link createNextIdsFastPath}. */
 export interface FastPathOptions {
-  /** NextIds without the protocol (service.ts `createNextIds`): blocks, or throws a ConnectError. */
-  readonly nextIds: (count: number) => readonly WireBlock[];
+  /**
+   * NextIds without the protocol (service.ts `createNextIds`): blocks now, or later (a promise) when they need
+   * a millisecond still to come; throws (or rejects with) a ConnectError. `owner`: the connection, for fairness.
+   */
+  readonly nextIds: (count: number, owner?: object) => readonly WireBlock[] | Promise<readonly WireBlock[]>;
   readonly maxBodyBytes: number;
   /** Records one call for metrics: its code (`ok`, `invalid_argument`, …) and start (hrtime ns). */
   readonly record?: (code: Code | undefined, startNs: bigint, ids: number) => void;
@@ -52,13 +55,20 @@ type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
 export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath {
   const max = options.maxBodyBytes;
   const record = options.record;
-  /** The blocks for a request body, or the error to answer (a body the caller got wrong, or a fence). */
-  const mint = (protocol: Protocol, body: Buffer): readonly WireBlock[] | ConnectError => {
+  /**
+   * Mints for a request body and calls `answer` with the blocks or the error to answer (a body the caller got
+   * wrong, or a fence): at once when the current millisecond can serve it, else from the mint scheduler's timer.
+   */
+  const mint = (protocol: Protocol, body: Buffer, owner: object, answer: (r: readonly WireBlock[] | ConnectError) => void): void => {
+    let minted: readonly WireBlock[] | Promise<readonly WireBlock[]>;
     try {
-      return options.nextIds(parseCount(protocol, body));
+      minted = options.nextIds(parseCount(protocol, body), owner);
     } catch (e) {
-      return ConnectError.from(e);
+      answer(ConnectError.from(e));
+      return;
     }
+    if (minted instanceof Promise) minted.then(answer, (e: unknown) => answer(ConnectError.from(e)));
+    else answer(minted);
   };
 
   const http1 = (req: IncomingMessage, res: ServerResponse): boolean => {
@@ -80,23 +90,27 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     req.on('end', () => {
       if (body.over) return;
-      const blocks = mint(protocol, body.bytes());
-      if (blocks instanceof ConnectError) {
-        failHttp1(res, protocol, blocks, start, record);
-        return;
-      }
-      if (protocol === 'connect-json') {
-        const text = jsonResponse(blocks);
-        res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        res.end(text);
-      } else {
-        const bytes = binaryResponse(blocks, 0);
-        res.writeHead(200, { 'content-type': 'application/proto', 'content-length': bytes.length });
-        res.end(bytes);
-      }
-      record?.(undefined, start, idsIn(blocks));
+      mint(protocol, body.bytes(), req.socket, (blocks) => answerHttp1(res, protocol, blocks, start));
     });
     return true;
+  };
+
+  const answerHttp1 = (res: ServerResponse, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+    if (res.destroyed) return; // the caller went away while the IDs waited for their millisecond
+    if (blocks instanceof ConnectError) {
+      failHttp1(res, protocol, blocks, start, record);
+      return;
+    }
+    if (protocol === 'connect-json') {
+      const text = jsonResponse(blocks);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+    } else {
+      const bytes = binaryResponse(blocks, 0);
+      res.writeHead(200, { 'content-type': 'application/proto', 'content-length': bytes.length });
+      res.end(bytes);
+    }
+    record?.(undefined, start, idsIn(blocks));
   };
 
   const http2 = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean => {
@@ -116,31 +130,34 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     stream.on('end', () => {
       if (body.over) return;
-      const blocks = mint(protocol, body.bytes());
-      if (blocks instanceof ConnectError) {
-        failHttp2(stream, protocol, blocks, start, record, false);
-        return;
-      }
-      // The caller reset the stream while we minted: nothing to answer, and nothing was handed out.
-      if (stream.closed || stream.destroyed) return;
-      if (protocol === 'grpc') {
-        const bytes = binaryResponse(blocks, 5);
-        bytes.writeUInt32BE(bytes.length - 5, 1);
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
-        stream.on('wantTrailers', sendGrpcOk);
-        stream.end(bytes);
-      } else if (protocol === 'connect-proto') {
-        const bytes = binaryResponse(blocks, 0);
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/proto', 'content-length': bytes.length });
-        stream.end(bytes);
-      } else {
-        const text = jsonResponse(blocks);
-        stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-        stream.end(text);
-      }
-      record?.(undefined, start, idsIn(blocks));
+      mint(protocol, body.bytes(), stream.session ?? stream, (blocks) => answerHttp2(stream, protocol, blocks, start));
     });
     return true;
+  };
+
+  const answerHttp2 = (stream: ServerHttp2Stream, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+    // The caller reset the stream while we minted: nothing to answer, and nothing was handed out.
+    if (stream.closed || stream.destroyed) return;
+    if (blocks instanceof ConnectError) {
+      failHttp2(stream, protocol, blocks, start, record, false);
+      return;
+    }
+    if (protocol === 'grpc') {
+      const bytes = binaryResponse(blocks, 5);
+      bytes.writeUInt32BE(bytes.length - 5, 1);
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+      stream.on('wantTrailers', sendGrpcOk);
+      stream.end(bytes);
+    } else if (protocol === 'connect-proto') {
+      const bytes = binaryResponse(blocks, 0);
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/proto', 'content-length': bytes.length });
+      stream.end(bytes);
+    } else {
+      const text = jsonResponse(blocks);
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      stream.end(text);
+    }
+    record?.(undefined, start, idsIn(blocks));
   };
 
   const h2Stream = (stream: H2Stream): boolean => {
@@ -161,28 +178,32 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     };
     stream.onend = (): void => {
       if (body.over) return;
-      const blocks = mint(protocol, body.bytes());
-      if (blocks instanceof ConnectError) {
-        failH2(stream, protocol, blocks, start, record);
-        return;
-      }
-      if (protocol === 'grpc') {
-        const bytes = binaryResponse(blocks, 5);
-        bytes.writeUInt32BE(bytes.length - 5, 1);
-        stream.respond(200, GRPC_OK_HEADERS);
-        stream.end(bytes, GRPC_OK_TRAILERS);
-      } else if (protocol === 'connect-proto') {
-        const bytes = binaryResponse(blocks, 0);
-        stream.respond(200, connectHeaders('application/proto', bytes.length));
-        stream.end(bytes);
-      } else {
-        const bytes = Buffer.from(jsonResponse(blocks));
-        stream.respond(200, connectHeaders('application/json', bytes.length));
-        stream.end(bytes);
-      }
-      record?.(undefined, start, idsIn(blocks));
+      mint(protocol, body.bytes(), stream.connectionKey, (blocks) => answerH2(stream, protocol, blocks, start));
     };
     return true;
+  };
+
+  const answerH2 = (stream: H2Stream, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+    if (stream.isClosed) return; // reset (or its deadline answered) while the IDs waited for their millisecond
+    if (blocks instanceof ConnectError) {
+      failH2(stream, protocol, blocks, start, record);
+      return;
+    }
+    if (protocol === 'grpc') {
+      const bytes = binaryResponse(blocks, 5);
+      bytes.writeUInt32BE(bytes.length - 5, 1);
+      stream.respond(200, GRPC_OK_HEADERS);
+      stream.end(bytes, GRPC_OK_TRAILERS);
+    } else if (protocol === 'connect-proto') {
+      const bytes = binaryResponse(blocks, 0);
+      stream.respond(200, connectHeaders('application/proto', bytes.length));
+      stream.end(bytes);
+    } else {
+      const bytes = Buffer.from(jsonResponse(blocks));
+      stream.respond(200, connectHeaders('application/json', bytes.length));
+      stream.end(bytes);
+    }
+    record?.(undefined, start, idsIn(blocks));
   };
 
   return { path: NEXT_IDS_PATH, http1, http2, h2: h2Stream };

@@ -7,7 +7,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
-import { createGuardedMinter, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
+import { createGuardedMinter, createMintScheduler, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { boot } from './boot.js';
@@ -104,8 +104,12 @@ function run(config: ServerConfig): void {
     probed = readiness();
     return probed.ready;
   };
+  // One scheduler for every path that mints: requests that need a later millisecond wait on a timer, fairly
+  // between connections, never spinning on the loop the lease's keep-alives run on (issue 13).
+  const mints = createMintScheduler(guard);
   const serviceDeps = {
     guard,
+    mints,
     lease: () => lease.snapshot(),
     phase: () => phase,
     region: config.region,

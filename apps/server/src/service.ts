@@ -1,6 +1,6 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
-import { isFencedError, type FenceReason, type GuardedMinter, type GuardStatus } from '@idgen/clock-guard';
+import { createMintScheduler, isFencedError, type FenceReason, type GuardedMinter, type GuardStatus, type MintScheduler } from '@idgen/clock-guard';
 import {
   ClockState,
   FenceReason as WireFenceReason,
@@ -16,7 +16,7 @@ import {
 import { READINESS_REASONS, type Readiness } from './readiness.js';
 
 /** The part of the clock guard the handlers use (a {@link GuardedMinter} satisfies it). */
-export type ServingGuard = Pick<GuardedMinter, 'nextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'>;
+export type ServingGuard = Pick<GuardedMinter, 'nextBlock' | 'tryNextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'>;
 
 /** What the status endpoints need from the lease (`WorkerLease.snapshot()` of `@idgen/lease` satisfies it). */
 export interface LeaseView {
@@ -43,6 +43,8 @@ export interface ServiceDeps {
   readonly readiness?: () => Readiness;
   /** Called with any error the guard throws that is not a fence (a bug): the caller gets INTERNAL. */
   readonly onUnexpected?: (e: unknown) => void;
+  /** The node's one mint scheduler (shared by every path that mints); default one of its own over `guard`. */
+  readonly mints?: MintScheduler;
 }
 
 /** Response header naming the fence reason on UNAVAILABLE, so clients can log why without parsing text. */
@@ -74,24 +76,37 @@ export interface WireBlock {
 
 /**
  * NextIds without the protocol: `count` IDs as blocks, or a ConnectError (INVALID_ARGUMENT naming the range,
- * UNAVAILABLE with the fence reason). Synchronous, and touches nothing but the guard: no etcd, no I/O on
- * the path of an ID (DESIGN §2). Shared by the Connect handler and the fast path (fast-path.ts).
+ * UNAVAILABLE with the fence reason). Touches nothing but the guard: no etcd, no I/O on the path of an ID
+ * (DESIGN §2). Shared by the Connect handler and the fast path (fast-path.ts), through one mint scheduler
+ * (`deps.mints`): what the current millisecond can serve comes back at once, the rest of a request waits for
+ * its millisecond on a timer, never spinning on the event loop, shared fairly between `owner`s (connections).
  */
-export function createNextIds(deps: Pick<ServiceDeps, 'guard' | 'maxCount' | 'onUnexpected'>): (count: number) => WireBlock[] {
-  const { guard, maxCount } = deps;
+export function createNextIds(
+  deps: Pick<ServiceDeps, 'guard' | 'maxCount' | 'onUnexpected' | 'mints'>,
+): (count: number, owner?: object) => WireBlock[] | Promise<WireBlock[]> {
+  const { maxCount } = deps;
+  const mints = deps.mints ?? createMintScheduler(deps.guard);
   const rangeMessage = `count must be from 1 to ${maxCount}`;
-  return (count) => {
+  const toConnectError = (e: unknown): ConnectError => {
+    if (isFencedError(e)) return unavailable(e.reason, e.message);
+    deps.onUnexpected?.(e);
+    return new ConnectError('internal error while minting', Code.Internal);
+  };
+  const rejectAsConnectError = (e: unknown): never => {
+    throw toConnectError(e);
+  };
+  return (count, owner) => {
     if (!(count >= 1 && count <= maxCount)) {
       throw new ConnectError(`${rangeMessage}, got ${count}`, Code.InvalidArgument);
     }
+    let minted: WireBlock[] | Promise<WireBlock[]>;
     try {
       // MintedBlock also carries its millisecond; the wire carries only (first, count): structurally a WireBlock.
-      return guard.nextBlock(count);
+      minted = mints.mint(count, owner);
     } catch (e) {
-      if (isFencedError(e)) throw unavailable(e.reason, e.message);
-      deps.onUnexpected?.(e);
-      throw new ConnectError('internal error while minting', Code.Internal);
+      throw toConnectError(e);
     }
+    return minted instanceof Promise ? minted.catch(rejectAsConnectError) : minted;
   };
 }
 
@@ -99,8 +114,8 @@ export function createNextIds(deps: Pick<ServiceDeps, 'guard' | 'maxCount' | 'on
 export function createIdGeneratorService(deps: ServiceDeps): ServiceImpl<typeof IdGenerator> {
   const nextIds = createNextIds(deps);
   return {
-    nextIds(request) {
-      return { blocks: nextIds(request.count) };
+    async nextIds(request) {
+      return { blocks: await nextIds(request.count) };
     },
     getStatus() {
       return statusResponse(deps);

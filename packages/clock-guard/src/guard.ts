@@ -131,6 +131,8 @@ export class GuardedMinter {
    */
   private checkedMs = Number.NaN;
 
+  /** The millisecond whose spent sequence {@link tryNextBlock} last counted as an overflow wait. */
+  private exhaustedMs = Number.NaN;
   /** IDs minted: a plain field, the one counter the hot path touches. */
   private minted = 0;
   private readonly counters: GuardCounters = {
@@ -215,6 +217,45 @@ export class GuardedMinter {
         blocks.push(r);
         left -= r.count;
         this.minted += r.count;
+      } else {
+        this.handle(r);
+      }
+    }
+    return blocks;
+  }
+
+  /**
+   * Mints up to `count` IDs (1 … 65,536) without waiting for a millisecond: what the clock allows now. Returns
+   * the blocks minted, fewer IDs than asked (possibly none) when the current millisecond's sequence is spent;
+   * the caller asks again for the rest from a timer (createMintScheduler), so a burst of large requests never
+   * holds the event loop (issue 13: the lease's keep-alives run between milliseconds). Throws
+   * {@link FencedError} like {@link nextBlock}. A rollback or floor within `maxRollbackMs` is still waited out
+   * here (bounded, and only on a clock event).
+   */
+  tryNextBlock(count: number): MintedBlock[] {
+    if (!Number.isInteger(count) || count < 1 || count > MAX_BLOCK_REQUEST) {
+      throw new RangeError(`count must be an integer from 1 to ${MAX_BLOCK_REQUEST}, got ${String(count)}`);
+    }
+    const perMs = this.layout.maxSequence + 1;
+    const blocks: MintedBlock[] = [];
+    let left = count;
+    while (left > 0) {
+      const now = this.clock.nowMs();
+      if (this.blocked !== undefined || now > this.ceiling || this.clock.monoMs() >= this.deadline) {
+        throw this.refusal(now);
+      }
+      const r = (this.minter as Minter).mintBlock(now, left < perMs ? left : perMs);
+      if ('first' in r) {
+        blocks.push(r);
+        left -= r.count;
+        this.minted += r.count;
+      } else if (r.kind === 'sequence-exhausted') {
+        // DESIGN §4: the rest waits for the next millisecond (counted once per millisecond), off the loop.
+        if (r.lastMs !== this.exhaustedMs) {
+          this.exhaustedMs = r.lastMs;
+          this.counters.overflowWaits++;
+        }
+        break;
       } else {
         this.handle(r);
       }

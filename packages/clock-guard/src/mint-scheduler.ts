@@ -1,0 +1,142 @@
+import type { MintedBlock } from '@idgen/core';
+import type { GuardedMinter } from './guard.js';
+
+/** The part of a guard the scheduler drives. */
+export type SchedulableMinter = Pick<GuardedMinter, 'tryNextBlock'>;
+
+/** Options of {@link createMintScheduler}. */
+export interface MintSchedulerOptions {
+  /** How the scheduler waits for the next millisecond; default a 1 ms timer (tests pass their own). */
+  readonly schedule?: (fn: () => void) => void;
+}
+
+interface Pending {
+  readonly count: number;
+  left: number;
+  readonly blocks: MintedBlock[];
+  readonly resolve: (blocks: MintedBlock[]) => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/** Requests waiting for later milliseconds, per caller. */
+interface Line {
+  readonly owner: object;
+  readonly queue: Pending[];
+}
+
+/**
+ * Hands out IDs without ever holding the event loop for a millisecond (issue 13). A request the current
+ * millisecond can serve is answered at once, synchronously, as before; the rest of one it cannot serve waits,
+ * in order, for a timer at the next millisecond, so the lease's keep-alives, other connections and the clock
+ * checks run in between. Waiting requests are served round robin between owners (a connection, say), one
+ * owner's head request per turn, so one caller's burst of NextIds(4096) cannot starve another's NextIds(1):
+ * each owner gets its share of every millisecond's 4,096 IDs.
+ *
+ * Ordering: a request never overtakes one of the same owner that came before it, and none is served while
+ * others wait (the current millisecond is spent then anyway). A fence rejects the request it meets with the
+ * guard's {@link FencedError}; IDs minted for a rejected request are dropped, never handed out twice.
+ */
+export interface MintScheduler {
+  /** IDs for `count`, now (an array) or later (a promise), for `owner` (any object; default one shared owner). */
+  mint(count: number, owner?: object): MintedBlock[] | Promise<MintedBlock[]>;
+  /** Requests waiting for a later millisecond. */
+  waiting(): number;
+  /** Rejects every waiting request with `reason` (shutdown). */
+  close(reason: unknown): void;
+}
+
+const SHARED_OWNER = {};
+
+/** Creates a {@link MintScheduler} over a guarded minter. */
+export function createMintScheduler(guard: SchedulableMinter, options: MintSchedulerOptions = {}): MintScheduler {
+  const schedule = options.schedule ?? ((fn: () => void) => void setTimeout(fn, 1));
+  const lines = new Map<object, Line>();
+  /** Owners with waiting requests, in turn order (the first is served next). */
+  let turn: Line[] = [];
+  let waiting = 0;
+  let scheduled = false;
+
+  const arm = (): void => {
+    if (scheduled || waiting === 0) return;
+    scheduled = true;
+    schedule(tick);
+  };
+
+  const settle = (line: Line, p: Pending, e?: unknown): void => {
+    line.queue.shift();
+    waiting--;
+    if (line.queue.length === 0) lines.delete(line.owner);
+    if (e === undefined) p.resolve(p.blocks);
+    else p.reject(e);
+  };
+
+  /** Serves waiting requests round robin until the millisecond is spent (or nothing waits). */
+  function tick(): void {
+    scheduled = false;
+    let spent = false;
+    while (!spent && turn.length > 0) {
+      const served: Line[] = [];
+      const unreached: Line[] = [];
+      for (const line of turn) {
+        const p = line.queue[0];
+        if (p === undefined) continue;
+        if (spent) {
+          unreached.push(line);
+          continue;
+        }
+        let gotAny = false;
+        try {
+          for (const b of guard.tryNextBlock(p.left)) {
+            p.blocks.push(b);
+            p.left -= b.count;
+            gotAny = true;
+          }
+          if (p.left === 0) settle(line, p);
+          else spent = true;
+        } catch (e) {
+          settle(line, p, e);
+          gotAny = true;
+        }
+        // An owner that got nothing (the millisecond was already spent) keeps its place at the front.
+        if (line.queue.length > 0) (gotAny ? served : unreached).push(line);
+      }
+      // Whoever was not reached goes first next time; a served owner goes to the back.
+      turn = [...unreached, ...served];
+    }
+    arm();
+  }
+
+  return {
+    mint(count, owner = SHARED_OWNER) {
+      if (waiting === 0) {
+        const blocks = guard.tryNextBlock(count);
+        let got = 0;
+        for (const b of blocks) got += b.count;
+        if (got === count) return blocks;
+        return enqueue(owner, count, count - got, blocks);
+      }
+      return enqueue(owner, count, count, []);
+    },
+    waiting: () => waiting,
+    close(reason) {
+      for (const line of turn) for (const p of line.queue.splice(0)) p.reject(reason);
+      turn = [];
+      lines.clear();
+      waiting = 0;
+    },
+  };
+
+  function enqueue(owner: object, count: number, left: number, blocks: MintedBlock[]): Promise<MintedBlock[]> {
+    return new Promise<MintedBlock[]>((resolve, reject) => {
+      let line = lines.get(owner);
+      if (line === undefined) {
+        line = { owner, queue: [] };
+        lines.set(owner, line);
+        turn.push(line);
+      }
+      line.queue.push({ count, left, blocks, resolve, reject });
+      waiting++;
+      arm();
+    });
+  }
+}
