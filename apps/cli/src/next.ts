@@ -1,5 +1,5 @@
 import { MAX_NEXT_IDS, createIdClient, isIdClientError, isIdsUnavailableError, type IdClient } from '@idgen/client';
-import { createDiscoveryReader, type ServingNode } from '@idgen/lease';
+import { createDiscoveryReader, type ServingNode } from '@idgen/discovery';
 import { unreachableAfter } from './etcd-state.js';
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
@@ -18,8 +18,8 @@ export interface NextFlags extends EtcdFlags {
 const MAX_REGION_CODE = 1023;
 
 /**
- * `idgen next`: `-n` IDs from one node (`--server`) or from the region's serving nodes listed by the lease
- * package's discovery reader (`--etcd --region`), through `@idgen/client` (its balancing over the nodes,
+ * `idgen next`: `-n` IDs from one node (`--server`) or from the region's serving nodes listed by
+ * `@idgen/discovery`'s reader (`--etcd --region`), through `@idgen/client` (its balancing over the nodes,
  * moving past a failed one, and it never invents an ID).
  */
 export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitCode> {
