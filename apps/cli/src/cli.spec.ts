@@ -26,7 +26,7 @@ async function runWithStdin(stdin: string | undefined, ...argv: string[]) {
 }
 
 describe('idgen decode (the built binary)', () => {
-  it('prints the seed example exactly as DESIGN §6 shows', () => {
+  it('prints the seed example exactly as docs/design.md §6 shows', () => {
     const r = idgen('decode', '104148763141017605');
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);

@@ -1,6 +1,6 @@
 import { DEFAULT_LAYOUT, MAX_ID, createLayout, formatId, parseId, type Layout } from '@idgen/core';
 
-/** One decoded ID, as `idgen decode` prints it (DESIGN §6). */
+/** One decoded ID, as `idgen decode` prints it (docs/design.md §6). */
 export interface DecodedId {
   id: string;
   timestampMs: number;

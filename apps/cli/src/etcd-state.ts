@@ -15,7 +15,7 @@ import {
 import { CliError, EXIT_UNREACHABLE } from './exit-codes.js';
 import type { EtcdConnection } from './options.js';
 
-/** Read-only access to one deployment's keys in etcd (DESIGN §5). Operators read; only nodes write. */
+/** Read-only access to one deployment's keys in etcd (docs/design.md §5). Operators read; only nodes write. */
 export interface EtcdReader {
   /** Every key under the prefix, read at one revision, parsed. */
   snapshot(regions?: readonly number[]): Promise<EtcdSnapshot>;
@@ -42,7 +42,7 @@ export interface EtcdSnapshot {
   readonly layoutRecord: LayoutRecord | undefined;
   /** Why the layout record could not be read, if it could not. */
   readonly layoutProblem: string | undefined;
-  /** The layout the slots were enumerated with: the record's, else DESIGN §1's default. */
+  /** The layout the slots were enumerated with: the record's, else docs/design.md §1's default. */
   readonly layout: Layout;
   readonly slots: readonly SlotState[];
   /** Discovery records (`{prefix}/regions/{code}/nodes/{nodeId}`) of the regions asked for. */
@@ -170,7 +170,7 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
   };
 }
 
-/** How a `last-ms` record compares with the reader's clock (DESIGN §5). */
+/** How a `last-ms` record compares with the reader's clock (docs/design.md §5). */
 export type LastMsVerdict = 'ok' | 'ahead' | 'poisoned';
 
 /**

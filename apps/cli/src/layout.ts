@@ -10,7 +10,7 @@ export interface LayoutFlags extends EtcdFlags {
   json: boolean;
 }
 
-/** `idgen layout`: the deployment's layout record (`{prefix}/layout`, DESIGN §1, §5). Exit 1 if absent or unreadable. */
+/** `idgen layout`: the deployment's layout record (`{prefix}/layout`, docs/design.md §1, §5). Exit 1 if absent or unreadable. */
 export async function runLayout(flags: LayoutFlags, ctx: VerbContext): Promise<ExitCode> {
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const reader = createEtcdReader(etcdConnection(flags), timeoutMs);

@@ -7,7 +7,7 @@ export function enumName(e: Record<number, string>, value: number): string {
   return (e[value] ?? String(value)).toLowerCase().replace(/_/g, '-');
 }
 
-/** One node's GetStatus, flattened for a table row and for `--json` (DESIGN §6). */
+/** One node's GetStatus, flattened for a table row and for `--json` (docs/design.md §6). */
 export interface NodeStatus {
   /** Where the CLI asked. */
   readonly url: string;

@@ -14,7 +14,7 @@ export interface EtcdFlags {
   etcdPasswordFile?: string;
 }
 
-/** Adds `--etcd`, `--etcd-prefix` and the TLS/auth flags (the same names as idgen-server's, DESIGN §6). */
+/** Adds `--etcd`, `--etcd-prefix` and the TLS/auth flags (the same names as idgen-server's, docs/design.md §6). */
 export function addEtcdOptions(command: Command, etcdDescription: string): Command {
   return command
     .option('--etcd <urls>', etcdDescription)

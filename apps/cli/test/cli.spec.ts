@@ -100,7 +100,7 @@ describe('against two serving nodes', () => {
     for (const line of decoded.stdout.trim().split('\n')) expect(JSON.parse(line)).toMatchObject({ region: REGION, worker: 4 });
   });
 
-  it('layout prints the record the nodes wrote (DESIGN §1 defaults)', async () => {
+  it('layout prints the record the nodes wrote (docs/design.md §1 defaults)', async () => {
     const { code, json } = await idgenJson<Record<string, unknown>>(['layout', ...etcdArgs()]);
     expect(code).toBe(0);
     expect(json).toMatchObject({ ...DEFAULT_LAYOUT.toRecord(), epoch: '2024-01-01T00:00:00.000Z', maxRegion: 7, maxWorker: 127 });

@@ -1,4 +1,4 @@
-// The etcd flags against a secured etcd (DESIGN §5: operators read): client TLS with client certificates,
+// The etcd flags against a secured etcd (docs/design.md §5: operators read): client TLS with client certificates,
 // and authentication with a read-only operator role on the prefix. Real etcd, certificates made with openssl.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';

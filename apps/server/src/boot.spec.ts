@@ -30,7 +30,7 @@ function parts(chronyLine: string) {
   return { stub, guard, timeSource, lease, logger: recordingLogger() };
 }
 
-describe('boot (DESIGN §5 steps 2-6)', () => {
+describe('boot (docs/design.md §5 steps 2-6)', () => {
   it('checks the time source, takes the lease, registers, and logs each step with its duration', async () => {
     const p = parts(CHRONY_HEALTHY);
     const report = await boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal });
@@ -44,7 +44,7 @@ describe('boot (DESIGN §5 steps 2-6)', () => {
     expect(p.logger.entries.find((e) => e.fields['step'] === 'time-source' && e.msg.endsWith('done'))?.fields).toMatchObject({ healthy: true });
   });
 
-  it('does not go past the time-source step while the clock is not synchronised (DESIGN §4), then continues', async () => {
+  it('does not go past the time-source step while the clock is not synchronised (docs/design.md §4), then continues', async () => {
     const p = parts(CHRONY_UNSYNCHRONISED);
     let finished = false;
     const booting = boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal, timeSourceRetryMs: 50 }).then((r) => {

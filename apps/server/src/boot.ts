@@ -31,8 +31,8 @@ export interface BootReport {
 }
 
 /**
- * DESIGN §5 boot steps 2-6, each logged with its duration: check the time source (waiting while it is
- * unhealthy: a node does not become ready on an untrusted clock, DESIGN §4), then the lease (connect to
+ * docs/design.md §5 boot steps 2-6, each logged with its duration: check the time source (waiting while it is
+ * unhealthy: a node does not become ready on an untrusted clock, docs/design.md §4), then the lease (connect to
  * etcd with retries and backoff, layout record, grant, claim, floor wait: inside `lease.start`, whose state
  * changes are logged as they happen), then register in discovery. Ready is the caller's to announce.
  */

@@ -12,18 +12,18 @@ export interface HostPort {
   readonly port: number;
 }
 
-/** The validated configuration of one generator node (DESIGN §6). */
+/** The validated configuration of one generator node (docs/design.md §6). */
 export interface ServerConfig {
   /** Region code this node mints for. */
   readonly region: number;
   /** etcd client URLs; `undefined` only in standalone mode, asked for by name (`standalone`). */
   readonly etcd: readonly string[] | undefined;
   /**
-   * Standalone mode (one node, no etcd, for development), asked for by name with `--standalone` (DESIGN §6,
+   * Standalone mode (one node, no etcd, for development), asked for by name with `--standalone` (docs/design.md §6,
    * §8.5), and the state file that keeps its last millisecond across restarts; `undefined` with etcd.
    */
   readonly standalone: { readonly stateFile: string } | undefined;
-  /** Key prefix in etcd (DESIGN §5), no trailing slash. */
+  /** Key prefix in etcd (docs/design.md §5), no trailing slash. */
   readonly etcdPrefix: string;
   /** TLS to etcd: PEM contents read from `--etcd-ca`, `--etcd-cert`, `--etcd-key` at start. */
   readonly etcdTls: { readonly ca?: string; readonly cert?: string; readonly key?: string } | undefined;
@@ -42,19 +42,19 @@ export interface ServerConfig {
   readonly metricsListen: HostPort | undefined;
   /** The worker slots this node may claim, inclusive. */
   readonly workers: { readonly from: number; readonly to: number };
-  /** etcd lease TTL in seconds (DESIGN §3: 6). */
+  /** etcd lease TTL in seconds (docs/design.md §3: 6). */
   readonly leaseTtlSeconds: number;
-  /** Fence this long before the lease TTL runs out, in ms (DESIGN §5: 1 s). */
+  /** Fence this long before the lease TTL runs out, in ms (docs/design.md §5: 1 s). */
   readonly fenceMarginMs: number;
   /** `chrony` reads `chronyc -c tracking`; `none` turns the check off (development only). */
   readonly timeSource: 'chrony' | 'none';
-  /** Largest |clock offset| the time source may report before the node fences, in ms (DESIGN §4: 10). */
+  /** Largest |clock offset| the time source may report before the node fences, in ms (docs/design.md §4: 10). */
   readonly maxClockOffsetMs: number;
-  /** Clock rollbacks up to this are waited out; larger ones fence (DESIGN §4: 10 ms). */
+  /** Clock rollbacks up to this are waited out; larger ones fence (docs/design.md §4: 10 ms). */
   readonly maxRollbackMs: number;
-  /** A clock fence longer than this exits the process non-zero (DESIGN §4: 30 s). */
+  /** A clock fence longer than this exits the process non-zero (docs/design.md §4: 30 s). */
   readonly maxFenceMs: number;
-  /** Largest `count` NextIds accepts (DESIGN §6: 4096). */
+  /** Largest `count` NextIds accepts (docs/design.md §6: 4096). */
   readonly maxCount: number;
   /** This node's id in etcd. */
   readonly nodeId: string;
@@ -79,7 +79,7 @@ export type ConfigOutcome =
   | { readonly kind: 'config'; readonly config: ServerConfig }
   | { readonly kind: 'exit'; readonly code: 0 | 2; readonly stdout: string; readonly stderr: string };
 
-/** Exit code for a bad configuration (DESIGN §5 boot step 1). */
+/** Exit code for a bad configuration (docs/design.md §5 boot step 1). */
 export const CONFIG_ERROR_EXIT_CODE = 2;
 
 /** A bad configuration value: the message is the one line printed on stderr. */
@@ -100,7 +100,7 @@ interface FlagSpec {
   readonly defaultDescription?: string;
 }
 
-/** Every flag, each also an `IDGEN_*` environment variable (DESIGN §6). The command line wins over the environment. */
+/** Every flag, each also an `IDGEN_*` environment variable (docs/design.md §6). The command line wins over the environment. */
 export const FLAGS: readonly FlagSpec[] = [
   {
     flags: '--region <code>',
@@ -281,7 +281,7 @@ export function helpText(): string {
 }
 
 /**
- * Parses and validates the command line and environment, before any I/O (DESIGN §5 boot step 1).
+ * Parses and validates the command line and environment, before any I/O (docs/design.md §5 boot step 1).
  * A bad value gives `{kind: 'exit', code: 2}` with one line for stderr; `--help` gives code 0 and the help.
  */
 export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, layout: Layout = DEFAULT_LAYOUT): ConfigOutcome {
@@ -298,7 +298,7 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
     throw e;
   }
   const opts = command.opts<Record<string, string | boolean | undefined>>();
-  // The command line wins; an environment variable fills a flag not given on it (DESIGN §6).
+  // The command line wins; an environment variable fills a flag not given on it (docs/design.md §6).
   const raw = new Map<string, { value: string | undefined; from: string }>();
   for (const f of FLAGS) {
     const fromCli = command.getOptionValueSource(f.key) === 'cli';
@@ -345,7 +345,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const etcdRaw = get('etcd');
   const etcd = etcdRaw.value === undefined ? undefined : parseEtcd(etcdRaw.value, etcdRaw.from);
 
-  // Standalone is asked for by name (DESIGN §8.5): a production manifest that lost IDGEN_ETCD must not start
+  // Standalone is asked for by name (docs/design.md §8.5): a production manifest that lost IDGEN_ETCD must not start
   // a node that mints from an in-process store.
   const standaloneRaw = get('standalone');
   const sv = standaloneRaw.value?.trim().toLowerCase();
@@ -368,7 +368,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   }
 
   // With etcd a region code is required: two regions that both defaulted to 0 would mint the same IDs
-  // on the same worker numbers (DESIGN §1: the region code is what keeps regions apart).
+  // on the same worker numbers (docs/design.md §1: the region code is what keeps regions apart).
   const regionRaw = get('region');
   if (regionRaw.value === undefined && etcd !== undefined) {
     throw new ConfigError(`--region is required with --etcd (a region code 0-${layout.maxRegion})`);
@@ -474,7 +474,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
 /**
  * The etcd lease's options for `config` (without meter and logger), `undefined` in standalone mode.
- * Keep-alives go every TTL/3, at most every 2 s (DESIGN §3: every 2 s with the default TTL of 6 s), so a
+ * Keep-alives go every TTL/3, at most every 2 s (docs/design.md §3: every 2 s with the default TTL of 6 s), so a
  * shorter TTL still fits a keep-alive and its timeout inside TTL minus the fence margin.
  */
 export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_LAYOUT): EtcdLeaseOptions | undefined {
@@ -541,7 +541,7 @@ function readFlagFile(raw: { value: string | undefined; from: string }, what: st
   return text;
 }
 
-/** The etcd TLS files and credentials (DESIGN §5, root of trust): all or nothing of each pair, only with --etcd. */
+/** The etcd TLS files and credentials (docs/design.md §5, root of trust): all or nothing of each pair, only with --etcd. */
 function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'etcdTls' | 'etcdAuth'> {
   const given = ['etcdCa', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile'].map(get).filter((r) => r.value !== undefined);
   if (!withEtcd) {

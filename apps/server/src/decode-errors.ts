@@ -3,7 +3,7 @@ import { createAsyncIterable, readAllBytes, type UniversalServerResponse } from 
 /**
  * connect-es 2.1 reports a request body that is not valid protobuf as INTERNAL ("parse binary: …"), for all
  * three protocols, while malformed JSON gets INVALID_ARGUMENT. A body the caller got wrong is the caller's
- * error (DESIGN §6: INVALID_ARGUMENT for bad requests), and INTERNAL would send operators chasing a server
+ * error (docs/design.md §6: INVALID_ARGUMENT for bad requests), and INTERNAL would send operators chasing a server
  * bug, so the serving port rewrites exactly that error, on the way out, to INVALID_ARGUMENT. Only the
  * request side is affected: connect-es words the response side "serialize binary".
  *

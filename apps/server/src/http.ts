@@ -67,7 +67,7 @@ export interface ServingServerOptions {
   readonly interceptors?: Interceptor[];
   /** Answers requests for its path before connect-es when it can (fast-path.ts). */
   readonly fastPath?: FastPath;
-  /** May the node mint now? `/readyz` 200 when true, 503 when false (DESIGN §6). Called per probe: keep cheap. */
+  /** May the node mint now? `/readyz` 200 when true, 503 when false (docs/design.md §6). Called per probe: keep cheap. */
   readonly ready: () => boolean;
   /** Extra JSON for the `/readyz` body (state, reason). */
   readonly readyDetail?: () => Record<string, unknown>;
@@ -136,7 +136,7 @@ export interface ServingServer {
  * not a bare HTTP 500 that gRPC clients can only read as UNKNOWN. The one such failure known (found by
  * fuzzing, test/fuzz-wire.spec.ts): connect-es throws a URIError encoding grpc-message when the message
  * quotes the caller's `+json` body and V8 cut that quote inside a surrogate pair; the caller's body was not
- * a valid message: INVALID_ARGUMENT (DESIGN §6). Any other failure here is ours: INTERNAL.
+ * a valid message: INVALID_ARGUMENT (docs/design.md §6). Any other failure here is ours: INTERNAL.
  */
 function grpcFailureHeaders(contentType: string, reason: unknown): Record<string, string> {
   const callersBody = reason instanceof URIError;
@@ -147,7 +147,7 @@ function grpcFailureHeaders(contentType: string, reason: unknown): Record<string
   };
 }
 
-/** Paths served as plain HTTP next to the RPCs (DESIGN §6). */
+/** Paths served as plain HTTP next to the RPCs (docs/design.md §6). */
 export const HEALTHZ_PATH = '/healthz';
 export const READYZ_PATH = '/readyz';
 
@@ -244,7 +244,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   );
   deadlineSweep.unref();
 
-  /** The answer to a `/healthz` or `/readyz` request (DESIGN §6): plain JSON, never cached. */
+  /** The answer to a `/healthz` or `/readyz` request (docs/design.md §6): plain JSON, never cached. */
   const probe = (method: string | undefined, path: string): { status: number; headers: Record<string, string | number>; body: string } => {
     const answer = (status: number, body: Record<string, unknown>, extra: Record<string, string> = {}) => {
       const text = JSON.stringify(body) + '\n';

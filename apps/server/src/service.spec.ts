@@ -133,7 +133,7 @@ describe('NextIds', () => {
 
     assign(f);
     await f.ids.nextIds({ count: 1 });
-    // The lease deadline passes without a keep-alive (DESIGN §5: fence before etcd can expire the lease).
+    // The lease deadline passes without a keep-alive (docs/design.md §5: fence before etcd can expire the lease).
     f.clock.advance(5000);
     const lease = await failure(f.ids.nextIds({ count: 1 }));
     expect(lease.code).toBe(Code.Unavailable);

@@ -1,7 +1,7 @@
 // Frame-level attacks on a real idgen-server process (h2c on @idgen/h2, its default), one at a time, each for a
 // bounded time from one attacker on loopback that reconnects whenever it is cut, while a probe client makes one
 // NextIds call every 250 ms on a connection of its own. Each attack must leave the server's RSS under 400 MB, at
-// most 10% of the probe's calls failing during it and none after, and the process alive (DESIGN §8 item 4).
+// most 10% of the probe's calls failing during it and none after, and the process alive (docs/design.md §8 item 4).
 import { readFileSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';

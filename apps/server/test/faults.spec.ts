@@ -1,4 +1,4 @@
-// Faults on real processes and a real etcd (DESIGN §5, §8): a paused node whose slot was taken, a killed
+// Faults on real processes and a real etcd (docs/design.md §5, §8): a paused node whose slot was taken, a killed
 // node and its successor, a clean stop. The rules checked are about order and refusal, never speed.
 import { Code, ConnectError } from '@connectrpc/connect';
 import { DEFAULT_LAYOUT } from '@idgen/core';
@@ -113,7 +113,7 @@ describe('a killed node and a newcomer on its slot (SIGKILL)', () => {
     expect(await newcomer.ready()).toMatchObject({ worker });
     const newIds = await take(newcomer, 10, 100);
     expect(min(newIds) > max(deadIds)).toBe(true);
-    // An unclean end: the newcomer waits until its clock passes last-ms + TTL (DESIGN §5).
+    // An unclean end: the newcomer waits until its clock passes last-ms + TTL (docs/design.md §5).
     expect(decode(min(newIds)).timestampMs + DEFAULT_LAYOUT.epochMs).toBeGreaterThan(record.ms + TTL_SECONDS * 1000);
     expect((await newcomer.stop()).code).toBe(0);
   });

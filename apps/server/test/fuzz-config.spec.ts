@@ -1,4 +1,4 @@
-// Configuration fuzzing (issue 7, DESIGN §5 boot step 1 and §8 rule 3): generated flag and environment values
+// Configuration fuzzing (issue 7, docs/design.md §5 boot step 1 and §8 rule 3): generated flag and environment values
 // for the built server. Each run either starts (then SIGTERM, exit 0) or exits 2 within seconds with exactly
 // one clear line on stderr, nothing on stdout (no I/O before validation) and no stack trace. Each generated
 // value also says whether it is valid, so a bad value that is silently accepted (or a good one refused) fails.
@@ -51,7 +51,7 @@ const hostPort = (allowZero: boolean): fc.Arbitrary<Value> =>
     junk,
   );
 
-/** The flags (DESIGN §6), with valid and invalid values for each. */
+/** The flags (docs/design.md §6), with valid and invalid values for each. */
 const FLAGS: Record<string, fc.Arbitrary<Value>> = {
   '--region': fc.oneof(intFlag(0, 7), bad('8', '99', '-0')),
   '--workers': fc.oneof(
@@ -199,7 +199,7 @@ async function runOne(c: ConfigCase): Promise<RunResult> {
   if (decided === 'exited' && exit !== undefined) {
     if (exit.code === 2) {
       outcome = 'refused';
-      // Exactly one clear line on stderr, nothing on stdout: refused before any I/O (DESIGN §5 step 1).
+      // Exactly one clear line on stderr, nothing on stdout: refused before any I/O (docs/design.md §5 step 1).
       if (proc.stderrLines.length !== 1) problems.push(`${proc.stderrLines.length} stderr lines: ${JSON.stringify(proc.stderrLines.slice(0, 5))}`);
       const line = proc.stderrLines[0] ?? '';
       if (!/^idgen-server: \S.* \(see --help\)$/.test(line)) problems.push(`unclear stderr line: ${JSON.stringify(line.slice(0, 300))}`);

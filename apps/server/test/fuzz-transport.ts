@@ -1,6 +1,6 @@
 // Sends fuzz cases over real connections: node:http with a keep-alive agent (HTTP/1.1), a small pool of
 // node:http2 sessions (h2c), or a raw TCP socket. Every exchange has a deadline: no answer in time is a
-// `hang`, which the spec reports as a failure (DESIGN §6: nothing a caller sends may stall a node).
+// `hang`, which the spec reports as a failure (docs/design.md §6: nothing a caller sends may stall a node).
 import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request as http1Request } from 'node:http';
 import { connect as connectHttp2, constants as h2, type ClientHttp2Session } from 'node:http2';

@@ -1,7 +1,7 @@
 // Generated requests for fuzz-wire.spec.ts (fast-check arbitraries). Each case is one HTTP request over
 // HTTP/1.1, h2c or a raw TCP connection, labelled with a category for the counts the lead reports, and, when
 // the generator knows the request is well-formed and in range, with the count it must be served
-// (`mustServe`): a valid request that is refused is as much a failure as a crash (DESIGN §6).
+// (`mustServe`): a valid request that is refused is as much a failure as a crash (docs/design.md §6).
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 
@@ -66,7 +66,7 @@ export function countMessage(count: number): Uint8Array {
   return count === 0 ? new Uint8Array(0) : new Uint8Array([0x08, ...varint(BigInt(count))]);
 }
 
-/** Counts at and around every limit the API has (DESIGN §6: 1..max-count; uint32 on the wire). */
+/** Counts at and around every limit the API has (docs/design.md §6: 1..max-count; uint32 on the wire). */
 const limitCount = fc.constantFrom(0, 1, 2, FUZZ_LIMITS.maxCount - 1, FUZZ_LIMITS.maxCount, FUZZ_LIMITS.maxCount + 1, 65_535, 65_536, 65_537, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1);
 /** Any uint32 count, weighted towards the limits and small valid values. */
 const anyCount = fc.oneof(

@@ -27,7 +27,7 @@ export interface Verdict {
 }
 
 /**
- * Connect error codes a caller's request may earn here (DESIGN §6): its own mistakes, a method we do not
+ * Connect error codes a caller's request may earn here (docs/design.md §6): its own mistakes, a method we do not
  * serve, a limit, a node that may not mint now, its deadline. `not_found` only for an unknown health service.
  */
 const ALLOWED_CONNECT_CODES = new Set<Code>([Code.InvalidArgument, Code.Unimplemented, Code.ResourceExhausted, Code.Unavailable, Code.DeadlineExceeded]);
@@ -118,7 +118,7 @@ function checkSuccess(c: WireCase, contentType: string, payload: Buffer, ctx: Ju
         const f = DEFAULT_LAYOUT.decompose(id);
         if (f.region !== ctx.region || f.worker !== ctx.worker) problems.push(`ID ${id} has region ${f.region} worker ${f.worker}, expected ${ctx.region}/${ctx.worker}`);
         const ms = DEFAULT_LAYOUT.unixMsOf(id);
-        // Not a timing assertion: an ID's timestamp must come from this run's wall clock (DESIGN §1), whatever the speed.
+        // Not a timing assertion: an ID's timestamp must come from this run's wall clock (docs/design.md §1), whatever the speed.
         if (ms < ctx.startedMs - 5_000 || ms > now + 5_000) problems.push(`ID ${id} carries ${new Date(ms).toISOString()}, outside this run`);
       }
     }

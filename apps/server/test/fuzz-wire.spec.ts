@@ -1,4 +1,4 @@
-// Input fuzzing of the serving port (issue 7, DESIGN §8 rule 3: no crash, hang or leak on any input).
+// Input fuzzing of the serving port (issue 7, docs/design.md §8 rule 3: no crash, hang or leak on any input).
 // One live standalone node gets thousands of generated requests over real HTTP/1.1, h2c and raw TCP
 // connections (fuzz-wire-cases.ts); every answer must be a proper protocol answer or a valid response
 // (fuzz-wire-judge.ts). Afterwards the node must still serve, be ready, and hold no more memory or file
@@ -61,7 +61,7 @@ class Tally {
   }
 }
 
-/** Every block served in the run: a single node must never hand out one ID twice (DESIGN §8 rule 1). */
+/** Every block served in the run: a single node must never hand out one ID twice (docs/design.md §8 rule 1). */
 function overlaps(blocks: { first: bigint; count: number }[]): string | undefined {
   const sorted = [...blocks].sort((a, b) => (a.first < b.first ? -1 : a.first > b.first ? 1 : 0));
   for (let i = 1; i < sorted.length; i++) {

@@ -18,7 +18,7 @@ function libfaketime(): string {
 }
 afterAll(() => cleanupAll());
 
-describe('configuration errors (DESIGN §5 step 1)', () => {
+describe('configuration errors (docs/design.md §5 step 1)', () => {
   it.each([
     [['--standalone', '--region', '9'], {}, /^idgen-server: --region must be an integer from 0 to 7, got "9"/],
     [['--standalone', '--time-source', 'sundial'], {}, /^idgen-server: --time-source must be chrony or none/],

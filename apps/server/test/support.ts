@@ -68,7 +68,7 @@ export function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}
  */
 export async function startServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): Promise<ServerNode> {
   const full = [...args];
-  // Without etcd, a node is standalone by name, on a state file of its own (DESIGN §6).
+  // Without etcd, a node is standalone by name, on a state file of its own (docs/design.md §6).
   if (!full.includes('--etcd') && env['IDGEN_ETCD'] === undefined) {
     if (!full.includes('--standalone') && env['IDGEN_STANDALONE'] === undefined) full.push('--standalone');
     if (!full.includes('--state-file') && env['IDGEN_STATE_FILE'] === undefined) full.push('--state-file', standaloneStateFile());
@@ -99,7 +99,7 @@ export async function startServer(args: readonly string[], env: NodeJS.ProcessEn
   };
 }
 
-/** The three ways a caller reaches NextIds (DESIGN §6), each with the generated client. */
+/** The three ways a caller reaches NextIds (docs/design.md §6), each with the generated client. */
 export type Protocol = 'connect-json-http1' | 'connect-binary-h2' | 'grpc-h2';
 export const PROTOCOLS: readonly Protocol[] = ['connect-json-http1', 'connect-binary-h2', 'grpc-h2'];
 

@@ -1,7 +1,7 @@
 /**
  * The client's view of time: a monotonic clock that can also schedule callbacks on itself.
  * Buffer ages, backoffs, per-attempt timeouts and call deadlines are all measured on it, never on the
- * wall clock, so a wall-clock jump cannot make a stale ID look fresh (DESIGN §7: "age measured on the
+ * wall clock, so a wall-clock jump cannot make a stale ID look fresh (docs/design.md §7: "age measured on the
  * monotonic clock from arrival"). Tests inject a manual clock and drive every timer by hand.
  */
 export interface ClientClock {

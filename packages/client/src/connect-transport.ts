@@ -5,7 +5,7 @@ import { IdGenerator } from '@idgen/proto';
 import type { IdBlock } from './id-buffer.js';
 import type { AttemptOptions, IdTransport, NodeTarget } from './transport.js';
 
-/** Which wire protocol to speak (the server serves both on one port: DESIGN §6). */
+/** Which wire protocol to speak (the server serves both on one port: docs/design.md §6). */
 export type ClientProtocol = 'connect' | 'grpc';
 
 /** TLS settings for `https://` nodes (passed to `http2.connect`). */

@@ -45,7 +45,7 @@ export class IdClientError extends Error {
 /**
  * No ID could be obtained before the call's deadline: the buffer was spent and every node of the home
  * region and of every fallback region failed or was backing off. The client never invents an ID
- * (DESIGN: "a missing ID is an outage; a duplicate ID is corruption"): the caller decides what to do,
+ * (docs/design.md: "a missing ID is an outage; a duplicate ID is corruption"): the caller decides what to do,
  * typically retry later or fail its own request. Retryable: nodes may come back.
  */
 export class IdsUnavailableError extends IdClientError {

@@ -1,4 +1,4 @@
-/** A run of consecutive IDs `first … first + count − 1`, as the server sends them (DESIGN §1, §6). */
+/** A run of consecutive IDs `first … first + count − 1`, as the server sends them (docs/design.md §1, §6). */
 export interface IdBlock {
   readonly first: bigint;
   readonly count: number;
@@ -13,7 +13,7 @@ interface BufferedBlock {
 /**
  * The client's local stock of IDs: blocks in arrival order, each handed out in increasing order.
  * An ID is handed out at most once (taking advances the block before returning), and never once
- * `maxAgeMs` has passed since its block arrived (DESIGN §7: "discards IDs older than 1 s, age measured
+ * `maxAgeMs` has passed since its block arrived (docs/design.md §7: "discards IDs older than 1 s, age measured
  * on the monotonic clock from arrival"). Arrival times only grow, so expired blocks are always at the
  * head: expiry costs nothing per ID.
  */

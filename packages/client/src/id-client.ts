@@ -33,14 +33,14 @@ export interface RegionNodes {
 export interface IdClientOptions extends RegionNodes {
   /**
    * Neighbouring regions, tried in this order when every home node has failed and the buffer is
-   * empty (DESIGN §7). Their IDs carry their own region code, so uniqueness holds.
+   * empty (docs/design.md §7). Their IDs carry their own region code, so uniqueness holds.
    */
   readonly fallbackRegions?: readonly RegionNodes[];
-  /** IDs to keep at hand (default 100, DESIGN §3); grows with observed demand up to `maxBatch`. */
+  /** IDs to keep at hand (default 100, docs/design.md §3); grows with observed demand up to `maxBatch`. */
   readonly bufferSize?: number;
   /** Refill in the background once fewer IDs than this are left (default half of `bufferSize`). */
   readonly lowWater?: number;
-  /** IDs not handed out within this long of arriving are discarded (default 1000, DESIGN §3). */
+  /** IDs not handed out within this long of arriving are discarded (default 1000, docs/design.md §3). */
   readonly maxAgeMs?: number;
   /** Largest `NextIds` count; must not exceed the servers' `--max-count` (default 4096). */
   readonly maxBatch?: number;
@@ -96,7 +96,7 @@ export interface IdClientStats extends Readonly<ClientCounters> {
   readonly nodes: readonly NodeStats[];
 }
 
-/** The buffered ID client (DESIGN §7). */
+/** The buffered ID client (docs/design.md §7). */
 export interface IdClient {
   /** One new ID: from the buffer when it has one (no network hop), else after a refill. */
   nextId(options?: CallOptions): Promise<bigint>;
@@ -405,7 +405,7 @@ class BufferedIdClient implements IdClient {
       }
       if (w.need > 0) break;
       if (nowMs - w.oldestArrivalMs >= this.maxAgeMs) {
-        // Collected across refills for longer than maxAgeMs: too old to hand out (DESIGN §3).
+        // Collected across refills for longer than maxAgeMs: too old to hand out (docs/design.md §3).
         this.counters.discarded += w.ids.length;
         w.ids = [];
         w.need = w.count;
@@ -450,7 +450,7 @@ class BufferedIdClient implements IdClient {
     if (dropped > 0) this.counters.discarded += dropped;
   }
 
-  /** Starts the refill loop unless it runs already: one request in flight at a time (DESIGN §7). */
+  /** Starts the refill loop unless it runs already: one request in flight at a time (docs/design.md §7). */
   private kick(): void {
     if (this.refillRunning || this.closed) return;
     this.refillRunning = true;
@@ -521,7 +521,7 @@ class BufferedIdClient implements IdClient {
 
   /**
    * One refill: the home region's healthy nodes round-robin, each tried at once after the previous one
-   * failed; then, only if the buffer is empty, each fallback region's in the configured order (DESIGN §7).
+   * failed; then, only if the buffer is empty, each fallback region's in the configured order (docs/design.md §7).
    */
   private async fetchRound(count: number): Promise<RoundOutcome> {
     const tried = new Set<NodeState>();
@@ -578,7 +578,7 @@ class BufferedIdClient implements IdClient {
       const transport: IdTransport = node.transport;
       const timedOut = new Promise<never>((_, reject) => {
         cancelTimer = this.clock.schedule(() => {
-          // A frozen node hangs rather than refuses: the attempt's own deadline moves on (DESIGN §7).
+          // A frozen node hangs rather than refuses: the attempt's own deadline moves on (docs/design.md §7).
           const e = new ConnectError(`no answer within ${timeoutMs} ms`, Code.DeadlineExceeded);
           controller.abort(e);
           reject(e);

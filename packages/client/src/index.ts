@@ -1,5 +1,5 @@
 /**
- * `@idgen/client`: the buffered client every caller embeds (DESIGN §7). Most calls take an ID from a
+ * `@idgen/client`: the buffered client every caller embeds (docs/design.md §7). Most calls take an ID from a
  * local buffer with no network hop; refills balance across the region's healthy nodes, skip failed
  * ones at once, fail over to neighbouring regions, and never invent an ID.
  *

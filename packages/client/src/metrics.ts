@@ -10,7 +10,7 @@ export const CLIENT_METRIC_NAMES = {
   bufferHits: 'idgen.client.buffer.hits',
   /** Calls that found the buffer empty and had to wait for a refill. */
   bufferMisses: 'idgen.client.buffer.misses',
-  /** IDs thrown away because they sat in the buffer for `maxAgeMs` (DESIGN §3: 1 s). */
+  /** IDs thrown away because they sat in the buffer for `maxAgeMs` (docs/design.md §3: 1 s). */
   bufferDiscarded: 'idgen.client.buffer.discarded',
   /** Failed attempts on a node that were retried on another node or after a backoff. */
   retries: 'idgen.client.retries',

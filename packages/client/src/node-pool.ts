@@ -19,7 +19,7 @@ export interface NodeDiscovery {
   watch(fn: (nodes: readonly DiscoveredNode[]) => void): () => void;
 }
 
-/** How long a failed node is left alone (DESIGN §7: "marks the node" unhealthy). */
+/** How long a failed node is left alone (docs/design.md §7: "marks the node" unhealthy). */
 export interface BackoffOptions {
   /** First backoff after a failure, ms (default 200). */
   readonly initialMs?: number;

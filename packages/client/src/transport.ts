@@ -35,7 +35,7 @@ export type IdTransportFactory = (target: NodeTarget) => IdTransport;
 export interface ClassifiedFailure {
   /**
    * `node`: this node cannot serve now (UNAVAILABLE, refused or reset connection, deadline, a broken
-   * response): mark it unhealthy and try the next node at once (DESIGN §7).
+   * response): mark it unhealthy and try the next node at once (docs/design.md §7).
    * `request`: the request itself is wrong (INVALID_ARGUMENT and kin): every node would say the same,
    * so it is not retried elsewhere.
    */

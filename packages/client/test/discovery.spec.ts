@@ -4,7 +4,7 @@ import { createIdClient, type IdClient } from '../src/index.js';
 import { IdLedger, regionOf, requireServerBuild, startServer, waitUntil, workerOf, type ServerNode } from './harness.js';
 
 // Against a real etcd and real idgen-server processes: the client follows the region's serving
-// nodes as @idgen/discovery's reader lists them (issue 6, DESIGN §5 "nodes" keys).
+// nodes as @idgen/discovery's reader lists them (issue 6, docs/design.md §5 "nodes" keys).
 jest.setTimeout(90_000);
 
 let etcd: EtcdServer;
@@ -61,7 +61,7 @@ it('picks up a node that starts', async () => {
 
 it('drops a node that stops, and keeps serving from the others', async () => {
   const b = servers[1] as ServerNode;
-  await b.process.stop(); // SIGTERM: the node deregisters before it exits (DESIGN §5 shutdown)
+  await b.process.stop(); // SIGTERM: the node deregisters before it exits (docs/design.md §5 shutdown)
   await waitUntil('the client no longer lists the stopped node', () => !urls().includes(b.url));
   expect(urls()).toEqual([servers[0]?.url]);
   const before = client.stats().retries;

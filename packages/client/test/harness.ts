@@ -37,7 +37,7 @@ export async function startServer(options: { region: number; etcd?: string; leas
   return { region: options.region, address, url: `http://${address}`, process: child };
 }
 
-/** Every ID a suite collects, to check that none was handed out twice (DESIGN §8.1). */
+/** Every ID a suite collects, to check that none was handed out twice (docs/design.md §8.1). */
 export class IdLedger {
   private readonly seen = new Set<bigint>();
   readonly duplicates: bigint[] = [];

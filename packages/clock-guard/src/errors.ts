@@ -1,13 +1,13 @@
 /**
- * Why a guard refuses to mint. Every reason is retryable on another node (DESIGN §6: UNAVAILABLE).
+ * Why a guard refuses to mint. Every reason is retryable on another node (docs/design.md §6: UNAVAILABLE).
  * - `not-assigned`: no worker slot yet (booting, or between leases);
  * - `waiting-for-floor`: a slot is held but the clock has not passed the previous holder's last millisecond;
- * - `clock-rollback`: the wall clock went back by more than the tolerated rollback (DESIGN §4);
+ * - `clock-rollback`: the wall clock went back by more than the tolerated rollback (docs/design.md §4);
  * - `clock-out-of-range`: the wall clock is before the layout's epoch or past its end;
- * - `lease`: the fence deadline passed without an acknowledged keep-alive, or the lease is gone (DESIGN §5);
+ * - `lease`: the fence deadline passed without an acknowledged keep-alive, or the lease is gone (docs/design.md §5);
  * - `clock-ahead`: the wall clock is above the lease's wall ceiling (last acknowledged `last-ms` + TTL − margin,
- *   DESIGN §5): minting there could reach the millisecond the slot's next holder starts at;
- * - `time-source`: chrony says the clock is not synchronised or too far off (DESIGN §4);
+ *   docs/design.md §5): minting there could reach the millisecond the slot's next holder starts at;
+ * - `time-source`: chrony says the clock is not synchronised or too far off (docs/design.md §4);
  * - `draining`: the node is shutting down.
  */
 export type FenceReason =

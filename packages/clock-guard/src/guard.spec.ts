@@ -221,7 +221,7 @@ describe('GuardedMinter', () => {
     expect(typeof guard.next()).toBe('bigint');
   });
 
-  describe('wall ceiling (DESIGN §5, issue 12)', () => {
+  describe('wall ceiling (docs/design.md §5, issue 12)', () => {
     it('refuses a millisecond above the ceiling with clock-ahead, counted, while the monotonic deadline is far', () => {
       const { guard, assign, clock, collect } = setup();
       assign({ deadlineInMs: 5_000, ceilingMs: T0 + 2_000 });

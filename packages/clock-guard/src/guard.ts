@@ -4,16 +4,16 @@ import { systemClock, type ClockSource } from './clock.js';
 import { FencedError, type FenceReason } from './errors.js';
 import { registerGuardMetrics, type GuardCounters } from './metrics.js';
 
-/** Rollbacks up to this many milliseconds are waited out (the chrony bound, DESIGN §4). */
+/** Rollbacks up to this many milliseconds are waited out (the chrony bound, docs/design.md §4). */
 export const DEFAULT_MAX_ROLLBACK_MS = 10;
-/** A clock fence that lasts longer than this is fatal: the node should exit and restart (DESIGN §4). */
+/** A clock fence that lasts longer than this is fatal: the node should exit and restart (docs/design.md §4). */
 export const DEFAULT_MAX_FENCE_MS = 30_000;
 /** A wall clock that does not move for this long (monotonic ms) while we wait for the next millisecond is stuck. */
 const STUCK_CLOCK_MS = 50;
 /** The most IDs one `nextBlock` call may ask for (16 milliseconds of a 12-bit sequence). */
 export const MAX_BLOCK_REQUEST = 65_536;
 
-/** What the lease hands the guard once it holds a slot and the clock has passed the floor (DESIGN §5). */
+/** What the lease hands the guard once it holds a slot and the clock has passed the floor (docs/design.md §5). */
 export interface WorkerAssignment {
   readonly region: number;
   readonly worker: number;
@@ -22,7 +22,7 @@ export interface WorkerAssignment {
   /** Monotonic ms after which minting stops unless a keep-alive extends it. */
   readonly deadlineMonoMs: number;
   /**
-   * The wall ceiling (DESIGN §5): never mint a Unix millisecond above it. The lease sets it to
+   * The wall ceiling (docs/design.md §5): never mint a Unix millisecond above it. The lease sets it to
    * `L + TTL − margin`, `L` the last `last-ms` etcd acknowledged for the slot, so whatever the wall clock
    * does (a VM frozen and resumed, a clock stepped forward), nothing is minted at or above the floor the
    * slot's next holder computes from `last-ms`.
@@ -55,7 +55,7 @@ export interface GuardStatus {
   readonly floorMs: number;
   readonly lastMs: number;
   readonly deadlineMonoMs: number;
-  /** The wall ceiling: no Unix millisecond above it is minted (DESIGN §5). -Infinity until assigned. */
+  /** The wall ceiling: no Unix millisecond above it is minted (docs/design.md §5). -Infinity until assigned. */
   readonly ceilingMs: number;
   readonly timeSource: TimeSourceHealth;
 }
@@ -84,7 +84,7 @@ type Listener<T> = (value: T) => void;
 
 /**
  * Mints through the core's state machine with a real clock, and turns the core's verdicts into behaviour
- * (DESIGN §4, §5):
+ * (docs/design.md §4, §5):
  * - sequence spent: busy-wait for the next millisecond (under 1 ms), counted;
  * - clock behind by ≤ `maxRollbackMs`: busy-wait it out, counted; by more: fence (`clock-rollback`) until
  *   the clock passes the last minted millisecond again; a fence longer than `maxFenceMs` emits `fatal`;
@@ -197,7 +197,7 @@ export class GuardedMinter {
 
   /**
    * Mints `count` IDs (1 … 65,536) as consecutive blocks, in increasing order; a request that does not fit
-   * in the current millisecond continues in the next (DESIGN §4). Throws {@link FencedError} when it may
+   * in the current millisecond continues in the next (docs/design.md §4). Throws {@link FencedError} when it may
    * not mint; IDs minted for this call before a fence are dropped, never handed out twice.
    */
   nextBlock(count: number): MintedBlock[] {
@@ -250,7 +250,7 @@ export class GuardedMinter {
         left -= r.count;
         this.minted += r.count;
       } else if (r.kind === 'sequence-exhausted') {
-        // DESIGN §4: the rest waits for the next millisecond (counted once per millisecond), off the loop.
+        // docs/design.md §4: the rest waits for the next millisecond (counted once per millisecond), off the loop.
         if (r.lastMs !== this.exhaustedMs) {
           this.exhaustedMs = r.lastMs;
           this.counters.overflowWaits++;
@@ -263,7 +263,7 @@ export class GuardedMinter {
     return blocks;
   }
 
-  /** The lease holds a slot and the wall clock has passed its floor: minting may start (DESIGN §5 step 5). */
+  /** The lease holds a slot and the wall clock has passed its floor: minting may start (docs/design.md §5 step 5). */
   assign(a: WorkerAssignment): void {
     const region = this.layout.checkRegion(a.region);
     const worker = this.layout.checkWorker(a.worker);
@@ -309,7 +309,7 @@ export class GuardedMinter {
     this.recompute();
   }
 
-  /** What the time-source check says; unhealthy fences with reason `time-source` (DESIGN §4). */
+  /** What the time-source check says; unhealthy fences with reason `time-source` (docs/design.md §4). */
   setTimeSource(healthy: boolean, message: string, offsetSeconds?: number): void {
     this.timeSource = offsetSeconds === undefined ? { healthy, message } : { healthy, message, offsetSeconds };
     if (offsetSeconds !== undefined) this.counters.offsetSeconds = offsetSeconds;
@@ -347,7 +347,7 @@ export class GuardedMinter {
       this.fatalSent = true;
       const why =
         `clock fenced for more than ${this.maxFenceMs} ms (${f.message}): ` +
-        'exit so the orchestrator restarts this node on a fresh lease (DESIGN §4)';
+        'exit so the orchestrator restarts this node on a fresh lease (docs/design.md §4)';
       for (const fn of this.fatalListeners) fn(why);
     }
   }
@@ -393,7 +393,7 @@ export class GuardedMinter {
   private handle(v: MintVerdict): void {
     switch (v.kind) {
       case 'sequence-exhausted':
-        // DESIGN §4: wait for the next millisecond, and count it. The wait ends on any other reading:
+        // docs/design.md §4: wait for the next millisecond, and count it. The wait ends on any other reading:
         // an earlier one is then handled as a rollback by the next mint.
         this.counters.overflowWaits++;
         if (!this.spinWhile((now) => now === v.lastMs, this.clock.monoMs() + STUCK_CLOCK_MS)) {
@@ -468,16 +468,16 @@ export class GuardedMinter {
 
   private deadlineFence(): FencedError | undefined {
     if (!this.assigned || this.clock.monoMs() < this.deadline) return undefined;
-    return this.fence('lease', 'the lease deadline passed without an acknowledged keep-alive (DESIGN §5)');
+    return this.fence('lease', 'the lease deadline passed without an acknowledged keep-alive (docs/design.md §5)');
   }
 
-  /** The wall clock is above the wall ceiling (DESIGN §5): fence `clock-ahead` until a refresh lifts it. */
+  /** The wall clock is above the wall ceiling (docs/design.md §5): fence `clock-ahead` until a refresh lifts it. */
   private ceilingFence(nowMs: number): FencedError | undefined {
     if (!this.assigned || nowMs <= this.ceiling) return undefined;
     return this.fence(
       'clock-ahead',
       `the wall clock is above the lease's wall ceiling ${new Date(this.ceiling).toISOString()} ` +
-        '(last acknowledged last-ms + TTL − margin, DESIGN §5): it may have run ahead of the monotonic clock; ' +
+        '(last acknowledged last-ms + TTL − margin, docs/design.md §5): it may have run ahead of the monotonic clock; ' +
         'minting resumes once etcd acknowledges a last-ms at this clock',
     );
   }

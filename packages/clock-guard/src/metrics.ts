@@ -2,7 +2,7 @@ import type { Attributes, Meter, ObservableResult } from '@opentelemetry/api';
 import { FENCE_REASONS } from './errors.js';
 
 /**
- * Metric names of `@idgen/clock-guard` (DESIGN §2: count what comes before a duplicate).
+ * Metric names of `@idgen/clock-guard` (docs/design.md §2: count what comes before a duplicate).
  * Every instrument is observable: the guard keeps plain counters and the SDK reads them at collection
  * time, so minting pays nothing for metrics.
  */

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import type { GuardedMinter } from './guard.js';
 
-/** The clock bound of DESIGN §3-4: chrony keeps clocks within 10 ms of the reference. */
+/** The clock bound of docs/design.md §3-4: chrony keeps clocks within 10 ms of the reference. */
 export const DEFAULT_MAX_OFFSET_MS = 10;
 /** How often the time source is read while running. */
 export const DEFAULT_TIME_SOURCE_INTERVAL_MS = 5_000;
@@ -29,7 +29,7 @@ export interface ChronyTracking {
  * - `chronyc-timeout`: chronyc did not answer in time;
  * - `unparseable`: chronyc answered something this check cannot read;
  * - `not-synchronised`: chrony has no usable reference (leap status, stratum 0/16, no reference ID);
- * - `offset-too-large`: synchronised, but the system clock is further off than the bound (DESIGN §4).
+ * - `offset-too-large`: synchronised, but the system clock is further off than the bound (docs/design.md §4).
  */
 export type TimeSourceProblem =
   | 'not-read'
@@ -87,7 +87,7 @@ export function parseChronyTracking(output: string): ChronyTracking {
 }
 
 /**
- * Decides whether a clock chrony describes may fill the timestamp field (DESIGN §4): synchronised to a
+ * Decides whether a clock chrony describes may fill the timestamp field (docs/design.md §4): synchronised to a
  * real reference and |system time offset| within `maxOffsetMs`.
  */
 export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSET_MS): TimeSourceReading {
@@ -172,7 +172,7 @@ export interface TimeSourceCheck {
 }
 
 /**
- * Keeps the guard informed of the time source (DESIGN §4): unhealthy fences minting with reason
+ * Keeps the guard informed of the time source (docs/design.md §4): unhealthy fences minting with reason
  * `time-source`, and a node does not become ready on an unhealthy clock.
  */
 export function createTimeSourceCheck(options: TimeSourceCheckOptions): TimeSourceCheck {

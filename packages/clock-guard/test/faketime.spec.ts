@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 
-/** Where Debian's libfaketime puts the preload library (TOOLCHAIN.md "Clock faults"). */
+/** Where Debian's libfaketime puts the preload library (docs/toolchain.md "Clock faults"). */
 function libfaketime(): string {
   const listed = spawnSync('dpkg', ['-L', 'libfaketime'], { encoding: 'utf8' });
   const path = (listed.stdout ?? '').split('\n').find((l) => l.endsWith('/libfaketime.so.1'));

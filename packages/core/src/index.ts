@@ -1,5 +1,5 @@
 /**
- * `@idgen/core`: the ID layout and the pure minting state machine (DESIGN §1, §4).
+ * `@idgen/core`: the ID layout and the pure minting state machine (docs/design.md §1, §4).
  * No I/O, no clock of its own, no dependencies.
  *
  * @packageDocumentation

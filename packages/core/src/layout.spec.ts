@@ -24,7 +24,7 @@ const vectorsPath = resolve(__dirname, '../test/vectors.json');
 const vectors = JSON.parse(readFileSync(vectorsPath, 'utf8')) as Vectors;
 
 describe('the default layout', () => {
-  it('matches the vectors file and DESIGN §1', () => {
+  it('matches the vectors file and docs/design.md §1', () => {
     expect(DEFAULT_LAYOUT.toRecord()).toEqual({
       epochMs: vectors.layout.epochMs,
       timestampBits: vectors.layout.timestampBits,

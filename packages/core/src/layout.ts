@@ -1,5 +1,5 @@
 /**
- * The ID layout: how a 64-bit ID is cut into fields (DESIGN §1).
+ * The ID layout: how a 64-bit ID is cut into fields (docs/design.md §1).
  *
  * ```
  *  bit 63 | 62 ............ 22 | 21 .. 19 | 18 ..... 12 | 11 ....... 0
@@ -76,7 +76,7 @@ function describe(value: unknown): string {
 }
 
 /**
- * A validated layout. Create one with {@link createLayout}; {@link DEFAULT_LAYOUT} is DESIGN §1's.
+ * A validated layout. Create one with {@link createLayout}; {@link DEFAULT_LAYOUT} is docs/design.md §1's.
  * All methods check their inputs and throw `RangeError` naming the valid range.
  */
 export class Layout implements LayoutRecord {
@@ -261,5 +261,5 @@ export function createLayout(options: LayoutOptions = {}): Layout {
   return new Layout(options);
 }
 
-/** DESIGN §1's layout: epoch 2024-01-01T00:00:00.000Z, 41/3/7/12 bits. */
+/** docs/design.md §1's layout: epoch 2024-01-01T00:00:00.000Z, 41/3/7/12 bits. */
 export const DEFAULT_LAYOUT: Layout = createLayout();

@@ -2,7 +2,7 @@ import { DEFAULT_LAYOUT, type Layout } from './layout.js';
 
 /**
  * The sequence of the current millisecond is spent: nothing more can be minted until `retryAtMs`.
- * DESIGN §4: wait for the next millisecond and count the wait.
+ * docs/design.md §4: wait for the next millisecond and count the wait.
  */
 export interface SequenceExhausted {
   readonly kind: 'sequence-exhausted';
@@ -12,7 +12,7 @@ export interface SequenceExhausted {
 
 /**
  * The clock reads earlier than the last millisecond minted in (a rollback of `behindMs`).
- * DESIGN §4: wait it out when small, self-fence when large. The minter never mints below `lastMs`.
+ * docs/design.md §4: wait it out when small, self-fence when large. The minter never mints below `lastMs`.
  */
 export interface ClockBehind {
   readonly kind: 'clock-behind';
@@ -23,7 +23,7 @@ export interface ClockBehind {
 
 /**
  * The clock reads at or below the floor: a millisecond a previous holder of this worker slot may have
- * used (DESIGN §5). Minting may start at `retryAtMs` (floor + 1).
+ * used (docs/design.md §5). Minting may start at `retryAtMs` (floor + 1).
  */
 export interface BelowFloor {
   readonly kind: 'below-floor';
@@ -66,7 +66,7 @@ export interface MinterOptions {
   readonly layout?: Layout;
   readonly region: number;
   readonly worker: number;
-  /** Never mint at or below this Unix millisecond (DESIGN §5). Default (and lowest): the epoch's millisecond. */
+  /** Never mint at or below this Unix millisecond (docs/design.md §5). Default (and lowest): the epoch's millisecond. */
   readonly floorMs?: number;
 }
 
@@ -76,7 +76,7 @@ export function isMintVerdict(result: unknown): result is MintVerdict {
 }
 
 /**
- * The pure minting state machine of one worker (DESIGN §4). Time is an argument: the caller reads the
+ * The pure minting state machine of one worker (docs/design.md §4). Time is an argument: the caller reads the
  * clock and passes Unix milliseconds. For every sequence of inputs, every ID it returns is strictly greater
  * than every ID it returned before, so no ID is ever returned twice; when it cannot mint, it returns a
  * {@link MintVerdict} and changes nothing.
@@ -157,7 +157,7 @@ export class Minter {
 
   /**
    * Mints up to `count` consecutive IDs in Unix millisecond `nowMs`: as many as the millisecond has left.
-   * A request that does not fit continues with the next call (in a later millisecond: DESIGN §4).
+   * A request that does not fit continues with the next call (in a later millisecond: docs/design.md §4).
    * `count` must be an integer from 1 to the sequence size (4,096 by default).
    */
   mintBlock(nowMs: number, count: number): MintedBlock | MintVerdict {

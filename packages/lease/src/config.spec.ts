@@ -20,7 +20,7 @@ function problemsOf(o: Partial<EtcdLeaseOptions> & Record<string, unknown>): str
 }
 
 describe('lease configuration', () => {
-  it('defaults match DESIGN §3/§5', () => {
+  it('defaults match docs/design.md §3/§5', () => {
     const c = resolveLeaseConfig(base);
     expect(c).toMatchObject({
       prefix: '/idgen',
@@ -95,7 +95,7 @@ describe('lease configuration', () => {
 });
 
 describe('records', () => {
-  it('computes the floor per DESIGN §5', () => {
+  it('computes the floor per docs/design.md §5', () => {
     const o = { ttlMs: 6000, clockBoundMs: 10, epochMs: 1_704_067_200_000 };
     expect(computeFloor(undefined, o)).toBe(1_704_067_199_999);
     expect(computeFloor({ ms: 1_800_000_000_000, released: true, nodeId: 'a', at: '' }, o)).toBe(1_800_000_000_000);

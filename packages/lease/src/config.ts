@@ -9,15 +9,15 @@ import { LeaseConfigError } from './errors.js';
 import { silentLogger } from './types.js';
 import type { LeaseLogger } from './types.js';
 
-/** Default key prefix (DESIGN §5). */
+/** Default key prefix (docs/design.md §5). */
 export const DEFAULT_PREFIX = '/idgen';
-/** Default lease TTL in seconds (DESIGN §3). */
+/** Default lease TTL in seconds (docs/design.md §3). */
 export const DEFAULT_TTL_SECONDS = 6;
-/** Default keep-alive interval (DESIGN §3). */
+/** Default keep-alive interval (docs/design.md §3). */
 export const DEFAULT_KEEPALIVE_INTERVAL_MS = 2000;
-/** Default safety margin between the fence deadline and the earliest etcd expiry (DESIGN §5). */
+/** Default safety margin between the fence deadline and the earliest etcd expiry (docs/design.md §5). */
 export const DEFAULT_FENCE_MARGIN_MS = 1000;
-/** Default bound on clock error between nodes (DESIGN §2: clocks within 10 ms). */
+/** Default bound on clock error between nodes (docs/design.md §2: clocks within 10 ms). */
 export const DEFAULT_CLOCK_BOUND_MS = 10;
 /** Smallest TTL accepted: etcd silently raises shorter TTLs to its own minimum (about 2 s by default). */
 export const MIN_TTL_SECONDS = 2;
@@ -51,7 +51,7 @@ export interface EtcdConnectionOptions {
 export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   /** Home region code. */
   readonly region: number;
-  /** Spare region codes this node may also claim slots in (embedded mode, DESIGN §7). */
+  /** Spare region codes this node may also claim slots in (embedded mode, docs/design.md §7). */
   readonly borrowedRegions?: readonly number[];
   /** Slots this node may claim: `{first, last}` or `"0-127"`; default all of the layout's. */
   readonly workers?: WorkerRange | string;
@@ -186,7 +186,7 @@ export function resolveConnection(o: EtcdConnectionOptions): { endpoints: string
 }
 
 /**
- * Validates and defaults every option before any I/O (DESIGN §5 boot step 1). Throws one
+ * Validates and defaults every option before any I/O (docs/design.md §5 boot step 1). Throws one
  * {@link LeaseConfigError} listing every bad value.
  */
 export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {

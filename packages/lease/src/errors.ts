@@ -1,8 +1,8 @@
 /** What went wrong, as a closed set (STYLE.md: errors as a small family with a `code`). */
 export type LeaseErrorCode =
-  /** A configuration value is invalid; found before any I/O (DESIGN §5 boot step 1). */
+  /** A configuration value is invalid; found before any I/O (docs/design.md §5 boot step 1). */
   | 'config'
-  /** `{prefix}/layout` in etcd differs from this process's layout (DESIGN §1). */
+  /** `{prefix}/layout` in etcd differs from this process's layout (docs/design.md §1). */
   | 'layout-mismatch'
   /** A key this package reads holds something it cannot understand. */
   | 'corrupt-record'
@@ -47,7 +47,7 @@ export class LeaseConfigError extends LeaseError {
   }
 }
 
-/** The layout recorded in etcd differs from this process's: the process must not start (DESIGN §1). */
+/** The layout recorded in etcd differs from this process's: the process must not start (docs/design.md §1). */
 export class LayoutMismatchError extends LeaseError {
   readonly differences: readonly string[];
   constructor(key: string, differences: readonly string[]) {

@@ -50,7 +50,7 @@ interface Session {
   fenceTimer: NodeJS.Timeout | undefined;
   /** The keep-alive loop, once started: a release waits for it so its last refresh cannot land after the final record. */
   loop?: Promise<void>;
-  /** The watch on this session's own worker key (DESIGN §5, root of trust). */
+  /** The watch on this session's own worker key (docs/design.md §5, root of trust). */
   watcher?: Watcher;
 }
 
@@ -81,7 +81,7 @@ class SessionLostError extends Error {
 }
 
 /**
- * Creates a worker-ID lease on etcd (DESIGN §5) driving `target` (a clock guard). Validates `options` at once
+ * Creates a worker-ID lease on etcd (docs/design.md §5) driving `target` (a clock guard). Validates `options` at once
  * and throws {@link LeaseConfigError} before any I/O.
  *
  * Safety rules it implements, in order of importance:
@@ -285,7 +285,7 @@ class EtcdWorkerLease implements WorkerLease {
     }
   }
 
-  /** Compares `{prefix}/layout` with ours, creating it if absent in one transaction (DESIGN §5 boot step 3). */
+  /** Compares `{prefix}/layout` with ours, creating it if absent in one transaction (docs/design.md §5 boot step 3). */
   private async checkLayout(): Promise<void> {
     const client = this.requireClient();
     const key = leaseKeys.layout(this.cfg.prefix);
@@ -334,7 +334,7 @@ class EtcdWorkerLease implements WorkerLease {
     // Grant. The deadline counts from before the request was sent: etcd's TTL starts later than that.
     const sentMono = clock.monoMs();
     const lease = client.lease(ttlSeconds, { autoKeepAlive: false });
-    lease.on('lost', () => undefined); // not used for fencing (TOOLCHAIN.md); our own deadline decides
+    lease.on('lost', () => undefined); // not used for fencing (docs/toolchain.md); our own deadline decides
     let leaseId: string;
     try {
       leaseId = await withTimeout(lease.grant(), requestTimeoutMs, 'lease grant');
@@ -455,7 +455,7 @@ class EtcdWorkerLease implements WorkerLease {
 
   /**
    * Watches this session's own worker key from just after the claim: deleted or overwritten by anyone (an
-   * operator's etcdctl, a forged release), the holder fences at once instead of at its next refresh (DESIGN §5,
+   * operator's etcdctl, a forged release), the holder fences at once instead of at its next refresh (docs/design.md §5,
    * root of trust). The lease's own end (expiry, revoke) deletes it too; by then the session has ended.
    */
   private watchWorkerKey(s: Session, key: string, claimRevision: string): void {
@@ -473,7 +473,7 @@ class EtcdWorkerLease implements WorkerLease {
           }
           s.watcher = w;
           const changed = (what: string) => (): void =>
-            this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (DESIGN §5, root of trust)`);
+            this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`);
           w.on('delete', changed('deleted'));
           w.on('put', changed('overwritten'));
           w.on('error', (e) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'));
@@ -486,7 +486,7 @@ class EtcdWorkerLease implements WorkerLease {
     if (s.ended) throw new SessionLostError('the lease was lost while claiming');
   }
 
-  /** Waits until the wall clock passes `floorMs` (DESIGN §5: never mint at or below it). */
+  /** Waits until the wall clock passes `floorMs` (docs/design.md §5: never mint at or below it). */
   private async waitForFloor(s: Session, floorMs: number): Promise<void> {
     for (;;) {
       this.checkSession(s);
@@ -500,7 +500,7 @@ class EtcdWorkerLease implements WorkerLease {
     }
   }
 
-  /** The wall ceiling of a session (DESIGN §5): its last acknowledged `last-ms` + TTL − margin. */
+  /** The wall ceiling of a session (docs/design.md §5): its last acknowledged `last-ms` + TTL − margin. */
   private ceilingOf(s: Session): number {
     return s.ackedLastMs < 0 ? Number.NEGATIVE_INFINITY : s.ackedLastMs + this.cfg.ttlMs - this.cfg.fenceMarginMs;
   }
@@ -511,7 +511,7 @@ class EtcdWorkerLease implements WorkerLease {
    * The value is at least the clock now, the floor, the last minted millisecond and every value written
    * before: `last-ms` never goes down, so the ceiling taken from it never has to. The write lands only if
    * this session still holds the worker key *and* `last-ms` is still the record this session last wrote (its
-   * mod revision, DESIGN §5): a write the node gave up on (a client-side timeout) cannot land later, after a
+   * mod revision, docs/design.md §5): a write the node gave up on (a client-side timeout) cannot land later, after a
    * newer one or after the final released record. If it did land before the newer one, the newer one finds
    * it, adopts its revision (it is ours: our node, our lease, a value we sent) and writes again. A record we
    * did not write, under a key we hold, is a forgery or an operator's hand: the slot cannot be trusted.
@@ -547,7 +547,7 @@ class EtcdWorkerLease implements WorkerLease {
       const own = isOwnLateWrite(lastKey, outcome.found, { nodeId: this.cfg.nodeId, leaseId: s.leaseId, highestSentMs: s.sentLastMs });
       if (own === undefined || outcome.found === undefined) {
         const what = outcome.found === undefined ? 'deleted' : JSON.stringify(outcome.found.value.slice(0, 120));
-        return `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (DESIGN §5, root of trust)`;
+        return `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (docs/design.md §5, root of trust)`;
       }
       this.cfg.logger.warn({ key: lastKey, ms: own.ms }, 'lease: a last-ms write given up on had landed; adopting it and writing again');
       s.lastMsRevision = outcome.found.modRevision;
@@ -558,8 +558,8 @@ class EtcdWorkerLease implements WorkerLease {
 
   /**
    * Keep-alive on our own loop (not the client's: its `lost` event can come a whole TTL after etcd expired the
-   * lease, TOOLCHAIN.md). Each keep-alive's send time is taken before sending; after the ack and the `last-ms`
-   * refresh, the deadline moves to send time + TTL − margin (DESIGN §5). Failures are counted and retried; the
+   * lease, docs/toolchain.md). Each keep-alive's send time is taken before sending; after the ack and the `last-ms`
+   * refresh, the deadline moves to send time + TTL − margin (docs/design.md §5). Failures are counted and retried; the
    * deadline alone decides when minting stops.
    */
   private async keepAliveLoop(s: Session): Promise<void> {
@@ -630,7 +630,7 @@ class EtcdWorkerLease implements WorkerLease {
     }, Math.max(0, delay));
   }
 
-  /** Lease lost or expired: fence at once, count churn, give the lease up, and claim again (DESIGN §5). */
+  /** Lease lost or expired: fence at once, count churn, give the lease up, and claim again (docs/design.md §5). */
   private lose(s: Session, why: string): void {
     if (s.ended) return;
     const wasAssigned = s.assigned;
@@ -684,7 +684,7 @@ class EtcdWorkerLease implements WorkerLease {
     );
   }
 
-  /** Shutdown (DESIGN §5): stop minting, deregister, final last-ms marked released, revoke. */
+  /** Shutdown (docs/design.md §5): stop minting, deregister, final last-ms marked released, revoke. */
   private async doRelease(): Promise<void> {
     this.lifetime.abort(new LeaseError('released', 'the lease was released', false));
     this.target.unassign('draining', 'worker lease released (shutting down)');

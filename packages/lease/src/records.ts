@@ -2,7 +2,7 @@ import type { LayoutRecord } from '@idgen/core';
 import { CorruptRecordError } from './errors.js';
 import type { ServingNode } from './types.js';
 
-/** The etcd keys of DESIGN §5 under one prefix. */
+/** The etcd keys of docs/design.md §5 under one prefix. */
 export const leaseKeys = {
   layout: (prefix: string) => `${prefix}/layout`,
   worker: (prefix: string, region: number, worker: number) => `${prefix}/regions/${region}/workers/${worker}`,
@@ -116,7 +116,7 @@ export function parseServingNode(key: string, raw: string): ServingNode {
 }
 
 /**
- * The floor for a new holder of a slot (DESIGN §5): never mint at or below it.
+ * The floor for a new holder of a slot (docs/design.md §5): never mint at or below it.
  * - no record: the slot was never minted in (a holder writes `last-ms` before it mints): the epoch − 1;
  * - clean release: its millisecond;
  * - unclean end: its millisecond + TTL + clock bound, because the previous holder may have minted until

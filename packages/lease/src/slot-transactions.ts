@@ -21,7 +21,7 @@ export type ClaimOutcome =
 
 /**
  * Claims a worker slot: creates `workerKey` on `lease` only if it does not exist, reading `last-ms` in the same
- * transaction (DESIGN §5). A key found bound to our own lease is adopted, never taken as someone else's: that
+ * transaction (docs/design.md §5). A key found bound to our own lease is adopted, never taken as someone else's: that
  * would make the node claim a second slot and leave the first bound to its lease for as long as it lives.
  */
 export async function claimSlot(
@@ -60,7 +60,7 @@ export type LastMsWriteOutcome =
 
 /**
  * Writes `record` to `last-ms` only if the worker key is still bound to `leaseId` *and* `last-ms` is still at
- * `expectedRevision` ("0": absent), the record this holder last wrote or read (DESIGN §5). A write the holder
+ * `expectedRevision` ("0": absent), the record this holder last wrote or read (docs/design.md §5). A write the holder
  * gave up on (a client-side timeout) carries an old expectation, so it cannot land after a newer one, nor
  * after the final released record.
  */

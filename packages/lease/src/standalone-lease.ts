@@ -15,7 +15,7 @@ import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './type
 
 /**
  * How a standalone node bounds itself between two writes of its state file, as an etcd holder does between
- * two `last-ms` refreshes (DESIGN §5): the wall ceiling is the last written millisecond + TTL − margin, and a
+ * two `last-ms` refreshes (docs/design.md §5): the wall ceiling is the last written millisecond + TTL − margin, and a
  * restart after a crash starts above the last written millisecond + TTL + the clock bound.
  */
 export const STANDALONE_STATE_TTL_MS = 3_000;
@@ -39,7 +39,7 @@ export interface StandaloneLeaseOptions {
   readonly nodeId?: string;
   readonly layout?: Layout;
   readonly clock?: ClockSource;
-  /** Clock bound added to the floor after an unclean end (DESIGN §5: 10 ms). */
+  /** Clock bound added to the floor after an unclean end (docs/design.md §5: 10 ms). */
   readonly clockBoundMs?: number;
   /** How often the state file is rewritten; default {@link STANDALONE_STATE_INTERVAL_MS}. */
   readonly stateIntervalMs?: number;
@@ -51,7 +51,7 @@ export interface StandaloneLeaseOptions {
 }
 
 /**
- * The in-process lease for standalone mode: **one node only**, no etcd (DESIGN §5, §6), asked for by name.
+ * The in-process lease for standalone mode: **one node only**, no etcd (docs/design.md §5, §6), asked for by name.
  * It assigns the first worker of the range. What keeps it from minting duplicates on its own:
  * - the state file is locked: a second standalone node on the same file refuses to start;
  * - the state file holds the last millisecond this node may mint in, rewritten every second; the node never

@@ -28,7 +28,7 @@ export interface LeaseTarget {
   assign(a: WorkerAssignment): void;
   /**
    * After each acknowledged keep-alive and `last-ms` refresh: minting may go on until the monotonic deadline,
-   * and never above the wall ceiling (DESIGN §5).
+   * and never above the wall ceiling (docs/design.md §5).
    */
   extend(e: LeaseExtension): void;
   /** The lease is lost, expired or released: stop minting at once. */
@@ -38,7 +38,7 @@ export interface LeaseTarget {
 }
 
 /**
- * Where the lease is in its life (DESIGN §5):
+ * Where the lease is in its life (docs/design.md §5):
  * `idle → claiming → waiting-for-floor → alive → fenced → claiming … → released`.
  */
 export type LeaseState = 'idle' | 'claiming' | 'waiting-for-floor' | 'alive' | 'fenced' | 'released';
@@ -64,7 +64,7 @@ export interface LeaseSnapshot {
 /** A worker-ID lease: etcd-backed ({@link createEtcdLease}) or in-process ({@link createStandaloneLease}). */
 export interface WorkerLease {
   /**
-   * Boot steps 3-5 (DESIGN §5): connect (retrying while etcd is unreachable), check the layout record, grant
+   * Boot steps 3-5 (docs/design.md §5): connect (retrying while etcd is unreachable), check the layout record, grant
    * a lease, claim a slot, wait for the floor. Resolves when first alive (the target is assigned). Rejects
    * on a layout mismatch, on garbage in the layout record, when no slot is free, or when `signal` aborts.
    * After a later loss the lease re-claims by itself, forever, until {@link release}.

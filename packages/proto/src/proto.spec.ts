@@ -61,7 +61,7 @@ describe('the proto module', () => {
   });
 });
 
-describe('the wire contract (DESIGN §6)', () => {
+describe('the wire contract (docs/design.md §6)', () => {
   it('keeps the NextIds field numbers and types', () => {
     const fields = (schema: { fields: readonly { name: string; number: number; scalar?: number }[] }) =>
       schema.fields.map((f) => [f.name, f.number]);

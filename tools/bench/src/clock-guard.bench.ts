@@ -53,7 +53,7 @@ function neverWaitingClock(readsPerMs: number): ClockSource {
 
 function guardOver(clock: ClockSource): GuardedMinter {
   const guard = createGuardedMinter({ region: REGION, clock });
-  // What the lease does once it holds a slot (DESIGN §5): an infinite deadline, because this benchmark
+  // What the lease does once it holds a slot (docs/design.md §5): an infinite deadline, because this benchmark
   // has no lease to keep alive; the deadline is still compared on every mint.
   guard.assign({ region: REGION, worker: WORKER, floorMs: 0, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
   return guard;

@@ -29,7 +29,7 @@ export function sinkChecksum(): bigint {
 
 /**
  * The core's single-ID path driven by `Date.now()`: `mintOne(Date.now())`, retrying on a verdict (the
- * sequence of this millisecond is spent: the next read of the clock is the wait, DESIGN §4).
+ * sequence of this millisecond is spent: the next read of the clock is the wait, docs/design.md §4).
  */
 export function coreSingleRound(minter: Minter): Round {
   return (budgetMs) => {

@@ -5,7 +5,7 @@ import { runRounds } from './rounds.js';
 const defaults = { rounds: 5, roundMs: 500, check: 4_096_000, seconds: 10 };
 
 describe('ceilingIdsPerSecond', () => {
-  it('is 4,096,000 IDs/s for the default 12-bit sequence (DESIGN §1)', () => {
+  it('is 4,096,000 IDs/s for the default 12-bit sequence (docs/design.md §1)', () => {
     expect(ceilingIdsPerSecond(DEFAULT_LAYOUT)).toBe(4_096_000);
   });
 

@@ -4,7 +4,7 @@ import type { Layout } from '@idgen/core';
 
 /**
  * The physical ceiling of one worker under `layout`: its sequence values per millisecond, times 1,000
- * (4,096,000 IDs/s for the default 12-bit sequence: DESIGN §1). Faster than this from one worker means
+ * (4,096,000 IDs/s for the default 12-bit sequence: docs/design.md §1). Faster than this from one worker means
  * a duplicate or another layout.
  */
 export function ceilingIdsPerSecond(layout: Layout): number {

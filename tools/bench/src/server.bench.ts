@@ -34,9 +34,9 @@ const HALF_PROCESSES = 8;
 const HALF_STREAMS = 16;
 /** h2open's connections at half load (its arrivals are spread over them round robin). */
 const POISSON_CONNECTIONS = 4;
-/** The most IDs one worker may mint a second: 4,096 a millisecond (DESIGN §2's 12-bit sequence). */
+/** The most IDs one worker may mint a second: 4,096 a millisecond (docs/design.md §2's 12-bit sequence). */
 const WORKER_IDS_PER_SECOND = 4_096_000;
-/** Offered rates for one process: the tail against the rate (DESIGN §3's 25,000 req/s per node among them). */
+/** Offered rates for one process: the tail against the rate (docs/design.md §3's 25,000 req/s per node among them). */
 const PER_PROCESS_RATES = [8_000, 25_000, 50_000];
 
 interface LoadCase {

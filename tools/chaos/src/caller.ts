@@ -2,7 +2,7 @@
  * One chaos caller: a process that uses `@idgen/client` like an application would, mints continuously at
  * a bounded rate, and records everything the verifier needs (see `records.ts`). It finds the nodes through
  * a file the chaos run keeps current (its own discovery: the client takes any `list()`/`watch()` source,
- * DESIGN §7), so every node process has its own URL and each block can be traced to the process that
+ * docs/design.md §7), so every node process has its own URL and each block can be traced to the process that
  * minted it. Runs until SIGTERM/SIGINT, then flushes its files and prints one JSON summary line.
  *
  * `node caller.js --index N --dir DIR --nodes-file FILE --region R --rate IDS_PER_S --batch B`

@@ -1,11 +1,11 @@
 /**
  * The generator nodes of a chaos run, and their supervisor. Each of the `nodes` positions (n1 … n4) runs
- * one `idgen-server` process at a time under libfaketime with its own clock-control file (TOOLCHAIN.md
+ * one `idgen-server` process at a time under libfaketime with its own clock-control file (docs/toolchain.md
  * "Clock faults"), so any node can be given a clock jump. Every process ("incarnation", `n2#3`) gets fresh
  * ports, so a block's node URL names the process that minted it.
  *
  * Like an orchestrator, the fleet restarts a process that exited on its own (a spare whose boot found
- * every slot taken exits non-zero; a node past its clock-fence bound exits on purpose: DESIGN §4), after
+ * every slot taken exits non-zero; a node past its clock-fence bound exits on purpose: docs/design.md §4), after
  * a short delay. Processes the chaos schedule kills or stops are not restarted here: the fault does it.
  *
  * Each position talks to etcd through its own link: one TCP proxy per etcd member on loopback
@@ -264,7 +264,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
         inc.exitSignal = status.signal;
         inc.worker = undefined;
         // A cleanly stopped node deregistered itself; a dead one stays in discovery until its lease
-        // expires (DESIGN §5: the nodes key is bound to the lease), as etcd discovery would show it.
+        // expires (docs/design.md §5: the nodes key is bound to the lease), as etcd discovery would show it.
         const unlist = (): void => {
           listed.delete(inc);
           void writeList();
@@ -316,7 +316,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       {
         env: {
           ...process.env,
-          // TOOLCHAIN.md "Clock faults": wall clock from the control file, monotonic clock untouched.
+          // docs/toolchain.md "Clock faults": wall clock from the control file, monotonic clock untouched.
           LD_PRELOAD: o.faketimeLib,
           FAKETIME_TIMESTAMP_FILE: clockFile(position),
           FAKETIME_NO_CACHE: '1',

@@ -6,7 +6,7 @@
 
 /** One scrape of one node, reduced. */
 export interface NodeMetrics {
-  /** Fences entered, by reason (DESIGN §2: count what comes before a duplicate). */
+  /** Fences entered, by reason (docs/design.md §2: count what comes before a duplicate). */
   readonly fences: Readonly<Record<string, number>>;
   readonly rollbacksWaited: number;
   readonly rollbacksFenced: number;

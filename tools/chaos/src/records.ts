@@ -27,7 +27,7 @@ export function probeBlocksFile(dir: string): string {
   return join(dir, 'probe.blocks.jsonl');
 }
 
-/** One line of `caller-N.blocks.jsonl` (the ID as a decimal string: DESIGN §1, text boundary). */
+/** One line of `caller-N.blocks.jsonl` (the ID as a decimal string: docs/design.md §1, text boundary). */
 export interface BlockLine {
   readonly node: string;
   readonly first: string;

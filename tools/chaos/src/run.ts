@@ -39,7 +39,7 @@ const SETTLE_LIMIT_MS = 20_000;
 /** Load after the last fault ends, at least. */
 const TAIL_MS = 3000;
 
-/** The clock bound chrony keeps (DESIGN §3: clocks within 10 ms). */
+/** The clock bound chrony keeps (docs/design.md §3: clocks within 10 ms). */
 export const CLOCK_BOUND_MS = 10;
 
 /** Options of {@link runChaos}. */
@@ -126,7 +126,7 @@ export interface ChaosResult {
   readonly expectationsMissed: number;
 }
 
-/** libfaketime.so.1 as TOOLCHAIN.md finds it (`dpkg -L libfaketime`); a clear error when missing. */
+/** libfaketime.so.1 as docs/toolchain.md finds it (`dpkg -L libfaketime`); a clear error when missing. */
 export function findFaketime(): string {
   let listing = '';
   try {
@@ -533,7 +533,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     }),
   );
   clearInterval(scrapeTimer);
-  await fleet.scrapeAll(); // the final scrape: every running node's counters (DESIGN §2)
+  await fleet.scrapeAll(); // the final scrape: every running node's counters (docs/design.md §2)
   o.say('stopping nodes and etcd');
   await fleet.stopAll(10_000);
   await cluster.stopAll();

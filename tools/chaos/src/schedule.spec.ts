@@ -77,7 +77,7 @@ describe('createSchedule', () => {
       if (f.kind === 'etcd-pause-long') expect(f.effectMs).toBeGreaterThan(TTL);
       if (f.kind === 'clock-jump-small') {
         expect(f.clockOffsetSeconds).toBeLessThan(0);
-        expect(f.clockOffsetSeconds).toBeGreaterThanOrEqual(-0.01); // ≤ 10 ms: waited out (DESIGN §4)
+        expect(f.clockOffsetSeconds).toBeGreaterThanOrEqual(-0.01); // ≤ 10 ms: waited out (docs/design.md §4)
         expect(formatFault(f)).toMatch(/offset -0\.00[5-9]s$/);
       }
       if (f.kind === 'clock-jump-large') expect(f.clockOffsetSeconds).toBeLessThanOrEqual(-2);

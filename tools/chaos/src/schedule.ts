@@ -104,7 +104,7 @@ export function keepAliveOf(ttlMs: number): { intervalMs: number; timeoutMs: num
 
 /**
  * Effect and window per kind, against the lease TTL (3 s in the chaos run). A node needs about one TTL for
- * its lease to expire in etcd and one more to wait out the floor (DESIGN §5), so a takeover needs ~2 TTL.
+ * its lease to expire in etcd and one more to wait out the floor (docs/design.md §5), so a takeover needs ~2 TTL.
  * `offsetSeconds` is the clock offset of a forward jump (the window holds the fence that follows it).
  */
 function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSeconds: number): Shape {
@@ -191,7 +191,7 @@ function latencyOf(kind: FaultKind, random: () => number): number | undefined {
   return undefined;
 }
 
-/** Small jumps are waited out (≤ 10 ms, DESIGN §4); large ones are seconds and fence. */
+/** Small jumps are waited out (≤ 10 ms, docs/design.md §4); large ones are seconds and fence. */
 function clockOffsetOf(kind: FaultKind, random: () => number): number | undefined {
   if (kind === 'clock-jump-small') return -(5 + Math.floor(random() * 5)) / 1000; // −5 … −9 ms (whole ms: prints as −0.009, not −0.009000000000000001)
   if (kind === 'clock-jump-large') return -(2 + Math.floor(random() * 3)); // −2 … −4 s

@@ -1,13 +1,13 @@
 /**
  * The verifier: pure functions over what the callers recorded and what the nodes logged. Each one checks
- * one rule of issue 7 / DESIGN §8 and returns counts plus a list of violations (empty: the rule held).
+ * one rule of issue 7 / docs/design.md §8 and returns counts plus a list of violations (empty: the rule held).
  */
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 
 /** Violations kept in full per check; the rest are only counted (a broken run can produce millions). */
 export const MAX_REPORTED = 20;
 
-/** One `(first, count)` block a caller received from a node (DESIGN §1: IDs of one ms are consecutive). */
+/** One `(first, count)` block a caller received from a node (docs/design.md §1: IDs of one ms are consecutive). */
 export interface ReceivedBlock {
   /** Which caller received it. */
   readonly caller: number;
@@ -27,7 +27,7 @@ export interface Holding {
   readonly name: string;
   readonly worker: number;
   readonly leaseId: string;
-  /** The holding mints strictly above this Unix ms (DESIGN §5). */
+  /** The holding mints strictly above this Unix ms (docs/design.md §5). */
   readonly floorMs: number;
   /** When the chaos tool saw the holding begin (its own wall clock, Unix ms): orders holders of a slot. */
   readonly seenMs: number;
@@ -102,7 +102,7 @@ export interface HandedOutReport {
 }
 
 /**
- * The client never invents an ID (DESIGN §7): every ID a caller's client handed out lies in a block that
+ * The client never invents an ID (docs/design.md §7): every ID a caller's client handed out lies in a block that
  * caller received. `handedOut` is sorted in place.
  */
 export function checkHandedOut(handedOut: BigUint64Array, blocks: readonly ReceivedBlock[]): HandedOutReport {
@@ -149,7 +149,7 @@ export interface HolderReport {
 
 /**
  * Rule 2: per worker slot, IDs from successive holders never overlap in time; the newcomer's first ID is
- * above every earlier holder's last (DESIGN §5: never mint a timestamp a previous holder may have used).
+ * above every earlier holder's last (docs/design.md §5: never mint a timestamp a previous holder may have used).
  *
  * Each block is charged to the holding of its node and worker slot with the highest floor below the
  * block's first timestamp (a holding mints strictly above its floor). A block no holding of its node
@@ -280,12 +280,12 @@ export interface ClockBoundReport {
  *
  * Callers and nodes share one real clock on this machine, and an ID is received after it was minted, so a
  * correct node's IDs are never ahead of their arrival. What the rule catches is a node minting from a
- * clock ahead of true time (by more than the 10 ms bound chrony keeps, DESIGN §3). The injected jumps are
+ * clock ahead of true time (by more than the 10 ms bound chrony keeps, docs/design.md §3). The injected jumps are
  * not an excuse: jumps back make IDs older, never newer; a node that mints ahead after a jump back (for
  * instance by restoring a lower clock and then racing past it) is exactly what this rule must flag. The
  * one excuse is a forward jump the run made itself (`allowances`): while a node's clock is set ahead, and a
  * moment after, its IDs may lead by the offset on top of the bound (duplicates they cause are rules 1 and
- * 2's business). A block lies within one millisecond (its IDs are consecutive integers: DESIGN §1); it is
+ * 2's business). A block lies within one millisecond (its IDs are consecutive integers: docs/design.md §1); it is
  * checked at its last ID all the same.
  */
 export function checkClockBound(

@@ -1,4 +1,4 @@
-// The idgen API (DESIGN §6). Field numbers, names and enum values here are a WIRE CONTRACT:
+// The idgen API (docs/design.md §6). Field numbers, names and enum values here are a WIRE CONTRACT:
 // callers in other languages depend on them. Never renumber or reuse a field number; retire a
 // field with `reserved` instead. New fields get new numbers.
 //
@@ -51,7 +51,7 @@ export const NextIdsRequestSchema: GenMessage<NextIdsRequest> = /*@__PURE__*/
   messageDesc(file_idgen_v1_idgen, 0);
 
 /**
- * IdBlock is the run of IDs first, first+1, ..., first+count-1 (DESIGN §1: IDs minted by one worker
+ * IdBlock is the run of IDs first, first+1, ..., first+count-1 (docs/design.md §1: IDs minted by one worker
  * within one millisecond are consecutive integers, so a batch costs the same whatever its size).
  *
  * @generated from message idgen.v1.IdBlock
@@ -117,7 +117,7 @@ export const GetStatusRequestSchema: GenMessage<GetStatusRequest> = /*@__PURE__*
   messageDesc(file_idgen_v1_idgen, 3);
 
 /**
- * Layout is the deployment-wide ID layout (DESIGN §1), as recorded in etcd.
+ * Layout is the deployment-wide ID layout (docs/design.md §1), as recorded in etcd.
  *
  * @generated from message idgen.v1.Layout
  */
@@ -343,7 +343,7 @@ export const GetStatusResponseSchema: GenMessage<GetStatusResponse> = /*@__PURE_
   messageDesc(file_idgen_v1_idgen, 5);
 
 /**
- * NodeState is where a node is in its life (DESIGN §5).
+ * NodeState is where a node is in its life (docs/design.md §5).
  *
  * @generated from enum idgen.v1.NodeState
  */
