@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Build and packaging steps of a published package, run from the package's directory:
 //   markers   after the build: dist/esm/package.json {"type":"module"}, dist/cjs/package.json {"type":"commonjs"}
-//   prepack   build (through Nx, so dependencies build first), then write the manifest as published: without
+//   prepack   build afresh (through Nx, so dependencies build first), then write the manifest as published: without
 //             the workspace-only `@idgen/source` export condition and the `nx` block (the scripts stay:
 //             `npm publish` runs `postpublish` from the manifest it re-read). The
 //             workspace manifest is kept beside it in `package.json.workspace`.
@@ -9,7 +9,7 @@
 //             packing to send it to the registry, so there it is put back by `postpublish` instead).
 //   restore   put the workspace manifest back whatever happened (for tests and failed publishes).
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = process.cwd();
@@ -46,7 +46,9 @@ switch (step) {
     const text = readFileSync(manifestPath, 'utf8');
     const manifest = JSON.parse(text);
     if (process.env.IDGEN_PACK_SKIP_BUILD !== '1') {
-      execFileSync('npx', ['nx', 'run', `${manifest.name}:build`, '--output-style=static'], {
+      // A fresh build: tsc -b never deletes the output of a source file that is gone.
+      rmSync(join(dir, 'dist'), { recursive: true, force: true });
+      execFileSync('npx', ['nx', 'run', `${manifest.name}:build`, '--output-style=static', '--skip-nx-cache'], {
         stdio: ['ignore', 'inherit', 'inherit'],
         env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false' },
       });

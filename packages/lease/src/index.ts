@@ -49,7 +49,3 @@ export type {
 export type { ClockSource } from './clock.js';
 export { createStandaloneLease } from './standalone-lease.js';
 export type { StandaloneLeaseOptions } from './standalone-lease.js';
-/** @deprecated The reader moved to `@idgen/discovery` (the same function); this copy goes in the next minor. */
-export { createDiscoveryReader } from './discovery.js';
-/** @deprecated Moved to `@idgen/discovery`. */
-export type { DiscoveryReader, DiscoveryReaderOptions } from './discovery.js';

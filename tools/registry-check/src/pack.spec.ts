@@ -41,6 +41,12 @@ describe.each(PUBLIC_PACKAGES.map((p) => [p.name, p] as const))('%s', (name, pkg
     expect(files).toEqual(expect.arrayContaining(['package.json', 'LICENSE', 'README.md', 'CHANGELOG.md']));
     expect(files.filter((f) => f.endsWith('.tsbuildinfo') || f.includes('.spec.') || f.includes('test-helper'))).toEqual([]);
     expect(files.some((f) => f.startsWith('src/') && f.endsWith('.ts'))).toBe(true);
+    // No stale output: every built module has its source (tsc -b never deletes the output of a removed file).
+    const stale = files
+      .filter((f) => /^dist\/(cjs|esm)\/.*\.js$/.test(f))
+      .map((f) => f.replace(/^dist\/(cjs|esm)\//, 'src/').replace(/\.js$/, '.ts'))
+      .filter((src) => !files.includes(src));
+    expect({ stale, hint: stale.length === 0 ? '' : `rm -rf ${pkg.dir}/dist and build again` }).toEqual({ stale: [], hint: '' });
     // Every source map's sources are in the tarball.
     const maps = files.filter((f) => f.endsWith('.js.map'));
     expect(maps.length).toBeGreaterThan(0);
