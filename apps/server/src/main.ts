@@ -15,7 +15,7 @@ import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from
 import { createServingServer } from './http.js';
 import { createTlsServing, reloadTlsOnChange } from './tls.js';
 import { createServerMetrics } from './metrics.js';
-import { createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
+import { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
 import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
 import { createNextIdsFastPath } from './fast-path.js';
 
@@ -154,6 +154,10 @@ function run(config: ServerConfig): void {
     ...(tls === undefined ? {} : { tls, onTlsError: (e: Error) => logger.debug({ err: e }, 'tls handshake failed') }),
   });
 
+  metrics.observeNode(READINESS_REASONS, () => {
+    const r = readiness();
+    return { region: config.region, ready: r.ready, reason: r.reason, slotHeld: lease.snapshot().worker !== undefined, slots: config.workers.to - config.workers.from + 1 };
+  });
   // One log line each time the reason (or its cause) changes, from the first boot step on.
   const readinessLog = watchReadiness(readiness, (r, previous) => {
     const fields = { readiness: r.reason, cause: r.cause, detail: r.detail, waitMs: r.waitMs, previous: previous?.reason };

@@ -46,8 +46,14 @@ describe('server metrics on /metrics', () => {
   it('names the service on target_info and declares the event counters at 0 before any event', async () => {
     const metrics = createServerMetrics({ serviceVersion: '1.2.3', instanceId: 'node-7', runtime: false });
     try {
+      metrics.observeNode(['ready', 'waiting-for-slot'], () => ({ region: 2, ready: false, reason: 'waiting-for-slot', slotHeld: false, slots: 4 }));
       const address = await metrics.listen({ host: '127.0.0.1', port: 0 });
       const text = await (await fetch(`http://${address}/metrics`)).text();
+      expect(text).toContain('idgen_node_ready{region="2",otel_scope_name="@idgen/server"} 0');
+      expect(text).toContain('idgen_node_readiness{region="2",reason="ready",otel_scope_name="@idgen/server"} 0');
+      expect(text).toContain('idgen_node_readiness{region="2",reason="waiting-for-slot",otel_scope_name="@idgen/server"} 1');
+      expect(text).toContain('idgen_node_slot_held{region="2",otel_scope_name="@idgen/server"} 0');
+      expect(text).toContain('idgen_region_slots{region="2",otel_scope_name="@idgen/server"} 4');
       const targetInfo = text.split('\n').find((l) => l.startsWith('target_info{'));
       expect(targetInfo).toContain('service_name="idgen-server"');
       expect(targetInfo).toContain('service_version="1.2.3"');

@@ -34,7 +34,24 @@ export const ServerMetrics = {
    * convention name). Neither `@opentelemetry/host-metrics` nor `instrumentation-runtime-node` exports it.
    */
   openFileDescriptors: 'process.open_file_descriptor.count',
+  /** Observable gauge: 1 while the node may mint (`/readyz` 200), else 0; attribute `region`. */
+  nodeReady: 'idgen.node.ready',
+  /** Observable gauge: 1 for the node's current readiness reason (readiness.ts), 0 for every other; `region`, `reason`. */
+  nodeReadiness: 'idgen.node.readiness',
+  /** Observable gauge: 1 while the node holds a worker slot, else 0; attribute `region`. */
+  slotHeld: 'idgen.node.slot_held',
+  /** Observable gauge: worker slots this node may claim in its region (`--workers`); attribute `region`. */
+  regionSlots: 'idgen.region.slots',
 } as const;
+
+/** What the node gauges read at each scrape (never on the request path). */
+export interface NodeGaugeReading {
+  readonly region: number;
+  readonly ready: boolean;
+  readonly reason: string;
+  readonly slotHeld: boolean;
+  readonly slots: number;
+}
 
 /** Resource attributes on every series (`target_info` in Prometheus), OpenTelemetry's semantic conventions. */
 export const ServerResourceAttributes = {
@@ -67,6 +84,8 @@ export const ServerAttributes = {
   code: 'rpc.response.status_code',
   /** Why a client was refused (a closed set: @idgen/h2's H2RefusalReason and `connection-limit`). */
   reason: 'reason',
+  /** The node's home region code (`--region`): lets rules sum the node's series by region. */
+  region: 'region',
 } as const;
 
 /** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (DESIGN §3). */
@@ -159,6 +178,11 @@ export interface ServerMetricsHandle {
   countRefusal(reason: string): void;
   /** Records one RPC answered outside connect-es (fast-path.ts): `code` undefined means ok. */
   recordRpc(service: string, method: string, code: Code | undefined, startNs: bigint, ids: number): void;
+  /**
+   * Registers the node gauges ({@link ServerMetrics.nodeReady}, `nodeReadiness`, `slotHeld`, `regionSlots`);
+   * `read` is called once per scrape. `reasons` lists every readiness reason, each reported 0 or 1.
+   */
+  observeNode(reasons: readonly string[], read: () => NodeGaugeReading): void;
   /** Serves Prometheus text at `/metrics` on `listen`; resolves with the bound address. */
   listen(listen: HostPort): Promise<string>;
   /** Stops the /metrics listener and the provider. */
@@ -256,6 +280,35 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
     interceptor,
     countTimeout: () => timeouts.add(1),
     countRefusal: (reason) => refusals.add(1, { [ServerAttributes.reason]: reason }),
+    observeNode(reasons, read) {
+      const ready = meter.createObservableGauge(ServerMetrics.nodeReady, {
+        description: 'Whether the node may mint now (/readyz 200): 1 or 0.',
+        unit: '1',
+      });
+      const readiness = meter.createObservableGauge(ServerMetrics.nodeReadiness, {
+        description: "The node's readiness reason: 1 for the current one, 0 for every other.",
+        unit: '1',
+      });
+      const held = meter.createObservableGauge(ServerMetrics.slotHeld, {
+        description: 'Whether the node holds a worker slot: 1 or 0.',
+        unit: '1',
+      });
+      const slots = meter.createObservableGauge(ServerMetrics.regionSlots, {
+        description: 'Worker slots this node may claim in its region (--workers).',
+        unit: '{slot}',
+      });
+      meter.addBatchObservableCallback(
+        (result) => {
+          const r = read();
+          const region = { [ServerAttributes.region]: String(r.region) };
+          result.observe(ready, r.ready ? 1 : 0, region);
+          for (const reason of reasons) result.observe(readiness, reason === r.reason ? 1 : 0, { ...region, [ServerAttributes.reason]: reason });
+          result.observe(held, r.slotHeld ? 1 : 0, region);
+          result.observe(slots, r.slots, region);
+        },
+        [ready, readiness, held, slots],
+      );
+    },
     recordRpc(service, method, code, startNs, ids) {
       record(service, method, code === undefined ? 'ok' : codeName(code), startNs);
       idsServedTotal += ids;
