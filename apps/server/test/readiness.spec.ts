@@ -118,6 +118,21 @@ describe('a node says why it is not ready', () => {
     await spare.process.waitForLine(/"readiness":"ready".*"msg":"readiness: ready"/, 10_000);
   });
 
+  it('a serving node whose etcd is killed: fenced (lease), then etcd-unreachable while it claims again', async () => {
+    const own = await startEtcd();
+    const node = await start(['--region', '5', '--etcd', own.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--metrics-listen', 'off']);
+    await node.ready();
+    expect((await readyz(node)).body.reason).toBe('ready');
+    await own.kill();
+    const { status, body } = await readyzSays(node, 'etcd-unreachable', 40_000);
+    expect(status).toBe(503);
+    expect(body.state).toBe('fenced');
+    // On the way it was fenced for its lease (the deadline passed without an acknowledged keep-alive).
+    await node.process.waitForLine(/"readiness":"fenced","cause":"lease".*"msg":"readiness: not ready, fenced \(lease\)/, 5_000);
+    await node.process.waitForLine(/"readiness":"etcd-unreachable".*"previous":"fenced"/, 5_000);
+    await own.stop();
+  });
+
   it('a restart whose clock reads 4 s earlier (libfaketime): waiting-for-floor, with how long', async () => {
     const stateFile = standaloneStateFile();
     const clockFile = join(dirname(stateFile), 'faketime');
