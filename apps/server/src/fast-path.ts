@@ -16,7 +16,7 @@ export interface FastPathOptions {
    * NextIds without the protocol (service.ts `createNextIds`): blocks now, or later (a promise) when they need
    * a millisecond still to come; throws (or rejects with) a ConnectError. `owner`: the connection, for fairness.
    */
-  readonly nextIds: (count: number, owner?: object) => readonly WireBlock[] | Promise<readonly WireBlock[]>;
+  readonly nextIds: (count: number, owner?: object, abandoned?: () => boolean) => readonly WireBlock[] | Promise<readonly WireBlock[]>;
   readonly maxBodyBytes: number;
   /** Records one call for metrics: its code (`ok`, `invalid_argument`, …) and start (hrtime ns). */
   readonly record?: (code: Code | undefined, startNs: bigint, ids: number) => void;
@@ -59,10 +59,16 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
    * Mints for a request body and calls `answer` with the blocks or the error to answer (a body the caller got
    * wrong, or a fence): at once when the current millisecond can serve it, else from the mint scheduler's timer.
    */
-  const mint = (protocol: Protocol, body: Buffer, owner: object, answer: (r: readonly WireBlock[] | ConnectError) => void): void => {
+  const mint = (
+    protocol: Protocol,
+    body: Buffer,
+    owner: object,
+    abandoned: () => boolean,
+    answer: (r: readonly WireBlock[] | ConnectError) => void,
+  ): void => {
     let minted: readonly WireBlock[] | Promise<readonly WireBlock[]>;
     try {
-      minted = options.nextIds(parseCount(protocol, body), owner);
+      minted = options.nextIds(parseCount(protocol, body), owner, abandoned);
     } catch (e) {
       answer(ConnectError.from(e));
       return;
@@ -90,7 +96,7 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     req.on('end', () => {
       if (body.over) return;
-      mint(protocol, body.bytes(), req.socket, (blocks) => answerHttp1(res, protocol, blocks, start));
+      mint(protocol, body.bytes(), req.socket, () => res.destroyed, (blocks) => answerHttp1(res, protocol, blocks, start));
     });
     return true;
   };
@@ -130,7 +136,7 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     stream.on('end', () => {
       if (body.over) return;
-      mint(protocol, body.bytes(), stream.session ?? stream, (blocks) => answerHttp2(stream, protocol, blocks, start));
+      mint(protocol, body.bytes(), stream.session ?? stream, () => stream.closed || stream.destroyed, (blocks) => answerHttp2(stream, protocol, blocks, start));
     });
     return true;
   };
@@ -178,7 +184,7 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     };
     stream.onend = (): void => {
       if (body.over) return;
-      mint(protocol, body.bytes(), stream.connectionKey, (blocks) => answerH2(stream, protocol, blocks, start));
+      mint(protocol, body.bytes(), stream.connectionKey, () => stream.isClosed, (blocks) => answerH2(stream, protocol, blocks, start));
     };
     return true;
   };

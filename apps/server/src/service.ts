@@ -83,7 +83,7 @@ export interface WireBlock {
  */
 export function createNextIds(
   deps: Pick<ServiceDeps, 'guard' | 'maxCount' | 'onUnexpected' | 'mints'>,
-): (count: number, owner?: object) => WireBlock[] | Promise<WireBlock[]> {
+): (count: number, owner?: object, abandoned?: () => boolean) => WireBlock[] | Promise<WireBlock[]> {
   const { maxCount } = deps;
   const mints = deps.mints ?? createMintScheduler(deps.guard);
   const rangeMessage = `count must be from 1 to ${maxCount}`;
@@ -95,14 +95,14 @@ export function createNextIds(
   const rejectAsConnectError = (e: unknown): never => {
     throw toConnectError(e);
   };
-  return (count, owner) => {
+  return (count, owner, abandoned) => {
     if (!(count >= 1 && count <= maxCount)) {
       throw new ConnectError(`${rangeMessage}, got ${count}`, Code.InvalidArgument);
     }
     let minted: WireBlock[] | Promise<WireBlock[]>;
     try {
       // MintedBlock also carries its millisecond; the wire carries only (first, count): structurally a WireBlock.
-      minted = mints.mint(count, owner);
+      minted = mints.mint(count, owner, abandoned);
     } catch (e) {
       throw toConnectError(e);
     }

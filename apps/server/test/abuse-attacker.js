@@ -113,6 +113,21 @@ const ATTACKS = {
     const flood = repeat(2_048, () => frame(FrameType.WINDOW_UPDATE, 0, 0, word(1)));
     return { chunk: () => flood };
   },
+  // Legal but heavy: 128 NextIds(4096) calls (each a whole millisecond of the worker's sequence) in one write,
+  // again and again; the calls over the stream limit are refused and, past its budget, the connection is cut.
+  'nextids-4096': () => {
+    const id = ids();
+    const body = frame(FrameType.DATA, Flag.END_STREAM, 0, Buffer.from([0, 0, 0, 0, 3, 0x08, 0x80, 0x20]));
+    return {
+      chunk: () =>
+        repeat(128, () => {
+          const stream = id();
+          const data = Buffer.from(body);
+          data.writeUInt32BE(stream, 5);
+          return Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS), data]);
+        }),
+    };
+  },
   'unknown-type': () => {
     const flood = repeat(2_048, () => frame(0x42, 0, 0, Buffer.alloc(8)));
     return { chunk: () => flood };

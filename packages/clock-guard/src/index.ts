@@ -15,7 +15,7 @@ export {
   MAX_BLOCK_REQUEST,
   createGuardedMinter,
 } from './guard.js';
-export { createMintScheduler } from './mint-scheduler.js';
+export { MintAbandonedError, createMintScheduler } from './mint-scheduler.js';
 export type { MintScheduler, MintSchedulerOptions, SchedulableMinter } from './mint-scheduler.js';
 export type { GuardStatus, GuardedMinterOptions, LeaseExtension, TimeSourceHealth, WorkerAssignment } from './guard.js';
 export { ClockGuardAttributes, ClockGuardMetrics } from './metrics.js';

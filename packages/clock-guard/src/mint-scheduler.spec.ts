@@ -1,5 +1,5 @@
 import { DEFAULT_LAYOUT, type MintedBlock } from '@idgen/core';
-import { createGuardedMinter, createMintScheduler, createTestClock } from './index.js';
+import { MintAbandonedError, createGuardedMinter, createMintScheduler, createTestClock } from './index.js';
 
 const T0 = 1_728_898_200_123;
 
@@ -92,6 +92,21 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
     await nextMs();
     await rejected;
     expect(() => scheduler.mint(10)).toThrow('lost');
+  });
+
+  it('drops a waiting request whose caller went away, minting nothing for it', async () => {
+    const { guard, scheduler, nextMs } = setup();
+    scheduler.mint(4096);
+    let gone = false;
+    const dropped = scheduler.mint(4096, {}, () => gone);
+    const kept = scheduler.mint(10, {});
+    const rejected = expect(dropped).rejects.toBeInstanceOf(MintAbandonedError);
+    gone = true;
+    const before = guard.counts().idsMinted;
+    await nextMs();
+    await rejected;
+    expect(total(await kept)).toBe(10);
+    expect(guard.counts().idsMinted - before).toBe(10);
   });
 
   it('close rejects every waiting request', async () => {

@@ -12,6 +12,7 @@ export interface MintSchedulerOptions {
 
 interface Pending {
   readonly count: number;
+  readonly abandoned: (() => boolean) | undefined;
   left: number;
   readonly blocks: MintedBlock[];
   readonly resolve: (blocks: MintedBlock[]) => void;
@@ -37,8 +38,12 @@ interface Line {
  * guard's {@link FencedError}; IDs minted for a rejected request are dropped, never handed out twice.
  */
 export interface MintScheduler {
-  /** IDs for `count`, now (an array) or later (a promise), for `owner` (any object; default one shared owner). */
-  mint(count: number, owner?: object): MintedBlock[] | Promise<MintedBlock[]>;
+  /**
+   * IDs for `count`, now (an array) or later (a promise), for `owner` (any object; default one shared owner).
+   * `abandoned`: asked before each later millisecond; true (the caller reset the stream, the connection went)
+   * drops the request unminted and rejects it with {@link MintAbandonedError}, so the dead cannot queue work.
+   */
+  mint(count: number, owner?: object, abandoned?: () => boolean): MintedBlock[] | Promise<MintedBlock[]>;
   /** Requests waiting for a later millisecond. */
   waiting(): number;
   /** Rejects every waiting request with `reason` (shutdown). */
@@ -46,6 +51,14 @@ export interface MintScheduler {
 }
 
 const SHARED_OWNER = {};
+
+/** A waiting request dropped because its caller was gone (nothing was minted for it after that). */
+export class MintAbandonedError extends Error {
+  override readonly name = 'MintAbandonedError';
+  constructor() {
+    super('the caller went away while its IDs waited for a later millisecond');
+  }
+}
 
 /** Creates a {@link MintScheduler} over a guarded minter. */
 export function createMintScheduler(guard: SchedulableMinter, options: MintSchedulerOptions = {}): MintScheduler {
@@ -78,7 +91,12 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
       const served: Line[] = [];
       const unreached: Line[] = [];
       for (const line of turn) {
-        const p = line.queue[0];
+        // Drop heads whose callers are gone: nothing is minted for them.
+        let p = line.queue[0];
+        while (p?.abandoned?.() === true) {
+          settle(line, p, new MintAbandonedError());
+          p = line.queue[0];
+        }
         if (p === undefined) continue;
         if (spent) {
           unreached.push(line);
@@ -107,15 +125,15 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
   }
 
   return {
-    mint(count, owner = SHARED_OWNER) {
+    mint(count, owner = SHARED_OWNER, abandoned) {
       if (waiting === 0) {
         const blocks = guard.tryNextBlock(count);
         let got = 0;
         for (const b of blocks) got += b.count;
         if (got === count) return blocks;
-        return enqueue(owner, count, count - got, blocks);
+        return enqueue(owner, count, count - got, blocks, abandoned);
       }
-      return enqueue(owner, count, count, []);
+      return enqueue(owner, count, count, [], abandoned);
     },
     waiting: () => waiting,
     close(reason) {
@@ -126,7 +144,7 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
     },
   };
 
-  function enqueue(owner: object, count: number, left: number, blocks: MintedBlock[]): Promise<MintedBlock[]> {
+  function enqueue(owner: object, count: number, left: number, blocks: MintedBlock[], abandoned: (() => boolean) | undefined): Promise<MintedBlock[]> {
     return new Promise<MintedBlock[]>((resolve, reject) => {
       let line = lines.get(owner);
       if (line === undefined) {
@@ -134,7 +152,7 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
         lines.set(owner, line);
         turn.push(line);
       }
-      line.queue.push({ count, left, blocks, resolve, reject });
+      line.queue.push({ count, abandoned, left, blocks, resolve, reject });
       waiting++;
       arm();
     });
