@@ -64,6 +64,12 @@ describe('server metrics on /metrics', () => {
       expect(text).toContain('idgen_lease_keepalive_failures_total{otel_scope_name="@idgen/lease"} 0');
       expect(text).toContain('idgen_server_request_timeouts_total{otel_scope_name="@idgen/server"} 0');
       expect(text).toContain('idgen_h2_refusals_total{otel_scope_name="@idgen/server"} 0');
+      expect(text).toContain(
+        'idgen_server_requests_total{rpc_service="idgen.v1.IdGenerator",rpc_method="NextIds",rpc_response_status_code="ok",otel_scope_name="@idgen/server"} 0',
+      );
+      expect(text).toContain(
+        'idgen_server_request_duration_count{rpc_service="idgen.v1.IdGenerator",rpc_method="GetStatus",rpc_response_status_code="ok",otel_scope_name="@idgen/server"} 0',
+      );
     } finally {
       await metrics.close();
     }

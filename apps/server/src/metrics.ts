@@ -6,6 +6,7 @@ import { HostMetrics } from '@opentelemetry/host-metrics';
 import { RuntimeNodeInstrumentation } from '@opentelemetry/instrumentation-runtime-node';
 import { emptyResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { LeaseAttributes, LeaseMetrics } from '@idgen/lease';
+import { IdGenerator } from '@idgen/proto';
 import {
   AggregationTemporality,
   DataPointType,
@@ -242,14 +243,19 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
   refusals.add(0);
   timeouts.add(0);
 
+  const series = (key: string, service: string, method: string, code: string) => {
+    const attributes = { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code };
+    const c = { attributes, count: 0, latency: latencies.add(attributes) };
+    calls.set(key, c);
+    return c;
+  };
+  // The successful calls of the API at 0 from the start (a rate() baseline); other codes appear when they happen.
+  for (const method of [IdGenerator.method.nextIds.name, IdGenerator.method.getStatus.name]) {
+    series(`${IdGenerator.typeName}/${method}/ok`, IdGenerator.typeName, method, 'ok');
+  }
   const record = (service: string, method: string, code: string, startNs: bigint): void => {
     const key = `${service}/${method}/${code}`;
-    let c = calls.get(key);
-    if (c === undefined) {
-      const attributes = { [ServerAttributes.service]: service, [ServerAttributes.method]: method, [ServerAttributes.code]: code };
-      c = { attributes, count: 0, latency: latencies.add(attributes) };
-      calls.set(key, c);
-    }
+    const c = calls.get(key) ?? series(key, service, method, code);
     c.count++;
     c.latency.record(Number(process.hrtime.bigint() - startNs) / 1e9);
   };
