@@ -256,6 +256,20 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   }
 });
 
+it('npx @idgen/cli decode runs from the registry, outside the repository', async () => {
+  const project = freshProject('npx');
+  const r = await npm(['exec', '--yes', '--package', '@idgen/cli@0.1.0', '--', 'idgen', 'decode', '104148763141017605'], project);
+  expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(JSON.parse(r.stdout.trim())).toEqual({
+    id: '104148763141017605',
+    timestampMs: 24831000123,
+    time: '2024-10-14T09:30:00.123Z',
+    region: 2,
+    worker: 17,
+    sequence: 5,
+  });
+});
+
 /** The region of a decimal ID under the default layout (bits 19-21). */
 function regionOf(id: string): number {
   return Number((BigInt(id) >> 19n) & 7n);
