@@ -163,8 +163,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     interceptors: options.interceptors ?? [],
     readMaxBytes: options.maxBodyBytes,
     writeMaxBytes: 4 * 1024 * 1024,
-    // Caps the deadline a client may ask for; requests with none get the server's own timer below.
-    maxTimeoutMs: options.requestTimeoutMs,
+    // No maxTimeoutMs: connect-es would refuse a longer deadline (INVALID_ARGUMENT; a 30 s gRPC default is
+    // common). The server's own request timer below caps every request at requestTimeoutMs instead (issue 13).
     shutdownSignal: shutdown.signal,
     acceptCompression: [compressionGzip, compressionBrotli],
   });
