@@ -55,7 +55,9 @@ describe('boot (docs/design.md §5 steps 2-6)', () => {
     expect(finished).toBe(false);
     expect(p.lease.snapshot().state).toBe('idle');
     expect(p.guard.canMint()).toBe(false);
-    expect(p.logger.entries.some((e) => e.level === 'error' && e.msg.includes('time source unhealthy'))).toBe(true);
+    const unhealthy = p.logger.entries.find((e) => e.level === 'error' && e.msg.includes('time source unhealthy'));
+    expect(unhealthy?.msg).toBe('boot: time source unhealthy (not-synchronised), not ready; re-checking');
+    expect(unhealthy?.fields).toMatchObject({ step: 'time-source', problem: 'not-synchronised' });
     p.stub.say(CHRONY_HEALTHY);
     const report = await booting;
     p.timeSource.stop();
