@@ -43,6 +43,8 @@ export interface NodeStatus {
   readonly maxCount?: number;
   /** Why the call failed (state `unreachable`). */
   readonly error?: string;
+  /** The node left out the lease id, deadline, floor and last minted ms (it did not authenticate this caller). */
+  readonly detailsRedacted?: boolean;
 }
 
 function flatten(url: string, s: GetStatusResponse): NodeStatus {
@@ -72,8 +74,9 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
     ...(s.clockOffsetSeconds !== undefined ? { clockOffsetSeconds: s.clockOffsetSeconds } : {}),
     clockMessage: s.clockMessage,
     // A slot never minted in has the epoch − 1 as its floor: no floor worth showing.
-    ...(s.floorMs > 0n && (s.layout === undefined || s.floorMs >= s.layout.epochMs) ? { floorMs: Number(s.floorMs) } : {}),
-    ...(s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
+    ...(s.detailsRedacted ? { detailsRedacted: true } : {}),
+    ...(!s.detailsRedacted && s.floorMs > 0n && (s.layout === undefined || s.floorMs >= s.layout.epochMs) ? { floorMs: Number(s.floorMs) } : {}),
+    ...(!s.detailsRedacted && s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
     advertiseAddress: s.advertiseAddress,
     maxCount: s.maxCount,
   };

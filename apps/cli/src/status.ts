@@ -103,8 +103,8 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
       s.state === 'unreachable' ? (s.error ?? '') : (s.fenceReason ?? ''),
       s.keepAliveAgeSeconds === undefined ? '' : `${s.keepAliveAgeSeconds.toFixed(1)}s ago`,
       clockCell(s),
-      s.floorMs === undefined ? '' : isoTime(s.floorMs),
-      s.lastMintedMs === undefined ? '' : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
+      s.detailsRedacted === true ? 'redacted' : s.floorMs === undefined ? '' : isoTime(s.floorMs),
+      s.detailsRedacted === true ? 'redacted' : s.lastMintedMs === undefined ? '' : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
     ];
     if (fromEtcd) r.push(s.registered === true ? 'yes' : 'no');
     return r;

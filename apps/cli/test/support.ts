@@ -33,6 +33,7 @@ export async function startNode(etcdUrl: string, o: { region: number; worker: nu
     [
       SERVER_MAIN_JS,
       '--etcd', etcdUrl,
+      '--status-details', 'full',
       '--region', String(o.region),
       '--workers', String(o.worker),
       '--node-id', o.nodeId,

@@ -98,7 +98,7 @@ describe('parseConfig', () => {
       '--lease-ttl', '10', '--fence-margin-ms', '1500', '--time-source', 'none', '--max-count', '100', '--node-id', 'n-1',
       '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
       '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
-      '--http2-server', 'node',
+      '--http2-server', 'node', '--status-details', 'full',
     ]);
     expect(c).toEqual({
       region: 2,
@@ -121,6 +121,7 @@ describe('parseConfig', () => {
       shutdownTimeoutMs: 3000,
       maxBodyBytes: 4096,
       http2Server: 'node',
+      statusDetails: 'full',
     });
   });
 
@@ -131,7 +132,7 @@ describe('parseConfig', () => {
       IDGEN_FENCE_MARGIN_MS: '2000', IDGEN_TIME_SOURCE: 'none', IDGEN_MAX_COUNT: '10', IDGEN_NODE_ID: 'env-node',
       IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
       IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
-      IDGEN_HTTP2_SERVER: 'node',
+      IDGEN_HTTP2_SERVER: 'node', IDGEN_STATUS_DETAILS: 'redacted',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
@@ -167,6 +168,7 @@ describe('parseConfig', () => {
       shutdownTimeoutMs: 800,
       maxBodyBytes: 2048,
       http2Server: 'node',
+      statusDetails: 'redacted',
     });
     expect(config(['--region', '4', '--max-count', '20'], env)).toMatchObject({ region: 4, maxCount: 20 });
   });

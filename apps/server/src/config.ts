@@ -66,6 +66,12 @@ export interface ServerConfig {
   readonly shutdownTimeoutMs: number;
   /** Largest request body accepted, in bytes. */
   readonly maxBodyBytes: number;
+  /**
+   * Whether GetStatus carries the lease id, fence deadline, floor and last minted millisecond to any caller
+   * (`full`) or leaves them out (`redacted`). `--status-details auto` (the default): full only when the serving
+   * port requires client certificates (mTLS), where every caller is an allowed one.
+   */
+  readonly statusDetails: 'full' | 'redacted';
   /** h2c connections on @idgen/h2 (`idgen`) or node:http2 (`node`). */
   readonly http2Server: 'idgen' | 'node';
 }
@@ -156,6 +162,15 @@ export const FLAGS: readonly FlagSpec[] = [
     key: 'tlsClientNames',
     env: 'IDGEN_TLS_CLIENT_NAMES',
     description: 'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed',
+  },
+  {
+    flags: '--status-details <mode>',
+    key: 'statusDetails',
+    env: 'IDGEN_STATUS_DETAILS',
+    description:
+      'GetStatus details (lease id, fence deadline, floor, last minted ms): full, redacted, or auto (full only with --tls-client-ca, ' +
+      'where every caller holds an allowed certificate; set full behind a mesh sidecar that authenticates callers)',
+    defaultValue: 'auto',
   },
   {
     flags: '--advertise <host:port>',
@@ -423,6 +438,13 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const http2Server = h2Raw.value === 'idgen' || h2Raw.value === 'node' ? h2Raw.value : undefined;
   if (http2Server === undefined) throw new ConfigError(`${h2Raw.from} must be idgen or node, got ${JSON.stringify(h2Raw.value ?? '')}`);
 
+  const detailsRaw = get('statusDetails');
+  const detailsValue = detailsRaw.value ?? 'auto';
+  if (detailsValue !== 'auto' && detailsValue !== 'full' && detailsValue !== 'redacted') {
+    throw new ConfigError(`${detailsRaw.from} must be auto, full or redacted, got ${JSON.stringify(detailsValue)}`);
+  }
+  const statusDetails = detailsValue === 'auto' ? (tls?.clientCaFile !== undefined ? 'full' : 'redacted') : detailsValue;
+
   const nodeRaw = get('nodeId');
   const nodeId = nodeRaw.value ?? defaultNodeId();
   if (!/^[A-Za-z0-9._:-]{1,128}$/.test(nodeId)) {
@@ -455,6 +477,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
     maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
     http2Server,
+    statusDetails,
   };
   // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
   // so a bad combination is a configuration error (exit 2), not a crash at start-up.

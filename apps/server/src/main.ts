@@ -116,6 +116,7 @@ function run(config: ServerConfig): void {
     maxCount: config.maxCount,
     timeSourceMode: config.timeSource,
     advertise: () => advertise,
+    statusDetails: config.statusDetails,
     readiness,
     onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
   };

@@ -43,6 +43,11 @@ export interface ServiceDeps {
   readonly readiness?: () => Readiness;
   /** Called with any error the guard throws that is not a fence (a bug): the caller gets INTERNAL. */
   readonly onUnexpected?: (e: unknown) => void;
+  /**
+   * `redacted`: GetStatus leaves out the lease id, the fence deadline, the floor and the last minted millisecond
+   * (issue 15: what an unauthenticated caller does not need). Default `full`.
+   */
+  readonly statusDetails?: 'full' | 'redacted';
   /** The node's one mint scheduler (shared by every path that mints); default one of its own over `guard`. */
   readonly mints?: MintScheduler;
 }
@@ -137,6 +142,7 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
   const canMint = deps.guard.canMint();
   const layout = deps.guard.layout;
   const fenced = !canMint && g.reason !== undefined;
+  const full = deps.statusDetails !== 'redacted';
   let clockState = g.timeSource.healthy ? ClockState.HEALTHY : ClockState.UNHEALTHY;
   if (deps.timeSourceMode === 'none') clockState = ClockState.UNCHECKED;
   return create(GetStatusResponseSchema, {
@@ -146,7 +152,7 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
     state: nodeState(deps.phase(), canMint),
     fenceReason: fenced && g.reason !== undefined ? WIRE_FENCE_REASONS[g.reason] : WireFenceReason.UNSPECIFIED,
     fenceMessage: fenced ? (g.message ?? '') : '',
-    leaseId: lease.leaseId ?? '',
+    leaseId: full ? (lease.leaseId ?? '') : '',
     keepAliveAgeSeconds: lease.keepAliveAgeSeconds,
     clockState,
     clockOffsetSeconds: g.timeSource.offsetSeconds,
@@ -159,9 +165,10 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
       sequenceBits: layout.sequenceBits,
     },
     leaseMode: lease.mode === 'etcd' ? LeaseMode.ETCD : LeaseMode.STANDALONE,
-    fenceDeadlineInMs: lease.deadlineInMs === undefined ? undefined : BigInt(Math.round(lease.deadlineInMs)),
-    floorMs: BigInt(Math.max(0, g.floorMs)),
-    lastMintedMs: BigInt(deps.guard.lastMintedMs()),
+    fenceDeadlineInMs: !full || lease.deadlineInMs === undefined ? undefined : BigInt(Math.round(lease.deadlineInMs)),
+    floorMs: full ? BigInt(Math.max(0, g.floorMs)) : 0n,
+    lastMintedMs: full ? BigInt(deps.guard.lastMintedMs()) : 0n,
+    detailsRedacted: !full,
     advertiseAddress: deps.advertise(),
     maxCount: deps.maxCount,
     ...(deps.readiness === undefined ? {} : readinessFields(deps.readiness())),

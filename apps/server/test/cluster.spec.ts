@@ -26,7 +26,7 @@ let readyLines: LogLine[] = [];
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  const args = ['--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--request-timeout-ms', '1500'];
+  const args = ['--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--request-timeout-ms', '1500', '--status-details', 'full'];
   nodes = await Promise.all([startServer([...args, '--node-id', 'node-a']), startServer([...args, '--node-id', 'node-b'])]);
   readyLines = await Promise.all(nodes.map((n) => n.ready()));
 });

@@ -19,7 +19,7 @@ afterAll(() => cleanupAll());
 
 function args(worker: number, nodeId: string): string[] {
   return [
-    '--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', String(TTL_SECONDS),
+    '--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', String(TTL_SECONDS), '--status-details', 'full',
     '--workers', `${worker}-${worker}`, '--node-id', nodeId, '--metrics-listen', 'off',
   ];
 }
