@@ -35,7 +35,7 @@ export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitC
   } else {
     if (flags.region === undefined) throw usageError('--etcd needs --region (the region whose nodes to ask)');
     const region = integerOption('--region', flags.region, 0, MAX_REGION_CODE);
-    // One list of the region's serving nodes (the discovery records nodes write, DESIGN §5), not a watch: the
+    // One list of the region's serving nodes (the discovery records nodes write, docs/design.md §5), not a watch: the
     // CLI lives for one call, and an etcd watch left retrying would keep the process alive.
     const discovery = createDiscoveryReader({ ...etcdConnection(flags).options, region, requestTimeoutMs: timeoutMs });
     let nodes: ServingNode[];

@@ -89,7 +89,7 @@ export const ServerAttributes = {
   region: 'region',
 } as const;
 
-/** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (DESIGN §3). */
+/** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (docs/design.md §3). */
 const LATENCY_BUCKETS_S = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
 
 /** One latency histogram (one method and code): explicit buckets kept in plain numbers. */

@@ -1,6 +1,6 @@
 /**
  * `@idgen/clock-guard`: the clock minting trusts, and the rules for when it cannot be trusted
- * (DESIGN §4). The server and the embedded mode mint through a {@link GuardedMinter}.
+ * (docs/design.md §4). The server and the embedded mode mint through a {@link GuardedMinter}.
  *
  * @packageDocumentation
  */
