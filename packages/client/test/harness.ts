@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { freePort, spawnProcess, type ProcessHandle } from '@idgen/testing';
+import { freePort, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 import type { IdClient } from '../src/index.js';
 
 /** The built generator node (tests start apps as processes, never import them). */
@@ -25,16 +25,25 @@ export interface ServerNode {
 }
 
 /** Starts `node apps/server/dist/main.js` on a free port and waits for its `ready` line. */
-export async function startServer(options: { region: number; etcd?: string; leaseTtl?: number }): Promise<ServerNode> {
+export async function startServer(options: {
+  region: number;
+  etcd?: string;
+  leaseTtl?: number;
+  /** TLS with mTLS on the serving port: the node's certificate and key, and the CA its callers' certificates come from. */
+  tls?: { certFile: string; keyFile: string; clientCaFile: string };
+}): Promise<ServerNode> {
   requireServerBuild();
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const args = [SERVER_MAIN, '--time-source', 'none', '--region', String(options.region), '--listen', address, '--metrics-listen', 'off'];
   if (options.etcd !== undefined) args.push('--etcd', options.etcd);
+  // Without etcd: standalone by name, on a state file of its own.
+  else args.push('--standalone', '--state-file', join(tempDirSync('client-standalone').path, 'state.json'));
+  if (options.tls !== undefined) args.push('--tls-cert', options.tls.certFile, '--tls-key', options.tls.keyFile, '--tls-client-ca', options.tls.clientCaFile);
   if (options.leaseTtl !== undefined) args.push('--lease-ttl', String(options.leaseTtl));
   const child = spawnProcess(process.execPath, args);
   await child.waitForLine(/"msg":"ready"/, 30_000);
-  return { region: options.region, address, url: `http://${address}`, process: child };
+  return { region: options.region, address, url: `${options.tls === undefined ? 'http' : 'https'}://${address}`, process: child };
 }
 
 /** Every ID a suite collects, to check that none was handed out twice (docs/design.md §8.1). */
