@@ -1,5 +1,5 @@
 import { metrics, type Meter } from '@opentelemetry/api';
-import { DEFAULT_LAYOUT, Minter, type Layout, type MintVerdict, type MintedBlock } from '@idgen/core';
+import { DEFAULT_LAYOUT, Minter, type Layout, type MintVerdict, type MintedBlock, type SequenceExhausted } from '@idgen/core';
 import { systemClock, type ClockSource } from './clock.js';
 import { FencedError, type FenceReason } from './errors.js';
 import { registerGuardMetrics, type GuardCounters } from './metrics.js';
@@ -201,27 +201,14 @@ export class GuardedMinter {
    * not mint; IDs minted for this call before a fence are dropped, never handed out twice.
    */
   nextBlock(count: number): MintedBlock[] {
-    if (!Number.isInteger(count) || count < 1 || count > MAX_BLOCK_REQUEST) {
-      throw new RangeError(`count must be an integer from 1 to ${MAX_BLOCK_REQUEST}, got ${String(count)}`);
-    }
-    const perMs = this.layout.maxSequence + 1;
     const blocks: MintedBlock[] = [];
     let left = count;
-    while (left > 0) {
-      const now = this.clock.nowMs();
-      if (this.blocked !== undefined || now > this.ceiling || this.clock.monoMs() >= this.deadline) {
-        throw this.refusal(now);
-      }
-      const r = (this.minter as Minter).mintBlock(now, left < perMs ? left : perMs);
-      if ('first' in r) {
-        blocks.push(r);
-        left -= r.count;
-        this.minted += r.count;
-      } else {
-        this.handle(r);
-      }
+    for (;;) {
+      const spent = this.mintAvailable(left, blocks);
+      if (spent === undefined) return blocks;
+      left = spent.left;
+      this.handle(spent.verdict); // docs/design.md §4: wait for the next millisecond here, counted
     }
-    return blocks;
   }
 
   /**
@@ -233,11 +220,25 @@ export class GuardedMinter {
    * here (bounded, and only on a clock event).
    */
   tryNextBlock(count: number): MintedBlock[] {
+    const blocks: MintedBlock[] = [];
+    const spent = this.mintAvailable(count, blocks);
+    // The rest waits for the next millisecond off the loop: counted once per millisecond, not per asking.
+    if (spent !== undefined && spent.verdict.lastMs !== this.exhaustedMs) {
+      this.exhaustedMs = spent.verdict.lastMs;
+      this.counters.overflowWaits++;
+    }
+    return blocks;
+  }
+
+  /**
+   * Mints up to `count` IDs into `blocks` until done (undefined) or the current millisecond's sequence is spent
+   * (the verdict and how many are left). Checks the fences, the deadline and the ceiling for every block.
+   */
+  private mintAvailable(count: number, blocks: MintedBlock[]): { verdict: SequenceExhausted; left: number } | undefined {
     if (!Number.isInteger(count) || count < 1 || count > MAX_BLOCK_REQUEST) {
       throw new RangeError(`count must be an integer from 1 to ${MAX_BLOCK_REQUEST}, got ${String(count)}`);
     }
     const perMs = this.layout.maxSequence + 1;
-    const blocks: MintedBlock[] = [];
     let left = count;
     while (left > 0) {
       const now = this.clock.nowMs();
@@ -250,17 +251,12 @@ export class GuardedMinter {
         left -= r.count;
         this.minted += r.count;
       } else if (r.kind === 'sequence-exhausted') {
-        // docs/design.md §4: the rest waits for the next millisecond (counted once per millisecond), off the loop.
-        if (r.lastMs !== this.exhaustedMs) {
-          this.exhaustedMs = r.lastMs;
-          this.counters.overflowWaits++;
-        }
-        break;
+        return { verdict: r, left };
       } else {
         this.handle(r);
       }
     }
-    return blocks;
+    return undefined;
   }
 
   /** The lease holds a slot and the wall clock has passed its floor: minting may start (docs/design.md §5 step 5). */
