@@ -2,7 +2,8 @@
 // every block it got. Plain JavaScript over the built package, so libfaketime sees a plain `node`.
 'use strict';
 const fs = require('node:fs');
-const { createGuardedMinter, isFencedError } = require('../dist/index.js');
+// Through the package's own exports (its built CommonJS entry), as a user's require would resolve it.
+const { createGuardedMinter, isFencedError } = require('@idgen/clock-guard');
 
 const [outFile, durationText] = process.argv.slice(2);
 const durationMs = Number(durationText);
