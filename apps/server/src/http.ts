@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { createServer as createHttp1Server, type IncomingMessage, type ServerResponse } from 'node:http';
 import {
   constants as h2,
@@ -101,7 +102,7 @@ export interface ServingServerOptions {
    * refused or answered 431; see its README) and `connection-limit` for a connection over `maxConnections`.
    * For a counter by reason.
    */
-  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused') => void;
+  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused' | 'http1-pipelining') => void;
   /**
    * Called (once) when node:http2's internals are not what @idgen/http2-stream-table works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
@@ -147,6 +148,65 @@ function grpcFailureHeaders(contentType: string, reason: unknown): Record<string
   };
 }
 
+/**
+ * `connection: close` for an HTTP/1.1 request answered without reading its body, if it has one: node:http then
+ * closes the connection after the answer instead of reading the body to its end, which a caller can make endless
+ * (a chunked body to /healthz read 6.2 GB in 5 s, issue 13). HTTP/2 needs nothing: the stream window bounds it.
+ */
+function closeIfBody(req: NodeServerRequest): Record<string, string> {
+  if (req.httpVersionMajor !== 1) return {};
+  const length = req.headers['content-length'];
+  const hasBody = req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+  return hasBody ? { connection: 'close' } : {};
+}
+
+/**
+ * A socket with output waiting that the peer has not taken a byte of for this long is destroyed: a client that
+ * sends requests and never reads the answers (an HTTP/1.1 slowloris) must not hold a connection (issue 13). The
+ * same bound as @idgen/h2's stalled writer.
+ */
+export const STALLED_WRITER_MS = 10_000;
+
+/**
+ * Most HTTP/1.1 requests one connection may have answered in one turn of the event loop (pipelined in what one
+ * read brought). A client sending requests by the megabyte without reading the answers had node:http parse and
+ * answer ~1,800 of them per 64 KB read on each of its connections, the loop late by seconds for everyone else
+ * (issue 13); no real client pipelines this deep (browsers and undici do not pipeline at all by default). One
+ * over: the connection is destroyed (counted as `http1-pipelining`).
+ */
+export const MAX_PIPELINED_PER_TURN = 64;
+const kTurn = Symbol('idgen.turn');
+const kPipelined = Symbol('idgen.pipelined');
+type CountedSocket = Socket & { [kTurn]?: number; [kPipelined]?: number };
+
+/** Descriptors kept spare below the open-files limit, for what is not a client: etcd, chronyc's pipes, the log. */
+export const DESCRIPTOR_HEADROOM = 128;
+
+/** The soft open-files limit of this process (Linux: /proc/self/limits), undefined where it cannot be read. */
+export function openFilesLimit(limitsText?: string): number | undefined {
+  let text = limitsText;
+  if (text === undefined) {
+    try {
+      text = readFileSync('/proc/self/limits', 'latin1');
+    } catch {
+      return undefined;
+    }
+  }
+  const soft = /^Max open files\s+(\S+)/m.exec(text)?.[1];
+  return soft === undefined || !/^\d+$/.test(soft) ? undefined : Number(soft);
+}
+
+/**
+ * The connection cap the serving port can keep: `configured`, lowered to the open-files limit less
+ * {@link DESCRIPTOR_HEADROOM} (at least 1), so clients holding connections cannot take the descriptors etcd and
+ * chronyc need (issue 13: 1,004 idle connections at `ulimit -n 1024` made `spawn chronyc` fail with EMFILE, and
+ * the node fenced itself on its time source).
+ */
+export function connectionCap(configured: number, limit = openFilesLimit()): { maxConnections: number; openFilesLimit: number | undefined; lowered: boolean } {
+  const room = limit === undefined ? configured : Math.max(1, limit - DESCRIPTOR_HEADROOM);
+  return { maxConnections: Math.min(configured, room), openFilesLimit: limit, lowered: room < configured };
+}
+
 /** Paths served as plain HTTP next to the RPCs (docs/design.md §6). */
 export const HEALTHZ_PATH = '/healthz';
 export const READYZ_PATH = '/readyz';
@@ -156,7 +216,8 @@ export const READYZ_PATH = '/readyz';
  * implementation: at most 128 concurrent streams per connection, 16 KiB of headers, 64 KiB stream windows.
  */
 export function createServingServer(options: ServingServerOptions): ServingServer {
-  const shutdown = new AbortController();
+  /** Aborts of the connect-es calls open on @idgen/h2 streams, for close(). */
+  const connectCalls = new Set<(reason: ConnectError) => void>();
   // connectNodeAdapter, plus one correction on the way out (decode-errors.ts): a body that is not protobuf
   // is the caller's INVALID_ARGUMENT, not our INTERNAL.
   const router = createConnectRouter({
@@ -165,7 +226,9 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     writeMaxBytes: 4 * 1024 * 1024,
     // No maxTimeoutMs: connect-es would refuse a longer deadline (INVALID_ARGUMENT; a 30 s gRPC default is
     // common). The server's own request timer below caps every request at requestTimeoutMs instead (issue 13).
-    shutdownSignal: shutdown.signal,
+    // No shutdownSignal either: connect-es adds a listener to it for every call, and one signal holding tens of
+    // thousands of listeners made each removal cost ~270 µs (issue 13, held calls). Each call already has a
+    // signal of its own (its request's); close() aborts the calls still open (`connectCalls`, sockets destroyed).
     acceptCompression: [compressionGzip, compressionBrotli],
   });
   options.routes(router);
@@ -173,7 +236,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   const connect = (req: NodeServerRequest, res: NodeServerResponse, path: string): void => {
     const handler = handlers.get(path);
     if (handler === undefined) {
-      res.writeHead(404, { 'content-length': 0 });
+      res.writeHead(404, { 'content-length': 0, ...closeIfBody(req) });
       res.end();
       return;
     }
@@ -260,11 +323,40 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     return answer(ready ? 200 : 503, { ready, ...(options.readyDetail?.() ?? {}) });
   };
 
+  // The event loop's turn, for MAX_PIPELINED_PER_TURN: bumped by an immediate scheduled by the first HTTP/1.1
+  // request of a turn.
+  let turn = 0;
+  let turnScheduled = false;
+  const nextTurn = (): void => {
+    turn++;
+    turnScheduled = false;
+  };
+  /** False (and the socket destroyed) for an HTTP/1.1 request over the pipelining bound, or on a socket already gone. */
+  const admitHttp1 = (socket: CountedSocket): boolean => {
+    if (socket.destroyed) return false;
+    if (!turnScheduled) {
+      turnScheduled = true;
+      setImmediate(nextTurn);
+    }
+    if (socket[kTurn] !== turn) {
+      socket[kTurn] = turn;
+      socket[kPipelined] = 1;
+      return true;
+    }
+    const n = (socket[kPipelined] ?? 0) + 1;
+    socket[kPipelined] = n;
+    if (n <= MAX_PIPELINED_PER_TURN) return true;
+    options.onRefusal?.('http1-pipelining');
+    socket.destroy();
+    return false;
+  };
+
   const handler = (req: NodeServerRequest, res: NodeServerResponse): void => {
+    if (req.httpVersionMajor === 1 && !admitHttp1(req.socket as CountedSocket)) return;
     const path = pathOf(req.url);
     if (path === HEALTHZ_PATH || path === READYZ_PATH) {
       const answer = probe(req.method, path);
-      res.writeHead(answer.status, answer.headers);
+      res.writeHead(answer.status, { ...answer.headers, ...closeIfBody(req) });
       res.end(answer.body);
       return;
     }
@@ -357,7 +449,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   h1server.emit('listening');
   h1server.on('clientError', (e, socket) => {
     options.onConnectionError?.(e);
-    if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    // Answers still unread ahead of it: the client is not reading (a slowloris), a 400 would only wait behind them.
+    if (socket.writable && socket.writableLength === 0) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     else socket.destroy();
   });
 
@@ -387,22 +480,44 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       return;
     }
     const contentType = stream.headers['content-type'] ?? null;
-    const { request, abort } = universalRequestFromH2Stream(stream, options.maxBodyBytes);
-    // A reset (or the connection going) aborts connect-es's call.
-    stream.onclose = (code) => {
-      onH2Close(code, stream);
-      if (code !== ErrorCode.NO_ERROR) abort(connectErrorFromResetCode(code));
+    // Every method served takes one request message (unary or server-streaming): connect-es gets the call once its
+    // body is complete, collected here until then (up to the body limit plus a frame's worth, as the body queue of
+    // h2-universal.ts allows). A call held open without a body then costs its stream until the request deadline,
+    // not connect-es's machinery: 38,400 held GetStatus calls (300 connections × 128) took 1.6 GB inside connect-es
+    // and starved the event loop (issue 13).
+    let body: Buffer[] | undefined;
+    let bodyBytes = 0;
+    stream.ondata = (chunk) => {
+      bodyBytes += chunk.length;
+      if (bodyBytes > options.maxBodyBytes + 64 * 1024) {
+        stream.reset(ErrorCode.ENHANCE_YOUR_CALM);
+        return;
+      }
+      (body ??= []).push(Buffer.from(chunk)); // the chunk is a view of the connection's input
     };
-    universal(request)
-      .then((uRes) => reclassifyDecodeError(uRes, contentType))
-      .then((uRes) => universalResponseToH2Stream(uRes, stream))
-      .catch((reason: unknown) => {
-        if (ConnectError.from(reason).code === Code.Aborted || stream.isClosed) return;
-        options.onHandlerError?.(reason);
-        if (stream.isResponded) stream.reset(ErrorCode.INTERNAL_ERROR);
-        else if (contentType?.startsWith('application/grpc') === true) stream.respond(200, grpcFailureHeaders(contentType, reason), true);
-        else stream.respond(500, { 'content-length': 0 }, true);
-      });
+    stream.onend = () => {
+      const { request, abort } = universalRequestFromH2Stream(stream, options.maxBodyBytes);
+      if (body !== undefined) for (const chunk of body) stream.ondata?.(chunk);
+      body = undefined;
+      stream.onend?.();
+      connectCalls.add(abort);
+      // A reset (or the connection going) aborts connect-es's call.
+      stream.onclose = (code) => {
+        connectCalls.delete(abort);
+        onH2Close(code, stream);
+        if (code !== ErrorCode.NO_ERROR) abort(connectErrorFromResetCode(code));
+      };
+      universal(request)
+        .then((uRes) => reclassifyDecodeError(uRes, contentType))
+        .then((uRes) => universalResponseToH2Stream(uRes, stream))
+        .catch((reason: unknown) => {
+          if (ConnectError.from(reason).code === Code.Aborted || stream.isClosed) return;
+          options.onHandlerError?.(reason);
+          if (stream.isResponded) stream.reset(ErrorCode.INTERNAL_ERROR);
+          else if (contentType?.startsWith('application/grpc') === true) stream.respond(200, grpcFailureHeaders(contentType, reason), true);
+          else stream.respond(500, { 'content-length': 0 }, true);
+        });
+    };
   };
   const serveIdgenH2 = (socket: Socket): void => {
     const connection = new H2Connection(socket, onH2Stream, {
@@ -459,7 +574,10 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   const idleMs = options.idleTimeoutMs ?? 60_000;
   const server = createNetServer((socket: Socket) => {
     sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
+    socket.once('close', () => {
+      sockets.delete(socket);
+      writers.delete(socket);
+    });
     socket.on('error', (e) => options.onConnectionError?.(e));
     // No traffic for idleMs: close (an idle or half-open connection must not be held forever).
     socket.setTimeout(idleMs, () => socket.destroy());
@@ -506,8 +624,26 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   const probeMs = options.http2ProbeMs ?? 2_000;
   const probes = new Map<Http2Session, { bytesRead: number; since: number; pingedAt: number | undefined }>();
   const noop = (): void => undefined;
+  // Sockets with output waiting: how much of it the peer had taken (flushed to the kernel) and since when.
+  const writers = new Map<Socket, { flushed: number; since: number }>();
   const sweep = setInterval(() => {
     const now = Date.now();
+    for (const socket of sockets) {
+      const waiting = socket.writableLength;
+      if (waiting === 0) {
+        writers.delete(socket);
+        continue;
+      }
+      const flushed = (socket.bytesWritten ?? 0) - waiting;
+      const seen = writers.get(socket);
+      if (seen === undefined || seen.flushed !== flushed) {
+        writers.set(socket, { flushed, since: now });
+      } else if (now - seen.since >= STALLED_WRITER_MS) {
+        writers.delete(socket);
+        options.onRefusal?.('stalled-writer');
+        socket.destroy();
+      }
+    }
     for (const [session, probe] of probes) {
       if (session.destroyed) continue;
       const bytesRead = session.socket?.bytesRead ?? 0;
@@ -576,7 +712,9 @@ export function createServingServer(options: ServingServerOptions): ServingServe
         });
       }
       const left = inFlight;
-      shutdown.abort();
+      const shuttingDown = new ConnectError('the server is shutting down', Code.Unavailable);
+      for (const abort of connectCalls) abort(shuttingDown);
+      connectCalls.clear();
       for (const s of sessions) s.destroy();
       for (const c of h2Connections) c.destroy();
       for (const s of sockets) s.destroy();
