@@ -1,3 +1,4 @@
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import {
   readChrony,
   type TimeSourceLogger,
 } from './index.js';
+import { DEFAULT_TIME_SOURCE_INTERVAL_MS, SPAWN_RETRY_DELAYS_MS } from './time-source.js';
 
 // Lines as `chronyc -c tracking` prints them (chrony 4.3, Debian bookworm).
 const SYNCED =
@@ -100,6 +102,54 @@ describe('readChrony (real processes)', () => {
     expect(r.healthy).toBe(false);
     expect(r.problem).toBe('unparseable');
     expect(r.message).toMatch(/could not parse .* expected 14 comma-separated fields .*, got 2/);
+  });
+
+  /** node's execFile, except that the first `failures` runs fail to start with `code`, as spawn reports it. */
+  function failingSpawns(failures: number, code: string): { runs: () => number; execFile: NonNullable<Parameters<typeof readChrony>[0]>['execFile'] } {
+    let runs = 0;
+    return {
+      runs: () => runs,
+      execFile: (file, args, options, callback) => {
+        runs++;
+        if (runs <= failures) {
+          const e = Object.assign(new Error(`spawn ${file} ${code}`), { code, errno: -24, syscall: `spawn ${file}` });
+          setImmediate(() => callback(e, '', ''));
+          return undefined;
+        }
+        return execFile(file, [...args], options, (err, stdout, stderr) => callback(err, stdout, stderr));
+      },
+    };
+  }
+
+  it.each(['EMFILE', 'ENFILE', 'EAGAIN'])('tries again when chronyc could not be started (%s), and reads it', async (code) => {
+    const spawns = failingSpawns(2, code);
+    const r = await readChrony({ chronycPath: fakeChronyc(`ok-${code}`, SYNCED), execFile: spawns.execFile, spawnRetryDelaysMs: [10, 10, 10] });
+    expect(r).toMatchObject({ healthy: true });
+    expect(spawns.runs()).toBe(3);
+  });
+
+  it('gives up after its retries: unhealthy (chronyc-failed), saying why and how often it tried', async () => {
+    const spawns = failingSpawns(Number.POSITIVE_INFINITY, 'EMFILE');
+    const r = await readChrony({ chronycPath: fakeChronyc('never-starts', SYNCED), execFile: spawns.execFile, spawnRetryDelaysMs: [10, 10] });
+    expect(r.healthy).toBe(false);
+    expect(r.problem).toBe('chronyc-failed');
+    expect(r.message).toMatch(/never-starts could not be started: EMFILE .* \(3 attempts\)$/);
+    expect(spawns.runs()).toBe(3);
+  });
+
+  it('does not retry a chronyc that is missing or fails by itself', async () => {
+    const missing = failingSpawns(0, 'EMFILE');
+    expect((await readChrony({ chronycPath: join(dir, 'no-such-chronyc'), execFile: missing.execFile })).problem).toBe('chronyc-missing');
+    expect(missing.runs()).toBe(1);
+    const failing = failingSpawns(0, 'EMFILE');
+    expect((await readChrony({ chronycPath: fakeChronyc('fails-once', 'no', 1), execFile: failing.execFile })).problem).toBe('chronyc-failed');
+    expect(failing.runs()).toBe(1);
+  });
+
+  it('by default retries within the check interval', () => {
+    const total = SPAWN_RETRY_DELAYS_MS.reduce((a, b) => a + b, 0);
+    expect(SPAWN_RETRY_DELAYS_MS.length).toBeGreaterThan(0);
+    expect(total).toBeLessThan(DEFAULT_TIME_SOURCE_INTERVAL_MS);
   });
 
   it('fences the guard while unhealthy and lifts the fence when healthy again', async () => {

@@ -108,14 +108,63 @@ export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSE
   return { healthy: true, message: `synchronised (${where})`, ...base };
 }
 
-/** Runs `chronyc -c tracking` and judges it. Never throws: every failure is an unhealthy reading saying which. */
-export function readChrony(options: { chronycPath?: string; maxOffsetMs?: number; timeoutMs?: number } = {}): Promise<TimeSourceReading> {
+/**
+ * Waits before each retry of a chronyc that could not be started for want of a resource (descriptors, processes,
+ * memory: {@link TRANSIENT_SPAWN_ERRORS}). Together 1.4 s, within the 5 s check interval: one EMFILE while clients
+ * hold many connections must not fence the node on its time source (issue 13).
+ */
+export const SPAWN_RETRY_DELAYS_MS: readonly number[] = [100, 300, 1_000];
+/** Errors of starting a process that say the machine is short of something for now, not that chronyc is broken. */
+export const TRANSIENT_SPAWN_ERRORS: ReadonlySet<string> = new Set(['EMFILE', 'ENFILE', 'EAGAIN', 'ENOMEM']);
+
+/** How {@link readChrony} runs chronyc: node's `execFile` (tests pass their own to fail a spawn on purpose). */
+export type ExecFileFn = (
+  file: string,
+  args: readonly string[],
+  options: { timeout: number; encoding: 'utf8' },
+  callback: (err: Error | null, stdout: string, stderr: string) => void,
+) => unknown;
+
+/** Options of {@link readChrony}. */
+export interface ReadChronyOptions {
+  readonly chronycPath?: string;
+  readonly maxOffsetMs?: number;
+  readonly timeoutMs?: number;
+  /** Waits before each retry of a spawn that failed for want of a resource. Default {@link SPAWN_RETRY_DELAYS_MS}. */
+  readonly spawnRetryDelaysMs?: readonly number[];
+  readonly execFile?: ExecFileFn;
+}
+
+/**
+ * Runs `chronyc -c tracking` and judges it. Never throws: every failure is an unhealthy reading saying which. A
+ * chronyc that could not be started for want of a resource (EMFILE, ENFILE, EAGAIN, ENOMEM) is tried again after
+ * each of `spawnRetryDelaysMs` before the reading counts as failed.
+ */
+export async function readChrony(options: ReadChronyOptions = {}): Promise<TimeSourceReading> {
+  const delays = options.spawnRetryDelaysMs ?? SPAWN_RETRY_DELAYS_MS;
+  for (let attempt = 0; ; attempt++) {
+    const { reading, spawnError } = await readChronyOnce(options);
+    const delay = delays[attempt];
+    if (spawnError === undefined || delay === undefined) {
+      if (spawnError === undefined || attempt === 0) return reading;
+      return { ...reading, message: `${reading.message} (${attempt + 1} attempts)` };
+    }
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
+/** One run of chronyc; `spawnError` set when it could not be started for want of a resource (worth a retry). */
+function readChronyOnce(options: ReadChronyOptions): Promise<{ reading: TimeSourceReading; spawnError?: string }> {
   const path = options.chronycPath ?? 'chronyc';
-  return new Promise((resolve) => {
-    execFile(path, ['-c', 'tracking'], { timeout: options.timeoutMs ?? 2_000, encoding: 'utf8' }, (err, stdout, stderr) => {
+  const run = options.execFile ?? (execFile as unknown as ExecFileFn);
+  return new Promise((resolveWith) => {
+    const resolve = (reading: TimeSourceReading, spawnError?: string): void => resolveWith(spawnError === undefined ? { reading } : { reading, spawnError });
+    const done = (err: Error | null, stdout: string, stderr: string): void => {
       if (err !== null) {
         const e = err as NodeJS.ErrnoException & { killed?: boolean; code?: string | number };
-        if (e.code === 'ENOENT') {
+        if (typeof e.code === 'string' && TRANSIENT_SPAWN_ERRORS.has(e.code)) {
+          resolve({ healthy: false, problem: 'chronyc-failed', message: `${path} could not be started: ${e.code} (${e.message})` }, e.code);
+        } else if (e.code === 'ENOENT') {
           resolve({
             healthy: false,
             problem: 'chronyc-missing',
@@ -137,7 +186,13 @@ export function readChrony(options: { chronycPath?: string; maxOffsetMs?: number
       } catch (parseError) {
         resolve({ healthy: false, problem: 'unparseable', message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}` });
       }
-    });
+    };
+    try {
+      run(path, ['-c', 'tracking'], { timeout: options.timeoutMs ?? 2_000, encoding: 'utf8' }, done);
+    } catch (e) {
+      // Node throws (rather than calls back) for some spawn failures (ENOMEM, say).
+      done(e instanceof Error ? e : new Error(String(e)), '', '');
+    }
   });
 }
 
