@@ -87,6 +87,7 @@ describe('parseConfig', () => {
       maxFenceMs: 30000,
       maxClockOffsetMs: 10,
       http2Server: 'idgen',
+      maxConnections: 4096,
     });
     expect(c.nodeId).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
   });
@@ -98,7 +99,7 @@ describe('parseConfig', () => {
       '--lease-ttl', '10', '--fence-margin-ms', '1500', '--time-source', 'none', '--max-count', '100', '--node-id', 'n-1',
       '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
       '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
-      '--http2-server', 'node', '--status-details', 'full',
+      '--http2-server', 'node', '--status-details', 'full', '--max-connections', '100',
     ]);
     expect(c).toEqual({
       region: 2,
@@ -120,6 +121,7 @@ describe('parseConfig', () => {
       requestTimeoutMs: 1000,
       shutdownTimeoutMs: 3000,
       maxBodyBytes: 4096,
+      maxConnections: 100,
       http2Server: 'node',
       statusDetails: 'full',
     });
@@ -132,7 +134,7 @@ describe('parseConfig', () => {
       IDGEN_FENCE_MARGIN_MS: '2000', IDGEN_TIME_SOURCE: 'none', IDGEN_MAX_COUNT: '10', IDGEN_NODE_ID: 'env-node',
       IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
       IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
-      IDGEN_HTTP2_SERVER: 'node', IDGEN_STATUS_DETAILS: 'redacted',
+      IDGEN_HTTP2_SERVER: 'node', IDGEN_STATUS_DETAILS: 'redacted', IDGEN_MAX_CONNECTIONS: '512',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
@@ -167,6 +169,7 @@ describe('parseConfig', () => {
       requestTimeoutMs: 700,
       shutdownTimeoutMs: 800,
       maxBodyBytes: 2048,
+      maxConnections: 512,
       http2Server: 'node',
       statusDetails: 'redacted',
     });
@@ -208,6 +211,8 @@ describe('parseConfig', () => {
     [['--time-source', 'ntp'], /--time-source must be chrony or none, got "ntp"/],
     [['--max-count', '0'], /--max-count must be an integer from 1 to 65536, got "0"/],
     [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],
+    [['--max-connections', '0'], /--max-connections must be an integer from 1 to 1000000, got "0"/],
+    [['--max-connections', 'lots'], /--max-connections must be an integer from 1 to 1000000/],
     [['--node-id', 'a b'], /--node-id must be 1-128 characters/],
     [['--log-level', 'loud'], /--log-level must be one of/],
     [['--request-timeout-ms', '5'], /--request-timeout-ms must be an integer from 100/],

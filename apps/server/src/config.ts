@@ -66,6 +66,8 @@ export interface ServerConfig {
   readonly shutdownTimeoutMs: number;
   /** Largest request body accepted, in bytes. */
   readonly maxBodyBytes: number;
+  /** Most connections open at once on the serving port (lowered at start to leave descriptors spare: http.ts). */
+  readonly maxConnections: number;
   /**
    * Whether GetStatus carries the lease id, fence deadline, floor and last minted millisecond to any caller
    * (`full`) or leaves them out (`redacted`). `--status-details auto` (the default): full only when the serving
@@ -258,6 +260,13 @@ export const FLAGS: readonly FlagSpec[] = [
     env: 'IDGEN_MAX_BODY_BYTES',
     description: 'largest request body accepted',
     defaultValue: '65536',
+  },
+  {
+    flags: '--max-connections <n>',
+    key: 'maxConnections',
+    env: 'IDGEN_MAX_CONNECTIONS',
+    description: 'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)',
+    defaultValue: '4096',
   },
   {
     flags: '--http2-server <impl>',
@@ -476,6 +485,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     requestTimeoutMs: integer('requestTimeoutMs', 100, 600_000),
     shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
     maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
+    maxConnections: integer('maxConnections', 1, 1_000_000),
     http2Server,
     statusDetails,
   };

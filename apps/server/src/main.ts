@@ -12,7 +12,7 @@ import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type Worker
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { boot } from './boot.js';
 import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
-import { createServingServer } from './http.js';
+import { connectionCap, createServingServer } from './http.js';
 import { createTlsServing, reloadTlsOnChange } from './tls.js';
 import { createServerMetrics } from './metrics.js';
 import { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
@@ -131,7 +131,13 @@ function run(config: ServerConfig): void {
     reloadTlsOnChange(tls, config.tls, logger.child({ component: 'tls' }));
     logger.info({ mtls: tls.requestCert, notAfter: tls.notAfter().toISOString() }, 'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)');
   }
+  const cap = connectionCap(config.maxConnections);
+  logger.info(
+    { maxConnections: cap.maxConnections, configured: config.maxConnections, openFilesLimit: cap.openFilesLimit, lowered: cap.lowered },
+    cap.lowered ? 'connection cap: lowered to leave descriptors for etcd and chronyc' : 'connection cap',
+  );
   const server = createServingServer({
+    maxConnections: cap.maxConnections,
     fastPath: fastNextIds,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(serviceDeps));
