@@ -7,6 +7,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { delimiter } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from '../src/http.js';
 import { CHRONY_HEALTHY, createChronyStub } from './chrony-stub.js';
 import { MAIN_JS, idClient, parseLine, sleep, standaloneStateFile } from './support.js';
 
@@ -38,6 +39,24 @@ function idleConnection(port: number): Promise<{ socket: Socket; closed: () => b
     socket.once('close', () => resolve({ socket, closed: () => closed }));
   });
 }
+
+describe('connectionCap', () => {
+  const limits = (soft: string) =>
+    `Limit                     Soft Limit           Hard Limit           Units     \nMax processes             63704                63704                processes \nMax open files            ${soft}                 524288               files     \n`;
+
+  it('reads the soft open-files limit', () => {
+    expect(openFilesLimit(limits('1024'))).toBe(1024);
+    expect(openFilesLimit(limits('unlimited'))).toBeUndefined();
+    expect(openFilesLimit('')).toBeUndefined();
+  });
+
+  it('is the configured cap, lowered to the limit less the headroom (at least 1)', () => {
+    expect(DESCRIPTOR_HEADROOM).toBe(HEADROOM);
+    expect(connectionCap(4_096, 1_024)).toEqual({ maxConnections: 1_024 - HEADROOM, openFilesLimit: 1_024, lowered: true });
+    expect(connectionCap(4_096, 1_048_576)).toEqual({ maxConnections: 4_096, openFilesLimit: 1_048_576, lowered: false });
+    expect(connectionCap(4_096, 64).maxConnections).toBe(1);
+  });
+});
 
 describe(`a node at ulimit -n ${OPEN_FILES} with --time-source chrony`, () => {
   it('caps connections below the limit, refuses the rest, and keeps reading chronyc (stays ready)', async () => {
