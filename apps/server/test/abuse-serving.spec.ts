@@ -98,6 +98,7 @@ describe('idgen-server: the serving path under abuse', () => {
 
   it('300 connections × 128 GetStatus calls held open (no body): cancelled at the request deadline, bounded', async () => {
     const stats = await attackWhileProbing(node, client, 'held-calls', 8_000, 300);
-    expect(stats.streamsOpened).toBeGreaterThanOrEqual(300 * 128);
+    // The attacker replaces each call the server ends: more than 300 × 128 opened means held ones were cancelled.
+    expect(stats.streamsOpened).toBeGreaterThan(300 * 128);
   });
 });
