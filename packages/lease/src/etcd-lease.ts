@@ -365,7 +365,7 @@ class EtcdWorkerLease implements WorkerLease {
       // Claim: one transaction per candidate, create-if-absent, reading last-ms in the same transaction.
       const holders: SlotHolder[] = [];
       const refused: string[] = [];
-      let claimed: { region: number; worker: number; last: LastMsRecord | undefined } | undefined;
+      let claimed: { region: number; worker: number; last: LastMsRecord | undefined; revision: string } | undefined;
       const candidates = this.candidates();
       for (const c of candidates) {
         this.checkSession(s);
@@ -381,10 +381,9 @@ class EtcdWorkerLease implements WorkerLease {
         if (outcome.kind === 'adopted') {
           this.cfg.logger.warn({ key: workerKey, leaseId }, 'lease: adopted a worker key our own lease already held (a claim whose answer was lost)');
         }
-        this.watchWorkerKey(s, workerKey, outcome.revision);
         const last = outcome.lastMs;
         try {
-          claimed = { ...c, last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value) };
+          claimed = { ...c, last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value), revision: outcome.revision };
           s.lastMsRevision = last?.modRevision ?? '0';
           break;
         } catch (e) {
@@ -405,6 +404,8 @@ class EtcdWorkerLease implements WorkerLease {
         }
       }
       if (claimed === undefined) throw new NoFreeWorkerError(candidates.length, holders, refused);
+      // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
+      this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
 
       s.region = claimed.region;
       s.worker = claimed.worker;

@@ -58,8 +58,10 @@ lease.start().then(
     setInterval(() => print({ event: 'minted', lastMinted }), 50);
   },
   (e: unknown) => {
-    print({ event: isNoFreeWorkerError(e) ? 'no-free-worker' : 'error', message: e instanceof Error ? e.message : String(e) });
-    process.exit(3);
+    const line = { event: isNoFreeWorkerError(e) ? 'no-free-worker' : 'error', message: e instanceof Error ? e.message : String(e) };
+    // Exit once the line is out: stdout to a pipe is asynchronous, and process.exit() right after a write can
+    // drop it (the parent then saw only "started": seen on a loaded machine).
+    process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(3));
   },
 );
 
