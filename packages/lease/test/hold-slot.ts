@@ -67,7 +67,6 @@ lease.start().then(
 
 process.on('SIGTERM', () => {
   void lease.release().then(() => {
-    print({ event: 'released', lastMinted });
-    process.exit(0);
+    process.stdout.write(`${JSON.stringify({ event: 'released', lastMinted })}\n`, () => process.exit(0));
   });
 });
