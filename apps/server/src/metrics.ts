@@ -236,7 +236,9 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
   });
 
   const refusals = meter.createCounter(ServerMetrics.h2Refusals, {
-    description: 'Clients the serving port refused: HTTP/2 floods and limits cut, lifetimes over, streams refused, connections over the cap.',
+    description:
+      'Clients the serving port refused: HTTP/2 floods and limits cut, lifetimes over (preface, idle, stalled writer), streams refused, ' +
+      'HTTP/1.1 pipelining past its bound, connections over the cap, TLS clients whose certificate is not allowed.',
     unit: '{refusal}',
   });
   // At 0 from the start (no reason yet), so rate() has a baseline before the first refusal or timeout.
