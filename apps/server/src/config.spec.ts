@@ -88,6 +88,9 @@ describe('parseConfig', () => {
       maxClockOffsetMs: 10,
       http2Server: 'idgen',
       maxConnections: 4096,
+      prefaceTimeoutMs: 4000,
+      idleTimeoutMs: 30000,
+      stalledWriteTimeoutMs: 10000,
     });
     expect(c.nodeId).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
   });
@@ -100,6 +103,7 @@ describe('parseConfig', () => {
       '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
       '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
       '--http2-server', 'node', '--status-details', 'full', '--max-connections', '100',
+      '--preface-timeout-ms', '2000', '--idle-timeout-ms', '9000', '--stalled-write-timeout-ms', '3000',
     ]);
     expect(c).toEqual({
       region: 2,
@@ -122,6 +126,9 @@ describe('parseConfig', () => {
       shutdownTimeoutMs: 3000,
       maxBodyBytes: 4096,
       maxConnections: 100,
+      prefaceTimeoutMs: 2000,
+      idleTimeoutMs: 9000,
+      stalledWriteTimeoutMs: 3000,
       http2Server: 'node',
       statusDetails: 'full',
     });
@@ -135,6 +142,7 @@ describe('parseConfig', () => {
       IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
       IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
       IDGEN_HTTP2_SERVER: 'node', IDGEN_STATUS_DETAILS: 'redacted', IDGEN_MAX_CONNECTIONS: '512',
+      IDGEN_PREFACE_TIMEOUT_MS: '1000', IDGEN_IDLE_TIMEOUT_MS: '60000', IDGEN_STALLED_WRITE_TIMEOUT_MS: '20000',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
@@ -170,6 +178,9 @@ describe('parseConfig', () => {
       shutdownTimeoutMs: 800,
       maxBodyBytes: 2048,
       maxConnections: 512,
+      prefaceTimeoutMs: 1000,
+      idleTimeoutMs: 60000,
+      stalledWriteTimeoutMs: 20000,
       http2Server: 'node',
       statusDetails: 'redacted',
     });
@@ -213,6 +224,8 @@ describe('parseConfig', () => {
     [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],
     [['--max-connections', '0'], /--max-connections must be an integer from 1 to 1000000, got "0"/],
     [['--max-connections', 'lots'], /--max-connections must be an integer from 1 to 1000000/],
+    [['--idle-timeout-ms', '10'], /--idle-timeout-ms must be an integer from 1000 to 3600000, got "10"/],
+    [['--preface-timeout-ms', '-1'], /--preface-timeout-ms must be an integer from 100 to 600000/],
     [['--node-id', 'a b'], /--node-id must be 1-128 characters/],
     [['--log-level', 'loud'], /--log-level must be one of/],
     [['--request-timeout-ms', '5'], /--request-timeout-ms must be an integer from 100/],

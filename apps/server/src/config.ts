@@ -68,6 +68,10 @@ export interface ServerConfig {
   readonly maxBodyBytes: number;
   /** Most connections open at once on the serving port (lowered at start to leave descriptors spare: http.ts). */
   readonly maxConnections: number;
+  /** Connection lifetimes on the serving port (issue 13): the HTTP/2 preface, no request, a peer not reading. */
+  readonly prefaceTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+  readonly stalledWriteTimeoutMs: number;
   /**
    * Whether GetStatus carries the lease id, fence deadline, floor and last minted millisecond to any caller
    * (`full`) or leaves them out (`redacted`). `--status-details auto` (the default): full only when the serving
@@ -267,6 +271,27 @@ export const FLAGS: readonly FlagSpec[] = [
     env: 'IDGEN_MAX_CONNECTIONS',
     description: 'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)',
     defaultValue: '4096',
+  },
+  {
+    flags: '--preface-timeout-ms <ms>',
+    key: 'prefaceTimeoutMs',
+    env: 'IDGEN_PREFACE_TIMEOUT_MS',
+    description: 'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed',
+    defaultValue: '4000',
+  },
+  {
+    flags: '--idle-timeout-ms <ms>',
+    key: 'idleTimeoutMs',
+    env: 'IDGEN_IDLE_TIMEOUT_MS',
+    description: 'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)',
+    defaultValue: '30000',
+  },
+  {
+    flags: '--stalled-write-timeout-ms <ms>',
+    key: 'stalledWriteTimeoutMs',
+    env: 'IDGEN_STALLED_WRITE_TIMEOUT_MS',
+    description: 'a connection whose peer takes none of its answers for this long is cut (a client that never reads)',
+    defaultValue: '10000',
   },
   {
     flags: '--http2-server <impl>',
@@ -486,6 +511,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
     maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
     maxConnections: integer('maxConnections', 1, 1_000_000),
+    prefaceTimeoutMs: integer('prefaceTimeoutMs', 100, 600_000),
+    idleTimeoutMs: integer('idleTimeoutMs', 1_000, 3_600_000),
+    stalledWriteTimeoutMs: integer('stalledWriteTimeoutMs', 1_000, 600_000),
     http2Server,
     statusDetails,
   };

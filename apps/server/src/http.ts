@@ -78,6 +78,10 @@ export interface ServingServerOptions {
   readonly requestTimeoutMs: number;
   /** A connection with no traffic for this long is closed. Default 60 s. */
   readonly idleTimeoutMs?: number;
+  /** An HTTP/2 connection without its preface and SETTINGS after this long is closed. Default 4 s (@idgen/h2). */
+  readonly prefaceTimeoutMs?: number;
+  /** A connection whose peer takes none of its output for this long is cut. Default {@link STALLED_WRITER_MS}. */
+  readonly stalledWriteTimeoutMs?: number;
   /**
    * An HTTP/2 connection that has sent nothing for this long is sent a PING; one that has still sent nothing
    * (not even the PING's ACK) this much later is destroyed. Default 2 s. See {@link createServingServer}.
@@ -552,6 +556,9 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       maxHeaderListSize: 16 * 1024,
       maxHeaderPairs: 64,
       initialWindowSize: 64 * 1024,
+      ...(options.prefaceTimeoutMs === undefined ? {} : { prefaceTimeoutMs: options.prefaceTimeoutMs }),
+      ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
+      ...(options.stalledWriteTimeoutMs === undefined ? {} : { stalledWriteTimeoutMs: options.stalledWriteTimeoutMs }),
       onError: (e) => options.onConnectionError?.(e),
       onRefusal: options.onRefusal,
     });
@@ -599,6 +606,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   }
 
   const idleMs = options.idleTimeoutMs ?? 60_000;
+  const stalledMs = options.stalledWriteTimeoutMs ?? STALLED_WRITER_MS;
   const server = createNetServer((socket: Socket) => {
     sockets.add(socket);
     socket.once('close', () => {
@@ -665,7 +673,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       const seen = writers.get(socket);
       if (seen === undefined || seen.flushed !== flushed) {
         writers.set(socket, { flushed, since: now });
-      } else if (now - seen.since >= STALLED_WRITER_MS) {
+      } else if (now - seen.since >= stalledMs) {
         writers.delete(socket);
         options.onRefusal?.('stalled-writer');
         socket.destroy();

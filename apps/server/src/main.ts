@@ -138,6 +138,9 @@ function run(config: ServerConfig): void {
   );
   const server = createServingServer({
     maxConnections: cap.maxConnections,
+    prefaceTimeoutMs: config.prefaceTimeoutMs,
+    idleTimeoutMs: config.idleTimeoutMs,
+    stalledWriteTimeoutMs: config.stalledWriteTimeoutMs,
     fastPath: fastNextIds,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(serviceDeps));
