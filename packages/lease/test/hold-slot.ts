@@ -4,9 +4,8 @@
 // It "mints" every 2 ms while its deadline has not passed and its wall clock is not above its ceiling (what the
 // clock guard enforces), so the parent can
 // compare the last minted millisecond with the next holder's floor.
-import type { WorkerAssignment } from '@idgen/clock-guard';
 import { createEtcdLease, isNoFreeWorkerError } from '../src/index.js';
-import type { EtcdLeaseOptions, LeaseTarget } from '../src/index.js';
+import type { EtcdLeaseOptions, LeaseTarget, WorkerAssignment } from '../src/index.js';
 
 const scriptStartMs = performance.now();
 const print = (o: Record<string, unknown>): void => {
