@@ -1,5 +1,5 @@
 /**
- * `idgen-server`: the generator node's composition root (DESIGN §5, §6). It parses configuration, wires
+ * `idgen-server`: the generator node's composition root (docs/design.md §5, §6). It parses configuration, wires
  * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
  */
 import { readFileSync } from 'node:fs';
@@ -185,7 +185,7 @@ function run(config: ServerConfig): void {
     }
     stopping = true;
     const t0 = performance.now();
-    // DESIGN §5 shutdown: stop taking requests (readiness false, every mint refused with UNAVAILABLE
+    // docs/design.md §5 shutdown: stop taking requests (readiness false, every mint refused with UNAVAILABLE
     // `draining`), finish in-flight requests (bounded), deregister, final `last-ms` released, revoke.
     phase = 'draining';
     guard.drain();
@@ -212,7 +212,7 @@ function run(config: ServerConfig): void {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 
   // A clock fence past its bound: exit non-zero so the orchestrator restarts the node on a fresh lease
-  // (DESIGN §4). No release: the lease expires and the next holder waits out last-ms + TTL.
+  // (docs/design.md §4). No release: the lease expires and the next holder waits out last-ms + TTL.
   guard.on('fatal', (reason) => exit(EXIT_FATAL, 'fatal clock condition', { reason }));
 
   const start = async (): Promise<void> => {
@@ -299,7 +299,7 @@ async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeou
   }
 }
 
-/** Entry point: parse (exit 2 on a bad value, before any I/O: DESIGN §5 step 1), then run. */
+/** Entry point: parse (exit 2 on a bad value, before any I/O: docs/design.md §5 step 1), then run. */
 export function main(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
   const outcome = parseConfig(argv, env);
   if (outcome.kind === 'exit') {

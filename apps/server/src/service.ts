@@ -66,14 +66,14 @@ const WIRE_FENCE_REASONS: Record<FenceReason, WireFenceReason> = {
   draining: WireFenceReason.DRAINING,
 };
 
-/** Maps a guard refusal to UNAVAILABLE: the caller retries another node (DESIGN §6). */
+/** Maps a guard refusal to UNAVAILABLE: the caller retries another node (docs/design.md §6). */
 export function unavailable(reason: FenceReason, message: string): ConnectError {
   const error = new ConnectError(`fenced (${reason}): ${message}`, Code.Unavailable);
   error.metadata.set(FENCE_REASON_HEADER, reason);
   return error;
 }
 
-/** One block of consecutive IDs as the wire carries it (DESIGN §1). */
+/** One block of consecutive IDs as the wire carries it (docs/design.md §1). */
 export interface WireBlock {
   readonly first: bigint;
   readonly count: number;
@@ -82,7 +82,7 @@ export interface WireBlock {
 /**
  * NextIds without the protocol: `count` IDs as blocks, or a ConnectError (INVALID_ARGUMENT naming the range,
  * UNAVAILABLE with the fence reason). Touches nothing but the guard: no etcd, no I/O on the path of an ID
- * (DESIGN §2). Shared by the Connect handler and the fast path (fast-path.ts), through one mint scheduler
+ * (docs/design.md §2). Shared by the Connect handler and the fast path (fast-path.ts), through one mint scheduler
  * (`deps.mints`): what the current millisecond can serve comes back at once, the rest of a request waits for
  * its millisecond on a timer, never spinning on the event loop, shared fairly between `owner`s (connections).
  */
@@ -128,7 +128,7 @@ export function createIdGeneratorService(deps: ServiceDeps): ServiceImpl<typeof 
   };
 }
 
-/** The node's state as the wire names it (DESIGN §6: starting, serving, fenced, draining). */
+/** The node's state as the wire names it (docs/design.md §6: starting, serving, fenced, draining). */
 export function nodeState(phase: Phase, canMint: boolean): NodeState {
   if (phase === 'draining') return NodeState.DRAINING;
   if (canMint) return NodeState.SERVING;
@@ -203,7 +203,7 @@ function headerSafe(text: string): string {
 const KNOWN_SERVICES = new Set(['', IdGenerator.typeName]);
 
 /**
- * `grpc.health.v1.Health`: SERVING only while the node may mint now (DESIGN §6), NOT_SERVING otherwise;
+ * `grpc.health.v1.Health`: SERVING only while the node may mint now (docs/design.md §6), NOT_SERVING otherwise;
  * NOT_FOUND for a service it does not serve. Check says why in its response headers
  * ({@link READINESS_HEADERS}: `grpcurl -v` prints them). Watch is left unimplemented (UNIMPLEMENTED tells
  * clients not to retry it): a stream held open per prober is a resource a caller could pile up.
