@@ -1,5 +1,6 @@
 import { Code, ConnectError, createClient, createRouterTransport } from '@connectrpc/connect';
-import { createGuardedMinter, createTestClock, type GuardedMinter, type TestClock } from '@idgen/clock-guard';
+import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
+import { createTestClock, type TestClock } from '@idgen/clock-guard/testing';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import {
   ClockState,

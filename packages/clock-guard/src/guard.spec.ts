@@ -4,13 +4,12 @@ import fc from 'fast-check';
 import {
   ClockGuardMetrics,
   createGuardedMinter,
-  createTestClock,
   isFencedError,
   type FenceReason,
   type GuardStatus,
   type GuardedMinter,
-  type TestClock,
 } from './index.js';
+import { createTestClock, type TestClock } from './testing.js';
 
 const T0 = 1_728_898_200_123; // 2024-10-14T09:30:00.123Z
 

@@ -1,5 +1,6 @@
 import { DEFAULT_LAYOUT, type MintedBlock } from '@idgen/core';
-import { MintAbandonedError, createGuardedMinter, createMintScheduler, createTestClock } from './index.js';
+import { MintAbandonedError, createGuardedMinter, createMintScheduler } from './index.js';
+import { createTestClock } from './testing.js';
 
 const T0 = 1_728_898_200_123;
 

@@ -4,13 +4,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   createGuardedMinter,
-  createTestClock,
   createTimeSourceCheck,
   judgeTracking,
   parseChronyTracking,
   readChrony,
   type TimeSourceLogger,
 } from './index.js';
+import { createTestClock } from './testing.js';
 import { DEFAULT_TIME_SOURCE_INTERVAL_MS, SPAWN_RETRY_DELAYS_MS } from './time-source.js';
 
 // Lines as `chronyc -c tracking` prints them (chrony 4.3, Debian bookworm).

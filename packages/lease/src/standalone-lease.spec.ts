@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { createTestClock } from '@idgen/clock-guard';
+import { createTestClock } from '@idgen/clock-guard/testing';
 import { cleanupAll, tempDirSync } from '@idgen/testing';
 import { LeaseConfigError, isLeaseError } from './errors.js';
 import { RecordingTarget } from './recording-target.test-helper.js';
