@@ -1,5 +1,7 @@
 #!/usr/bin/env node
 // Build and packaging steps of a published package, run from the package's directory:
+//   clean     before the build: remove dist (tsc -b never deletes the output of a source file that is gone,
+//             and Nx would cache that stale output)
 //   markers   after the build: dist/esm/package.json {"type":"module"}, dist/cjs/package.json {"type":"commonjs"}
 //   prepack   build afresh (through Nx, so dependencies build first), then write the manifest as published: without
 //             the workspace-only `@idgen/source` export condition and the `nx` block (the scripts stay:
@@ -32,6 +34,9 @@ function published(exp) {
 
 const step = process.argv[2];
 switch (step) {
+  case 'clean':
+    rmSync(join(dir, 'dist'), { recursive: true, force: true });
+    break;
   case 'markers':
     for (const [sub, type] of [
       ['esm', 'module'],
@@ -46,8 +51,6 @@ switch (step) {
     const text = readFileSync(manifestPath, 'utf8');
     const manifest = JSON.parse(text);
     if (process.env.IDGEN_PACK_SKIP_BUILD !== '1') {
-      // A fresh build: tsc -b never deletes the output of a source file that is gone.
-      rmSync(join(dir, 'dist'), { recursive: true, force: true });
       execFileSync('npx', ['nx', 'run', `${manifest.name}:build`, '--output-style=static', '--skip-nx-cache'], {
         stdio: ['ignore', 'inherit', 'inherit'],
         env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false' },
@@ -67,6 +70,6 @@ switch (step) {
     restore();
     break;
   default:
-    console.error(`usage: pack.mjs markers|prepack|postpack|postpublish|restore (got ${String(step)})`);
+    console.error(`usage: pack.mjs clean|markers|prepack|postpack|postpublish|restore (got ${String(step)})`);
     process.exit(2);
 }

@@ -12,7 +12,7 @@ it('nx release --dry-run plans a version and a changelog entry for each public p
   const before = files.map((f) => readFileSync(join(ROOT, f), 'utf8'));
   const tagsBefore = (await run('git', ['tag', '--list'], { cwd: ROOT })).stdout;
 
-  const r = await run('npx', ['nx', 'release', '--dry-run', '--skip-publish', '--verbose'], {
+  const r = await run('npx', ['nx', 'release', '--dry-run', '--skip-publish'], {
     cwd: ROOT,
     env: { ...process.env, NX_DAEMON: 'false', NX_NO_CLOUD: 'true', NX_TUI: 'false', FORCE_COLOR: '0', NO_COLOR: '1' },
   });
