@@ -56,6 +56,8 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
   const dir = leaseKeys.nodes(prefix, options.region);
   let client: Etcd3 | undefined = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth, retryReads: true });
   const watchers = new Set<Watcher>();
+  /** Cancels of unsubscribed watches, awaited by close() before the client closes. */
+  const cancels = new Set<Promise<unknown>>();
 
   const list = async (): Promise<ServingNode[]> => {
     if (client === undefined) throw new Error('discovery reader closed');
@@ -76,7 +78,6 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
     watch(fn) {
       if (client === undefined) throw new Error('discovery reader closed');
       let stopped = false;
-      let watcher: Watcher | undefined;
       let pending = false;
       let again = false;
       // Re-list rather than patch: a missed event after a reconnect can then never leave a stale entry.
@@ -100,36 +101,24 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
           pending = false;
         }
       };
-      void client
-        .watch()
-        .prefix(dir)
-        .create()
-        .then((w) => {
-          if (stopped) {
-            void w.cancel();
-            return;
-          }
-          watcher = w;
-          watchers.add(w);
-          w.on('connected', () => void refresh());
-          w.on('put', () => void refresh());
-          w.on('delete', () => void refresh());
-          w.on('error', (e) => logger.warn({ err: errorText(e) }, 'discovery: watch error'));
-          void refresh();
-        })
-        .catch((e: unknown) => logger.error({ err: errorText(e) }, 'discovery: could not start the watch'));
+      // watcher(), not create(): the Watcher exists at once, so close() can always cancel it, even while it is
+      // still connecting (one never cancelled keeps etcd3's watch manager reconnecting on timers for ever).
+      const watcher: Watcher = client.watch().prefix(dir).watcher();
+      watchers.add(watcher);
+      watcher.on('connected', () => void refresh());
+      watcher.on('put', () => void refresh());
+      watcher.on('delete', () => void refresh());
+      watcher.on('error', (e) => logger.warn({ err: errorText(e) }, 'discovery: watch error'));
       return () => {
         stopped = true;
-        if (watcher !== undefined) {
-          watchers.delete(watcher);
-          void watcher.cancel().catch(() => undefined);
-        }
+        if (watchers.delete(watcher)) cancels.add(watcher.cancel().catch(() => undefined));
       };
     },
     async close() {
       const c = client;
       client = undefined;
-      await Promise.all([...watchers].map((w) => w.cancel().catch(() => undefined)));
+      // Every watch cancelled (and those unsubscribed before) before the client closes.
+      await Promise.all([...cancels, ...[...watchers].map((w) => w.cancel().catch(() => undefined))]);
       watchers.clear();
       c?.close();
     },

@@ -110,6 +110,8 @@ class EtcdWorkerLease implements WorkerLease {
   private starting: Promise<void> | undefined;
   private releasing: Promise<void> | undefined;
   private reclaiming: Promise<void> | undefined;
+  /** Cancels of ended sessions' watches, awaited (bounded) before the client closes. */
+  private readonly watchCancels = new Set<Promise<unknown>>();
   private readonly listeners = new Set<(s: LeaseSnapshot) => void>();
   private readonly churn: Counter;
   private readonly failures: Counter;
@@ -461,26 +463,16 @@ class EtcdWorkerLease implements WorkerLease {
    */
   private watchWorkerKey(s: Session, key: string, claimRevision: string): void {
     const from = (BigInt(claimRevision) + 1n).toString();
-    this.requireClient()
-      .watch()
-      .key(key)
-      .startRevision(from)
-      .create()
-      .then(
-        (w) => {
-          if (s.ended) {
-            void w.cancel().catch(() => undefined);
-            return;
-          }
-          s.watcher = w;
-          const changed = (what: string) => (): void =>
-            this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`);
-          w.on('delete', changed('deleted'));
-          w.on('put', changed('overwritten'));
-          w.on('error', (e) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'));
-        },
-        (e: unknown) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: could not watch the worker key (the refresh still checks it)'),
-      );
+    // watcher(), not create(): the Watcher exists at once, so the session's end can always cancel it, even while
+    // it is still connecting. One never cancelled keeps etcd3's watch manager reconnecting on timers for ever,
+    // and the process alive after the client is closed.
+    const w = this.requireClient().watch().key(key).startRevision(from).watcher();
+    s.watcher = w;
+    const changed = (what: string) => (): void =>
+      this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`);
+    w.on('delete', changed('deleted'));
+    w.on('put', changed('overwritten'));
+    w.on('error', (e) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'));
   }
 
   private checkSession(s: Session): void {
@@ -656,7 +648,9 @@ class EtcdWorkerLease implements WorkerLease {
     s.ended = true;
     s.assigned = false;
     clearTimeout(s.fenceTimer);
-    void s.watcher?.cancel().catch(() => undefined);
+    const w = s.watcher;
+    s.watcher = undefined;
+    if (w !== undefined) this.watchCancels.add(w.cancel().catch(() => undefined));
     s.abort.abort(new SessionLostError('session ended'));
   }
 
@@ -723,6 +717,8 @@ class EtcdWorkerLease implements WorkerLease {
       }
       await this.starting?.catch(() => undefined);
       await this.reclaiming;
+      // Watches cancelled before the client closes (bounded: a cancel waits for etcd's answer).
+      await withTimeout(Promise.all(this.watchCancels), timeout, 'cancelling the watch').catch(() => undefined);
     } finally {
       this.setState('released', 'released');
       this.state = 'released';
