@@ -77,7 +77,7 @@ describe('parseConfig', () => {
       listen: { host: '127.0.0.1', port: 8080 },
       advertise: undefined,
       metricsListen: { host: '127.0.0.1', port: 9464 },
-      workers: { from: 0, to: 127 },
+      workers: { from: 0, to: 17 }, // the nodes' default share; embedded callers take 18-127
       leaseTtlSeconds: 6,
       fenceMarginMs: 1000,
       timeSource: 'chrony',

@@ -197,7 +197,7 @@ export const FLAGS: readonly FlagSpec[] = [
     key: 'workers',
     env: 'IDGEN_WORKERS',
     description: 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)',
-    defaultValue: `0-${DEFAULT_LAYOUT.maxWorker}`,
+    defaultValue: '0-17', // the nodes' share of a region's slots; embedded callers default to 18-127 (docs/design.md §7)
   },
   { flags: '--lease-ttl <seconds>', key: 'leaseTtl', env: 'IDGEN_LEASE_TTL', description: 'etcd lease TTL in seconds, 2-60', defaultValue: '6' },
   {
