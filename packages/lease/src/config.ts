@@ -51,8 +51,12 @@ export interface EtcdConnectionOptions {
 export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   /** Home region code. */
   readonly region: number;
-  /** Spare region codes this node may also claim slots in (embedded mode, docs/design.md §7). */
-  readonly borrowedRegions?: readonly number[];
+  /**
+   * Embedded callers only (docs/design.md §7): when every slot of the home range is held, claim a free slot under a
+   * spare code this etcd records as `lent` to the home region (`{prefix}/spare-codes/{code}`); the assignment then
+   * carries that code. A holder gives a borrowed slot back at its next refresh once the code is being reclaimed.
+   */
+  readonly borrowSpare?: boolean;
   /** Slots this node may claim: `{first, last}` or `"0-127"`; default all of the layout's. */
   readonly workers?: WorkerRange | string;
   /** Holder kind recorded in the worker key; default `service`. */
@@ -94,8 +98,8 @@ export interface LeaseConfig {
   readonly auth: { readonly username: string; readonly password: string } | undefined;
   readonly prefix: string;
   readonly region: number;
-  /** Home region first, then the borrowed ones. */
-  readonly regions: readonly number[];
+  /** Claim under spare codes lent to the home region once the home range is full (embedded only). */
+  readonly borrowSpare: boolean;
   readonly workers: WorkerRange;
   readonly kind: 'service' | 'embedded';
   readonly nodeId: string;
@@ -195,14 +199,10 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
   const layout = o.layout ?? DEFAULT_LAYOUT;
   const inRegion = (r: unknown): boolean => isInt(r) && r >= 0 && r <= layout.maxRegion;
   if (!inRegion(o.region)) problems.push(`region must be an integer from 0 to ${layout.maxRegion}, got ${describe(o.region)}`);
-  const borrowed = o.borrowedRegions ?? [];
-  if (!Array.isArray(borrowed)) problems.push('borrowedRegions must be a list of region codes');
-  else {
-    for (const b of borrowed as unknown[]) {
-      if (!inRegion(b)) problems.push(`borrowed region must be an integer from 0 to ${layout.maxRegion}, got ${describe(b)}`);
-      else if (b === o.region) problems.push(`borrowed region ${b} is the home region`);
-    }
-    if (new Set(borrowed).size !== borrowed.length) problems.push('borrowedRegions lists a region twice');
+  const borrowSpare = o.borrowSpare ?? false;
+  if (typeof borrowSpare !== 'boolean') problems.push(`borrowSpare must be true or false, got ${describe(borrowSpare)}`);
+  else if (borrowSpare && (o.kind ?? 'service') !== 'embedded') {
+    problems.push('borrowSpare is for embedded callers (kind "embedded"): a serving node on a borrowed code would register under it');
   }
   let workers: WorkerRange = { first: 0, last: layout.maxWorker };
   if (typeof o.workers === 'string') {
@@ -265,7 +265,7 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
     auth: o.auth,
     prefix: prefix === '/' ? '' : prefix,
     region: o.region,
-    regions: [o.region, ...borrowed],
+    borrowSpare: borrowSpare === true,
     workers,
     kind,
     nodeId,

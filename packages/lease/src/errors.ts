@@ -13,7 +13,9 @@ export type LeaseErrorCode =
   /** Standalone mode: the state file is locked by another node, unreadable or unwritable. */
   | 'state-file'
   /** etcd refuses this node: bad credentials, a role without access, TLS certificates that do not verify. */
-  | 'etcd-access';
+  | 'etcd-access'
+  /** A spare region code refused: lent out, not adopted, or a lend/reclaim/adopt step that may not run (docs/design.md §7). */
+  | 'spare-code';
 
 const brand = Symbol.for('@idgen/lease.LeaseError');
 

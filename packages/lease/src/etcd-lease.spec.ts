@@ -261,17 +261,6 @@ describe('claiming and keeping a slot', () => {
     await expect(started).rejects.toThrow('gave up');
     expect(t.of('assign')).toHaveLength(0);
   });
-
-  it('borrowed regions: claims there when the home range is full', async () => {
-    const prefix = uniquePrefix('borrow');
-    const a = new RecordingTarget('a');
-    await lease(options(prefix, { workers: '0-0' }), a).start();
-    const b = new RecordingTarget('b');
-    await lease(options(prefix, { workers: '0-0', borrowedRegions: [6], kind: 'embedded' }), b).start();
-    expect(a.assignment).toMatchObject({ region: 1, worker: 0 });
-    expect(b.assignment).toMatchObject({ region: 6, worker: 0 });
-    expect(JSON.parse((await kv.get(leaseKeys.worker(prefix, 6, 0)).string()) ?? '{}')).toMatchObject({ kind: 'embedded' });
-  });
 });
 
 async function waitUntil(pred: () => Promise<boolean>, timeoutMs: number): Promise<void> {

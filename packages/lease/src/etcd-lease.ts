@@ -14,6 +14,8 @@ import { resolveLeaseConfig } from './config.js';
 import type { EtcdLeaseOptions, LeaseConfig } from './config.js';
 import { createEtcdClient, deadlineIn, errorText, rangeValue, sleep, withTimeout } from './etcd-client.js';
 import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
+import type { SpareGuard } from './slot-transactions.js';
+import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
 import { LeaseAttributes, LeaseMetrics } from './metrics.js';
@@ -52,6 +54,10 @@ interface Session {
   loop?: Promise<void>;
   /** The watch on this session's own worker key (docs/design.md §5, root of trust). */
   watcher?: Watcher;
+  /** A slot under a borrowed spare code: its spare record as read when `lent`, compared by every refresh (§7). */
+  spare?: SpareGuard;
+  /** A refresh found the borrowed code's spare record changed (reclaimed): the slot is given back, not lost. */
+  withdrawn?: boolean;
 }
 
 /**
@@ -236,6 +242,10 @@ class EtcdWorkerLease implements WorkerLease {
       this.client ??= createEtcdClient(this.cfg);
       this.setState('claiming', 'connecting to etcd and checking the layout record');
       await this.retrying('layout check', () => this.checkLayout());
+      // docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here.
+      await this.retrying('region code check', () =>
+        checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, { layout: this.cfg.layout, timeoutMs: this.cfg.requestTimeoutMs }),
+      );
       await this.acquire(!this.cfg.waitForFreeSlot);
     } catch (e) {
       if (!this.lifetime.signal.aborted || this.releasing === undefined) {
@@ -318,14 +328,27 @@ class EtcdWorkerLease implements WorkerLease {
     return this.client;
   }
 
-  /** All (region, worker) slots this node may claim, starting at a random one so starters spread out. */
+  /** The home slots this node may claim, starting at a random one so starters spread out. */
   private candidates(): { region: number; worker: number }[] {
-    const all: { region: number; worker: number }[] = [];
-    for (const region of this.cfg.regions) {
-      for (let w = this.cfg.workers.first; w <= this.cfg.workers.last; w++) all.push({ region, worker: w });
-    }
-    const start = randomInt(all.length);
-    return [...all.slice(start), ...all.slice(0, start)];
+    return rotated(this.cfg.region, this.cfg.workers.first, this.cfg.workers.last);
+  }
+
+  /**
+   * The spare codes this etcd lends to the home region (docs/design.md §7), for a borrower whose own range is full.
+   * Every slot of a lent code is open to borrowers: no node runs on it.
+   */
+  private async lentCodes(): Promise<{ guard: SpareGuard; slots: { region: number; worker: number }[] }[]> {
+    const { entries, unreadable } = await readSpareCodesLeniently({
+      client: this.requireClient(),
+      prefix: this.cfg.prefix,
+      timeoutMs: this.cfg.requestTimeoutMs,
+      layout: this.cfg.layout,
+    });
+    for (const u of unreadable) this.cfg.logger.error({ err: u }, 'lease: ignoring an unreadable spare-code record');
+    return lentTo(entries, this.cfg.region).map((e) => ({
+      guard: { key: e.key, modRevision: e.modRevision },
+      slots: rotated(e.record.code, 0, this.cfg.layout.maxWorker),
+    }));
   }
 
   /** Grants a lease, claims a slot, writes `last-ms`, waits for the floor, assigns the target. */
@@ -364,30 +387,41 @@ class EtcdWorkerLease implements WorkerLease {
     this.armFence(s);
 
     try {
-      // Claim: one transaction per candidate, create-if-absent, reading last-ms in the same transaction.
+      // Claim: one transaction per candidate, create-if-absent, reading last-ms in the same transaction. The home range
+      // first; a borrower whose home range is full then tries the spare codes lent to its region (docs/design.md §7).
       const holders: SlotHolder[] = [];
       const refused: string[] = [];
-      let claimed: { region: number; worker: number; last: LastMsRecord | undefined; revision: string } | undefined;
-      const candidates = this.candidates();
-      for (const c of candidates) {
+      let claimed: { region: number; worker: number; last: LastMsRecord | undefined; revision: string; spare?: SpareGuard } | undefined;
+      let tried = 0;
+      const tryOne = async (c: { region: number; worker: number }, spare?: SpareGuard): Promise<'next' | 'claimed' | 'withdrawn'> => {
         this.checkSession(s);
         this.lifetime.signal.throwIfAborted(); // released meanwhile: claim nothing more
+        tried++;
         const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
         const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
         const holder: WorkerRecord = { nodeId, kind: this.cfg.kind, address: this.address, startedAt: new Date(clock.nowMs()).toISOString() };
-        const outcome = await claimSlot(client, lease, leaseId, { worker: workerKey, lastMs: lastKey }, JSON.stringify(holder), requestTimeoutMs);
+        const outcome = await claimSlot(client, lease, leaseId, { worker: workerKey, lastMs: lastKey }, JSON.stringify(holder), requestTimeoutMs, spare);
+        if (outcome.kind === 'withdrawn') {
+          refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
+          return 'withdrawn';
+        }
         if (outcome.kind === 'held') {
           holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(outcome.holder) });
-          continue;
+          return 'next';
         }
         if (outcome.kind === 'adopted') {
           this.cfg.logger.warn({ key: workerKey, leaseId }, 'lease: adopted a worker key our own lease already held (a claim whose answer was lost)');
         }
         const last = outcome.lastMs;
         try {
-          claimed = { ...c, last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value), revision: outcome.revision };
+          claimed = {
+            ...c,
+            last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value),
+            revision: outcome.revision,
+            ...(spare === undefined ? {} : { spare }),
+          };
           s.lastMsRevision = last?.modRevision ?? '0';
-          break;
+          return 'claimed';
         } catch (e) {
           // Garbage in last-ms: the floor is unknown, so this slot is refused (never guess a floor lower
           // than the truth); give the worker key back and try the next candidate.
@@ -403,14 +437,28 @@ class EtcdWorkerLease implements WorkerLease {
             requestTimeoutMs,
             `giving back ${workerKey}`,
           );
+          return 'next';
+        }
+      };
+      for (const c of this.candidates()) {
+        if ((await tryOne(c)) === 'claimed') break;
+      }
+      if (claimed === undefined && this.cfg.borrowSpare) {
+        lent: for (const code of await this.lentCodes()) {
+          for (const c of code.slots) {
+            const r = await tryOne(c, code.guard);
+            if (r === 'claimed') break lent;
+            if (r === 'withdrawn') break;
+          }
         }
       }
-      if (claimed === undefined) throw new NoFreeWorkerError(candidates.length, holders, refused);
+      if (claimed === undefined) throw new NoFreeWorkerError(tried, holders, refused);
       // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
       this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
 
       s.region = claimed.region;
       s.worker = claimed.worker;
+      if (claimed.spare !== undefined) s.spare = claimed.spare;
       const floorMs = computeFloor(claimed.last, { ttlMs, clockBoundMs: this.cfg.clockBoundMs, epochMs: this.cfg.layout.epochMs });
       s.floorMs = floorMs;
 
@@ -530,7 +578,12 @@ class EtcdWorkerLease implements WorkerLease {
       };
       const left = timeoutMs - (clock.monoMs() - startMono);
       const keys = { worker: workerKey, lastMs: lastKey };
-      const outcome = await writeLastMsRecord(client, s.leaseId, keys, s.lastMsRevision, record, left);
+      // A borrowed slot's refreshes compare its spare record (docs/design.md §7); the final released record does not.
+      const outcome = await writeLastMsRecord(client, s.leaseId, keys, s.lastMsRevision, record, left, released ? undefined : s.spare);
+      if (outcome.kind === 'withdrawn') {
+        s.withdrawn = true;
+        return `spare code ${s.region} is being reclaimed (${s.spare?.key} changed): the borrowed slot ${s.region}/${s.worker} is given back`;
+      }
       if (outcome.kind === 'written') {
         s.lastMsRevision = outcome.revision;
         s.ackedLastMs = Math.max(s.ackedLastMs, ms);
@@ -581,7 +634,8 @@ class EtcdWorkerLease implements WorkerLease {
         if (left() <= 0) throw new Error('no time left for the last-ms refresh');
         const lost = await this.writeLastMs(s, false, left());
         if (lost !== undefined) {
-          this.lose(s, lost);
+          if (s.withdrawn === true) this.giveBack(s, lost);
+          else this.lose(s, lost);
           return;
         }
       } catch (e) {
@@ -641,6 +695,34 @@ class EtcdWorkerLease implements WorkerLease {
         if (!this.lifetime.signal.aborted) this.cfg.logger.error({ err: errorText(e) }, 'lease: re-claiming stopped');
       });
     }
+  }
+
+  /**
+   * A borrowed slot whose spare code is being reclaimed (docs/design.md §7): stop minting, write the final `last-ms`
+   * marked released (so the handover can start right above it), revoke, and claim again (the home range, or another
+   * lent code). Safety does not rest on this: the reclaim waits for the worker key to go, released or expired.
+   */
+  private giveBack(s: Session, why: string): void {
+    if (s.ended) return;
+    const wasAssigned = s.assigned;
+    this.endSession(s);
+    if (wasAssigned) this.target.unassign('lease', why);
+    this.cfg.logger.warn({ region: s.region, worker: s.worker, leaseId: s.leaseId, why }, 'lease: giving a borrowed slot back');
+    this.setState('fenced', why);
+    this.reclaiming = (async () => {
+      try {
+        const lost = await this.writeLastMs(s, true, this.cfg.requestTimeoutMs);
+        if (lost === undefined) this.count(LeaseAttributes.released);
+        else this.cfg.logger.warn({ why: lost }, 'lease: final last-ms of the borrowed slot not written (the handover waits as after a crash)');
+      } catch (e) {
+        this.cfg.logger.warn({ err: errorText(e) }, 'lease: final last-ms of the borrowed slot failed (the handover waits as after a crash)');
+      }
+      await this.revokeQuietly(s.lease);
+      // A slot given back while claiming is handled by the claim loop; one given back while alive claims again here.
+      if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) await this.acquire(false);
+    })().catch((e: unknown) => {
+      if (!this.lifetime.signal.aborted) this.cfg.logger.error({ err: errorText(e) }, 'lease: re-claiming stopped');
+    });
   }
 
   private endSession(s: Session): void {
@@ -726,4 +808,12 @@ class EtcdWorkerLease implements WorkerLease {
       this.client?.close();
     }
   }
+}
+
+/** The workers first … last of `region`, starting at a random one so starters spread out. */
+function rotated(region: number, first: number, last: number): { region: number; worker: number }[] {
+  const all: { region: number; worker: number }[] = [];
+  for (let w = first; w <= last; w++) all.push({ region, worker: w });
+  const start = randomInt(all.length);
+  return [...all.slice(start), ...all.slice(0, start)];
 }

@@ -35,6 +35,25 @@ export { LeaseAttributes, LeaseMetrics } from './metrics.js';
 export type { ChurnEvent } from './metrics.js';
 export { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
 export type { LastMsRecord, WorkerRecord } from './records.js';
+export {
+  DEFAULT_REGIONS_IN_USE,
+  HANDOVER_NODE_ID,
+  SpareCodeError,
+  adoptSpareCode,
+  beginReclaim,
+  checkRegionCode,
+  exportHandover,
+  handoverLastMs,
+  heldSlotsUnder,
+  lendSpareCode,
+  listSpareCodes,
+  parseHandover,
+  parseSpareCodeRecord,
+  readSpareCode,
+  spareCodesOf,
+  spareKeys,
+} from './spare-codes.js';
+export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeRecord, SpareCodeState } from './spare-codes.js';
 export { silentLogger } from './types.js';
 export type {
   LeaseExtension,

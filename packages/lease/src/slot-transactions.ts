@@ -17,7 +17,18 @@ export type ClaimOutcome =
    */
   | { readonly kind: 'adopted'; readonly lastMs: KeyRead | undefined; readonly revision: string }
   /** Another lease holds the slot (`holder` is its worker record, if any). */
-  | { readonly kind: 'held'; readonly holder: string | undefined };
+  | { readonly kind: 'held'; readonly holder: string | undefined }
+  /** The spare-code record the claim compared changed (reclaimed, docs/design.md §7): no slot under that code. */
+  | { readonly kind: 'withdrawn' };
+
+/**
+ * A borrowed code's `{prefix}/spare-codes/{code}` record at the mod revision read when it said `lent`: every claim
+ * and `last-ms` refresh under the code compares it (docs/design.md §7), so a reclaim stops both at once.
+ */
+export interface SpareGuard {
+  readonly key: string;
+  readonly modRevision: string;
+}
 
 /**
  * Claims a worker slot: creates `workerKey` on `lease` only if it does not exist, reading `last-ms` in the same
@@ -31,12 +42,14 @@ export async function claimSlot(
   keys: { readonly worker: string; readonly lastMs: string },
   holderRecord: string,
   timeoutMs: number,
+  guard?: SpareGuard,
 ): Promise<ClaimOutcome> {
+  let cmp = client.if(keys.worker, 'Create', '==', 0);
+  if (guard !== undefined) cmp = cmp.and(guard.key, 'Mod', '==', guard.modRevision);
   const res = await withTimeout(
-    client
-      .if(keys.worker, 'Create', '==', 0)
+    cmp
       .then(lease.put(keys.worker).value(holderRecord), client.get(keys.lastMs))
-      .else(client.get(keys.worker))
+      .else(client.get(keys.worker), ...(guard === undefined ? [] : [client.get(guard.key)]))
       .options(deadlineIn(timeoutMs))
       .commit(),
     timeoutMs,
@@ -44,6 +57,9 @@ export async function claimSlot(
   );
   if (res.succeeded) return { kind: 'claimed', lastMs: rangeKey(res.responses[1]), revision: String(res.header.revision) };
   const held = rangeKey(res.responses[0]);
+  if (guard !== undefined && rangeKey(res.responses[1])?.modRevision !== guard.modRevision && held?.lease !== leaseId) {
+    return { kind: 'withdrawn' };
+  }
   if (held === undefined || held.lease !== leaseId) return { kind: 'held', holder: held?.value };
   const range = await withTimeout(client.get(keys.lastMs).options(deadlineIn(timeoutMs)).exec(), timeoutMs, `reading ${keys.lastMs}`);
   return { kind: 'adopted', lastMs: firstKey(range.kvs), revision: held.modRevision };
@@ -56,7 +72,9 @@ export type LastMsWriteOutcome =
   /** The worker key is gone or bound to another lease: the slot is not ours. Nothing was written. */
   | { readonly kind: 'not-held' }
   /** The slot is ours but `last-ms` is not at the expected revision: `found` is what is there. Nothing was written. */
-  | { readonly kind: 'moved'; readonly found: KeyRead | undefined };
+  | { readonly kind: 'moved'; readonly found: KeyRead | undefined }
+  /** The slot is ours but its borrowed code's spare record changed (reclaimed): give the slot back. Nothing was written. */
+  | { readonly kind: 'withdrawn' };
 
 /**
  * Writes `record` to `last-ms` only if the worker key is still bound to `leaseId` *and* `last-ms` is still at
@@ -71,13 +89,14 @@ export async function writeLastMsRecord(
   expectedRevision: string,
   record: LastMsRecord,
   timeoutMs: number,
+  guard?: SpareGuard,
 ): Promise<LastMsWriteOutcome> {
+  let cmp = client.if(keys.worker, 'Lease', '==', leaseId).and(keys.lastMs, 'Mod', '==', expectedRevision);
+  if (guard !== undefined) cmp = cmp.and(guard.key, 'Mod', '==', guard.modRevision);
   const res = await withTimeout(
-    client
-      .if(keys.worker, 'Lease', '==', leaseId)
-      .and(keys.lastMs, 'Mod', '==', expectedRevision)
+    cmp
       .then(client.put(keys.lastMs).value(JSON.stringify(record)))
-      .else(client.get(keys.worker), client.get(keys.lastMs))
+      .else(client.get(keys.worker), client.get(keys.lastMs), ...(guard === undefined ? [] : [client.get(guard.key)]))
       .options(deadlineIn(timeoutMs))
       .commit(),
     timeoutMs,
@@ -85,7 +104,11 @@ export async function writeLastMsRecord(
   );
   if (res.succeeded) return { kind: 'written', revision: String(res.header.revision) };
   if (rangeKey(res.responses[0])?.lease !== leaseId) return { kind: 'not-held' };
-  return { kind: 'moved', found: rangeKey(res.responses[1]) };
+  const found = rangeKey(res.responses[1]);
+  if (guard !== undefined && rangeKey(res.responses[2])?.modRevision !== guard.modRevision && (found?.modRevision ?? '0') === expectedRevision) {
+    return { kind: 'withdrawn' };
+  }
+  return { kind: 'moved', found };
 }
 
 /**

@@ -1,0 +1,302 @@
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { cleanupAll, startEtcd } from '@idgen/testing';
+import type { EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { CorruptRecordError, NoFreeWorkerError } from './errors.js';
+import { leaseKeys, parseLastMsRecord } from './records.js';
+import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
+import {
+  SpareCodeError,
+  adoptSpareCode,
+  beginReclaim,
+  checkRegionCode,
+  exportHandover,
+  heldSlotsUnder,
+  lendSpareCode,
+  parseHandover,
+  parseSpareCodeRecord,
+  readSpareCode,
+  spareCodesOf,
+  spareKeys,
+} from './spare-codes.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(120_000);
+
+let etcd: EtcdServer;
+let kv: Etcd3;
+const leases: WorkerLease[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  kv = new Etcd3({ hosts: [etcd.clientUrl] });
+});
+
+afterEach(async () => {
+  await Promise.all(leases.splice(0).map((l) => l.release()));
+});
+
+afterAll(async () => {
+  kv?.close();
+  await cleanupAll();
+});
+
+function options(prefix: string, extra: Partial<EtcdLeaseOptions> = {}): EtcdLeaseOptions {
+  return {
+    endpoints: [etcd.clientUrl],
+    prefix,
+    region: 2,
+    ttlSeconds: 2,
+    keepAliveIntervalMs: 400,
+    keepAliveTimeoutMs: 300,
+    fenceMarginMs: 500,
+    requestTimeoutMs: 1500,
+    backoff: { initialMs: 50, maxMs: 400 },
+    ...extra,
+  };
+}
+
+function lease(o: EtcdLeaseOptions, target: RecordingTarget): WorkerLease {
+  const l = createEtcdLease(o, target);
+  leases.push(l);
+  return l;
+}
+
+const io = (prefix: string) => ({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT });
+
+describe('spare-code records: parsing', () => {
+  it('reads the four states and refuses garbage naming the key and the field', () => {
+    const key = '/p/spare-codes/5';
+    expect(parseSpareCodeRecord(key, '{"code":5,"state":"lent","lentTo":2,"at":"t"}')).toEqual({ code: 5, state: 'lent', lentTo: 2, at: 't' });
+    expect(parseSpareCodeRecord(key, '{"code":5,"state":"adopted","at":"t","adoptedFrom":{"lentTo":2,"workers":1,"maxLastMs":9}}')).toMatchObject({
+      state: 'adopted',
+      adoptedFrom: { lentTo: 2, workers: 1, maxLastMs: 9 },
+    });
+    const bad: [string, RegExp][] = [
+      ['nope', /not JSON/],
+      ['[5]', /not a JSON object/],
+      ['{"code":6,"state":"lent","lentTo":2}', /does not match the key/],
+      ['{"code":5,"state":"borrowed","lentTo":2}', /field state is not one of lent, reclaiming, reclaimed, adopted/],
+      ['{"code":5,"state":"lent"}', /field lentTo is not a region code/],
+      ['{"code":5,"state":"lent","lentTo":5}', /other than 5/],
+      ['{"code":5,"state":"adopted"}', /adoptedFrom is missing/],
+    ];
+    for (const [raw, why] of bad) {
+      const e = (() => {
+        try {
+          parseSpareCodeRecord(key, raw);
+        } catch (err) {
+          return err;
+        }
+        return undefined;
+      })();
+      expect(e).toBeInstanceOf(CorruptRecordError);
+      expect((e as Error).message).toMatch(why);
+      expect((e as Error).message).toContain(key);
+    }
+  });
+
+  it('spare codes come from the layout record (default 5 and up)', () => {
+    expect(spareCodesOf('/p/layout', undefined, 7)).toEqual([5, 6, 7]);
+    expect(spareCodesOf('/p/layout', '{"epochMs":0}', 7)).toEqual([5, 6, 7]);
+    expect(spareCodesOf('/p/layout', '{"spareCodes":[7,4]}', 7)).toEqual([4, 7]);
+    expect(() => spareCodesOf('/p/layout', '{"spareCodes":[8]}', 7)).toThrow(/field spareCodes is not a list of distinct region codes 0-7/);
+    expect(() => spareCodesOf('/p/layout', '{"spareCodes":[5,5]}', 7)).toThrow(CorruptRecordError);
+  });
+
+  it('a handover file with anything wrong is refused with what', () => {
+    const good = {
+      format: 'idgen-spare-handover/1',
+      code: 5,
+      lentTo: 2,
+      prefix: '/p',
+      reclaimedAt: 't',
+      layout: DEFAULT_LAYOUT.toRecord(),
+      ttlMs: 6000,
+      clockBoundMs: 10,
+      workers: [{ worker: 3, lastMs: 100, source: { ms: 90, released: false, nodeId: 'n', at: 't' } }],
+    };
+    expect(parseHandover(JSON.stringify(good)).workers).toEqual([{ worker: 3, lastMs: 100, source: { ms: 90, released: false, nodeId: 'n', at: 't' } }]);
+    expect(() => parseHandover('{', 'f.json')).toThrow(/f.json is not JSON/);
+    expect(() => parseHandover(JSON.stringify({ ...good, format: 'x' }))).toThrow(/format/);
+    expect(() => parseHandover(JSON.stringify({ ...good, workers: [{ worker: 3 }] }))).toThrow(/worker 3 has no lastMs/);
+    expect(() => parseHandover(JSON.stringify({ ...good, workers: [good.workers[0], good.workers[0]] }))).toThrow(/listed twice/);
+  });
+});
+
+describe('checkRegionCode (what a node checks at boot)', () => {
+  it('a region in use passes; a spare not adopted, a code lent out, or garbage is refused', async () => {
+    const prefix = uniquePrefix('check');
+    await expect(checkRegionCode(kv, prefix, 2, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
+    await expect(checkRegionCode(kv, prefix, 5, { layout: DEFAULT_LAYOUT })).rejects.toThrow(
+      /region code 5 is a spare code \(spare codes 5, 6, 7\) and this etcd has no adoption record .*spare-codes\/5: run "idgen spare adopt 5/,
+    );
+    await lendSpareCode(io(prefix), 6, 2);
+    const lent = await checkRegionCode(kv, prefix, 6, { layout: DEFAULT_LAYOUT }).catch((e: unknown) => e);
+    expect(lent).toBeInstanceOf(SpareCodeError);
+    expect((lent as Error).message).toMatch(/region code 6 is a spare code this etcd lent to region 2 .* says lent/);
+    await kv.put(spareKeys.code(prefix, 7)).value('{"code":7,"state":"taken"}');
+    await expect(checkRegionCode(kv, prefix, 7, { layout: DEFAULT_LAYOUT })).rejects.toThrow(CorruptRecordError);
+    // The layout record may name other spares.
+    const custom = uniquePrefix('check-custom');
+    await kv.put(leaseKeys.layout(custom)).value(JSON.stringify({ ...DEFAULT_LAYOUT.toRecord(), spareCodes: [4] }));
+    await expect(checkRegionCode(kv, custom, 5, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
+    await expect(checkRegionCode(kv, custom, 4, { layout: DEFAULT_LAYOUT })).rejects.toThrow(/spare codes 4\)/);
+  });
+
+  it('a lease whose home code is lent out does not start', async () => {
+    const prefix = uniquePrefix('check-lease');
+    await lendSpareCode(io(prefix), 5, 2);
+    const t = new RecordingTarget('on-5');
+    const err = await lease(options(prefix, { region: 5, workers: '0-3' }), t).start().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SpareCodeError);
+    expect(t.of('assign')).toHaveLength(0);
+  });
+});
+
+describe('lend, reclaim, adopt: the transactions', () => {
+  it('lend is idempotent for the same loan and refuses another; reclaim refuses an unlent code', async () => {
+    const prefix = uniquePrefix('lend');
+    await expect(lendSpareCode(io(prefix), 2, 1)).rejects.toThrow(/region code 2 is not a spare code/);
+    await expect(lendSpareCode(io(prefix), 5, 6)).rejects.toThrow(/region 6 is itself a spare code/);
+    expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(true);
+    expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(false);
+    await expect(lendSpareCode(io(prefix), 5, 3)).rejects.toThrow(/already recorded here as lent \(lent to region 2\)/);
+    expect(JSON.parse((await kv.get(spareKeys.code(prefix, 5)).string()) ?? '{}')).toMatchObject({ code: 5, lentTo: 2, state: 'lent' });
+    await expect(beginReclaim(io(prefix), 6)).rejects.toThrow(/not lent from this etcd/);
+  });
+
+  it('borrowers claim under a code lent to their region once the home range is full, and nowhere else', async () => {
+    const prefix = uniquePrefix('borrow');
+    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    // Not lent yet: the borrower finds no slot.
+    const early = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('early'))
+      .start()
+      .catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(NoFreeWorkerError);
+    // Lent to another region: still nothing for region 2.
+    await lendSpareCode(io(prefix), 6, 3);
+    const other = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('other'))
+      .start()
+      .catch((e: unknown) => e);
+    expect(other).toBeInstanceOf(NoFreeWorkerError);
+    await lendSpareCode(io(prefix), 5, 2);
+    const b = new RecordingTarget('borrower');
+    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    expect(b.assignment?.region).toBe(5);
+    const held = await heldSlotsUnder(io(prefix), 5);
+    expect(held).toHaveLength(1);
+    expect(JSON.parse(held[0]?.holder ?? '{}')).toMatchObject({ kind: 'embedded' });
+    // Without borrowSpare, a full home range stays full.
+    const plain = await lease(options(prefix, { workers: '0-0', kind: 'embedded' }), new RecordingTarget('plain')).start().catch((e: unknown) => e);
+    expect(plain).toBeInstanceOf(NoFreeWorkerError);
+  });
+
+  it('reclaiming stops new claims at once and holders give their slot back (released) at the next refresh', async () => {
+    const prefix = uniquePrefix('reclaim');
+    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lendSpareCode(io(prefix), 5, 2);
+    const b = new RecordingTarget('borrower');
+    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    const worker = b.assignment?.worker ?? -1;
+    expect(b.assignment?.region).toBe(5);
+
+    expect((await beginReclaim(io(prefix), 5)).state).toBe('reclaiming');
+    // No new claim under the code from now on.
+    const late = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('late'))
+      .start()
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(NoFreeWorkerError);
+    // The holder gives its slot back at its next refresh: fenced, then a released last-ms, then no worker key.
+    await b.waitFor((e) => e.kind === 'unassign', 5_000, 'the borrowed slot given back');
+    expect(b.of('unassign')[0]?.message).toMatch(/spare code 5 is being reclaimed/);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    const lastKey = leaseKeys.lastMs(prefix, 5, worker);
+    const last = parseLastMsRecord(lastKey, (await kv.get(lastKey).string()) ?? '');
+    expect(last.released).toBe(true);
+    await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).resolves.toMatchObject({
+      code: 5,
+      lentTo: 2,
+      workers: [{ worker, lastMs: last.ms }],
+    });
+    expect((await readSpareCode(io(prefix), 5))?.record.state).toBe('reclaimed');
+    // A reclaimed code is not lent again from here.
+    await expect(lendSpareCode(io(prefix), 5, 2)).rejects.toThrow(/already recorded here as reclaimed/);
+  });
+
+  it('a claim or refresh that read the code as lent cannot commit once the reclaim has (the compare on the spare record)', async () => {
+    const prefix = uniquePrefix('interleave');
+    await lendSpareCode(io(prefix), 5, 2);
+    const lent = await readSpareCode(io(prefix), 5);
+    const guard = { key: lent?.key ?? '', modRevision: lent?.modRevision ?? '' };
+    const lease = kv.lease(30, { autoKeepAlive: false });
+    const leaseId = await lease.grant();
+    try {
+      const keys = (w: number) => ({ worker: leaseKeys.worker(prefix, 5, w), lastMs: leaseKeys.lastMs(prefix, 5, w) });
+      // Before the reclaim: a claim and a refresh under the code commit.
+      expect((await claimSlot(kv, lease, leaseId, keys(1), '{}', 2000, guard)).kind).toBe('claimed');
+      const record = { ms: Date.now(), released: false, nodeId: 'b', leaseId, at: 't', ttlMs: 2000 };
+      const first = await writeLastMsRecord(kv, leaseId, keys(1), '0', record, 2000, guard);
+      expect(first.kind).toBe('written');
+      // The reclaim commits between the borrower's read and its next claim and refresh: both are refused.
+      await beginReclaim(io(prefix), 5);
+      expect(await claimSlot(kv, lease, leaseId, keys(2), '{}', 2000, guard)).toEqual({ kind: 'withdrawn' });
+      expect(await kv.get(keys(2).worker).string()).toBeNull();
+      const revision = first.kind === 'written' ? first.revision : '';
+      expect(await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, ms: record.ms + 1 }, 2000, guard)).toEqual({ kind: 'withdrawn' });
+      // The final released record compares no spare record: it lands.
+      expect((await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, released: true }, 2000)).kind).toBe('written');
+    } finally {
+      await lease.revoke();
+    }
+  });
+
+  it('export waits for held slots; adopt refuses the lender etcd, a held slot, another layout; never lowers a floor', async () => {
+    const prefix = uniquePrefix('adopt');
+    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lendSpareCode(io(prefix), 5, 2);
+    const b = new RecordingTarget('borrower');
+    const borrower = lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b);
+    await borrower.start();
+    await beginReclaim(io(prefix), 5);
+    await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(/still held|reclaim/);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    const handover = await exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5);
+    await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd records spare code 5 as reclaimed/);
+
+    const target = uniquePrefix('adopt-new');
+    await expect(adoptSpareCode(io(target), { ...handover, layout: { ...handover.layout, workerBits: 6 } })).rejects.toThrow(/layout differs/);
+    const w = handover.workers[0]?.worker ?? -1;
+    // A higher floor already there stays.
+    const higher = { ms: (handover.workers[0]?.lastMs ?? 0) + 60_000, released: true, nodeId: 'x', at: 't' };
+    await kv.put(leaseKeys.lastMs(target, 5, w)).value(JSON.stringify(higher));
+    const adopted = await adoptSpareCode(io(target), handover);
+    expect(adopted).toMatchObject({ written: 0, changed: true, record: { state: 'adopted', adoptedFrom: { lentTo: 2, workers: 1 } } });
+    expect(JSON.parse((await kv.get(leaseKeys.lastMs(target, 5, w)).string()) ?? '{}')).toEqual(higher);
+    await expect(checkRegionCode(kv, target, 5, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
+
+    const fresh = uniquePrefix('adopt-fresh');
+    expect((await adoptSpareCode(io(fresh), handover)).written).toBe(1);
+    expect(JSON.parse((await kv.get(leaseKeys.lastMs(fresh, 5, w)).string()) ?? '{}')).toMatchObject({
+      ms: handover.workers[0]?.lastMs,
+      released: true,
+      nodeId: 'spare-handover',
+    });
+    expect((await adoptSpareCode(io(fresh), handover)).changed).toBe(false);
+
+    const busy = uniquePrefix('adopt-busy');
+    await kv.put(leaseKeys.worker(busy, 5, 0)).value('{"nodeId":"early"}');
+    await expect(adoptSpareCode(io(busy), handover)).rejects.toThrow(/slots under code 5 are held in this etcd/);
+  });
+});
+
+async function waitUntil(pred: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const start = Date.now();
+  while (!(await pred())) {
+    if (Date.now() - start > timeoutMs) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}

@@ -1,0 +1,500 @@
+import type { Etcd3 } from 'etcd3';
+import type { Layout, LayoutRecord } from '@idgen/core';
+import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
+import type { KeyRead } from './etcd-client.js';
+import { CorruptRecordError, LeaseError } from './errors.js';
+import { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
+import type { LastMsRecord } from './records.js';
+
+/**
+ * Spare region codes, lent and reclaimed across clusters (docs/design.md §7).
+ *
+ * `{prefix}/spare-codes/{code}` in one region's etcd:
+ * - `lent` (in the borrowing region's etcd): that region's callers with `borrowSpare` may claim slots under the code;
+ * - `reclaiming`: no new claims (every claim compares the record's mod revision), holders give their slot back at
+ *   their next `last-ms` refresh (that write compares it too);
+ * - `reclaimed`: every slot under the code was released or expired and the handover was exported; nothing here may
+ *   claim under the code again;
+ * - `adopted` (in the new region's etcd): the handover's `last-ms` records were written first; nodes may run on it.
+ *
+ * A node checks at boot ({@link checkRegionCode}): a code recorded `lent`, `reclaiming` or `reclaimed` here, or a spare
+ * code (the layout record's `spareCodes`, default 5 and above) with no `adopted` record, is refused.
+ */
+
+export type SpareCodeState = 'lent' | 'reclaiming' | 'reclaimed' | 'adopted';
+const STATES: readonly SpareCodeState[] = ['lent', 'reclaiming', 'reclaimed', 'adopted'];
+
+/** `{prefix}/spare-codes/{code}`. */
+export interface SpareCodeRecord {
+  readonly code: number;
+  readonly state: SpareCodeState;
+  /** The borrowing region (`lent`, `reclaiming`, `reclaimed`). */
+  readonly lentTo?: number;
+  /** ISO time of the last change. */
+  readonly at: string;
+  /** `adopted`: where the handover came from and the highest floor it carried. */
+  readonly adoptedFrom?: { readonly lentTo: number; readonly reclaimedAt: string; readonly workers: number; readonly maxLastMs: number };
+}
+
+/** A spare-code record as read, with its mod revision (what a claim under it compares). */
+export interface SpareCodeEntry {
+  readonly key: string;
+  readonly record: SpareCodeRecord;
+  readonly modRevision: string;
+}
+
+/** The codes that are spares by default: 5 and above (five regions in use, docs/design.md §1). */
+export const DEFAULT_REGIONS_IN_USE = 5;
+
+export const spareKeys = {
+  code: (prefix: string, code: number) => `${prefix}/spare-codes/${code}`,
+  all: (prefix: string) => `${prefix}/spare-codes/`,
+  workers: (prefix: string, code: number) => `${prefix}/regions/${code}/workers/`,
+  lastMsAll: (prefix: string, code: number) => `${prefix}/regions/${code}/last-ms/`,
+} as const;
+
+/** Thrown when a spare-code operation or a boot check must refuse; never retryable. */
+export class SpareCodeError extends LeaseError {
+  constructor(message: string) {
+    super('spare-code', message, false);
+    this.name = 'SpareCodeError';
+  }
+}
+
+function isInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v);
+}
+
+function objectOf(key: string, raw: string): Record<string, unknown> {
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch {
+    throw new CorruptRecordError(key, 'not JSON', raw);
+  }
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new CorruptRecordError(key, 'not a JSON object', raw);
+  return v as Record<string, unknown>;
+}
+
+/** Parses `{prefix}/spare-codes/{code}`; anything unexpected throws {@link CorruptRecordError} naming the field. */
+export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): SpareCodeRecord {
+  const o = objectOf(key, raw);
+  const code = o['code'];
+  const fromKey = Number(key.slice(key.lastIndexOf('/') + 1));
+  if (!isInt(code) || code < 0 || code > maxRegion) throw new CorruptRecordError(key, `field code is not a region code 0-${maxRegion}`, raw);
+  if (code !== fromKey) throw new CorruptRecordError(key, `field code ${code} does not match the key`, raw);
+  const state = o['state'];
+  if (typeof state !== 'string' || !STATES.includes(state as SpareCodeState)) {
+    throw new CorruptRecordError(key, `field state is not one of ${STATES.join(', ')}`, raw);
+  }
+  const lentTo = o['lentTo'];
+  if (state !== 'adopted') {
+    if (!isInt(lentTo) || lentTo < 0 || lentTo > maxRegion || lentTo === code) {
+      throw new CorruptRecordError(key, `field lentTo is not a region code 0-${maxRegion} other than ${code}`, raw);
+    }
+  }
+  const at = typeof o['at'] === 'string' ? o['at'] : '';
+  const base: SpareCodeRecord = { code, state: state as SpareCodeState, at, ...(isInt(lentTo) ? { lentTo } : {}) };
+  const from = o['adoptedFrom'];
+  if (state === 'adopted') {
+    if (typeof from !== 'object' || from === null) throw new CorruptRecordError(key, 'field adoptedFrom is missing', raw);
+    const f = from as Record<string, unknown>;
+    if (!isInt(f['lentTo']) || !isInt(f['workers']) || !isInt(f['maxLastMs'])) {
+      throw new CorruptRecordError(key, 'field adoptedFrom needs integers lentTo, workers, maxLastMs', raw);
+    }
+    return {
+      ...base,
+      adoptedFrom: {
+        lentTo: f['lentTo'],
+        reclaimedAt: typeof f['reclaimedAt'] === 'string' ? f['reclaimedAt'] : '',
+        workers: f['workers'],
+        maxLastMs: f['maxLastMs'],
+      },
+    };
+  }
+  return base;
+}
+
+/**
+ * The spare codes of a deployment: the layout record's optional `spareCodes` (a list of region codes), else every
+ * code from 5 up ({@link DEFAULT_REGIONS_IN_USE}). Garbage in `spareCodes` throws {@link CorruptRecordError}.
+ */
+export function spareCodesOf(layoutKey: string, layoutRaw: string | undefined, maxRegion: number): number[] {
+  const defaults = (): number[] => {
+    const out: number[] = [];
+    for (let c = DEFAULT_REGIONS_IN_USE; c <= maxRegion; c++) out.push(c);
+    return out;
+  };
+  if (layoutRaw === undefined) return defaults();
+  const o = objectOf(layoutKey, layoutRaw);
+  const list = o['spareCodes'];
+  if (list === undefined) return defaults();
+  if (!Array.isArray(list) || list.some((c) => !isInt(c) || c < 0 || c > maxRegion) || new Set(list).size !== list.length) {
+    throw new CorruptRecordError(layoutKey, `field spareCodes is not a list of distinct region codes 0-${maxRegion}`, layoutRaw);
+  }
+  return [...(list as number[])].sort((a, b) => a - b);
+}
+
+interface Io {
+  readonly client: Etcd3;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+}
+
+async function getKey(io: Io, key: string): Promise<KeyRead | undefined> {
+  const r = await withTimeout(io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(), io.timeoutMs, `reading ${key}`);
+  return firstKey(r.kvs);
+}
+
+async function getPrefix(io: Io, prefix: string): Promise<{ key: string; read: KeyRead }[]> {
+  const r = await withTimeout(io.client.getAll().prefix(prefix).options(deadlineIn(io.timeoutMs)).exec(), io.timeoutMs, `listing ${prefix}`);
+  return r.kvs.map((kv) => ({ key: kv.key.toString('utf8'), read: firstKey([kv]) as KeyRead }));
+}
+
+/** The deployment's spare codes and layout as this etcd records them. */
+async function readSpareSet(io: Io, layout: Layout): Promise<{ codes: number[]; layoutRecord: LayoutRecord | undefined }> {
+  const key = leaseKeys.layout(io.prefix);
+  const raw = (await getKey(io, key))?.value;
+  const layoutRecord = raw === undefined ? undefined : parseLayoutRecord(key, raw);
+  return { codes: spareCodesOf(key, raw, layout.maxRegion), layoutRecord };
+}
+
+/** Reads one spare-code record; `undefined` when absent; garbage throws {@link CorruptRecordError}. */
+export async function readSpareCode(io: Io & { layout: Layout }, code: number): Promise<SpareCodeEntry | undefined> {
+  const key = spareKeys.code(io.prefix, code);
+  const read = await getKey(io, key);
+  if (read === undefined) return undefined;
+  return { key, record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion), modRevision: read.modRevision };
+}
+
+/** Every spare-code record under the prefix; garbage throws {@link CorruptRecordError} naming the key. */
+export async function listSpareCodes(io: Io & { layout: Layout }): Promise<SpareCodeEntry[]> {
+  const all = await getPrefix(io, spareKeys.all(io.prefix));
+  return all
+    .map(({ key, read }) => ({ key, record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion), modRevision: read.modRevision }))
+    .sort((a, b) => a.record.code - b.record.code);
+}
+
+/**
+ * Every readable spare-code record, and a line for each unreadable one (the lease skips those: a garbage record
+ * lends nothing, and must not stop a caller whose own range still has room).
+ */
+export async function readSpareCodesLeniently(io: Io & { layout: Layout }): Promise<{ entries: SpareCodeEntry[]; unreadable: string[] }> {
+  const entries: SpareCodeEntry[] = [];
+  const unreadable: string[] = [];
+  for (const { key, read } of await getPrefix(io, spareKeys.all(io.prefix))) {
+    try {
+      entries.push({ key, record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion), modRevision: read.modRevision });
+    } catch (e) {
+      unreadable.push((e as Error).message);
+    }
+  }
+  return { entries, unreadable };
+}
+
+/** The worker keys under a code (`{prefix}/regions/{code}/workers/`): who still holds a slot there. */
+export async function heldSlotsUnder(io: Io, code: number): Promise<{ worker: number; holder: string }[]> {
+  const prefix = spareKeys.workers(io.prefix, code);
+  return (await getPrefix(io, prefix)).map(({ key, read }) => ({ worker: Number(key.slice(prefix.length)), holder: read.value }));
+}
+
+/**
+ * Boot check (docs/design.md §7): may a node or an embedded caller of this etcd run on `region` as its own code?
+ * Refuses (throws {@link SpareCodeError}) when this etcd records the code as lent out (`lent`, `reclaiming`,
+ * `reclaimed`), or when the code is a spare (layout record `spareCodes`) that this etcd has not adopted.
+ */
+export async function checkRegionCode(client: Etcd3, prefix: string, region: number, o: { layout: Layout; timeoutMs?: number }): Promise<void> {
+  const io: Io & { layout: Layout } = { client, prefix, timeoutMs: o.timeoutMs ?? 5000, layout: o.layout };
+  const entry = await readSpareCode(io, region);
+  if (entry !== undefined) {
+    const r = entry.record;
+    if (r.state === 'adopted') return;
+    throw new SpareCodeError(
+      `region code ${region} is a spare code this etcd lent to region ${r.lentTo} (${entry.key} says ${r.state}): ` +
+        `no node may run on it here; its IDs belong to region ${r.lentTo}'s borrowers (docs/design.md §7)`,
+    );
+  }
+  const { codes } = await readSpareSet(io, o.layout);
+  if (codes.includes(region)) {
+    throw new SpareCodeError(
+      `region code ${region} is a spare code (spare codes ${codes.join(', ')}) and this etcd has no adoption record ${spareKeys.code(prefix, region)}: ` +
+        `run "idgen spare adopt ${region} --handover FILE" against this etcd before the region's first node starts (docs/runbook.md)`,
+    );
+  }
+}
+
+/** `idgen spare lend`: records in the borrowing region's etcd that `code` is lent to it. Idempotent for the same loan. */
+export async function lendSpareCode(
+  io: Io & { layout: Layout; now?: () => number },
+  code: number,
+  toRegion: number,
+): Promise<{ record: SpareCodeRecord; changed: boolean }> {
+  const { codes } = await readSpareSet(io, io.layout);
+  if (!codes.includes(code)) throw new SpareCodeError(`region code ${code} is not a spare code (spare codes: ${codes.join(', ') || 'none'}; the layout record's spareCodes)`);
+  if (codes.includes(toRegion)) throw new SpareCodeError(`region ${toRegion} is itself a spare code: lend to a region in use`);
+  if (toRegion < 0 || toRegion > io.layout.maxRegion) throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
+  const existing = await readSpareCode(io, code);
+  if (existing !== undefined) {
+    const r = existing.record;
+    if (r.state === 'lent' && r.lentTo === toRegion) return { record: r, changed: false };
+    throw new SpareCodeError(
+      `spare code ${code} is already recorded here as ${r.state}${r.lentTo === undefined ? '' : ` (lent to region ${r.lentTo})`} (${existing.key}); ` +
+        'a code is lent once: after a reclaim it belongs to the region that adopts it',
+    );
+  }
+  const held = await heldSlotsUnder(io, code);
+  if (held.length > 0) {
+    throw new SpareCodeError(`slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): something runs on it already`);
+  }
+  const key = spareKeys.code(io.prefix, code);
+  const record: SpareCodeRecord = { code, state: 'lent', lentTo: toRegion, at: new Date((io.now ?? Date.now)()).toISOString() };
+  const res = await withTimeout(
+    io.client.if(key, 'Create', '==', 0).then(io.client.put(key).value(JSON.stringify(record))).options(deadlineIn(io.timeoutMs)).commit(),
+    io.timeoutMs,
+    `lend transaction on ${key}`,
+  );
+  if (!res.succeeded) throw new SpareCodeError(`${key} was written by someone else meanwhile; look again (idgen spare list)`);
+  return { record, changed: true };
+}
+
+/**
+ * `idgen spare reclaim`, step 1: `lent` → `reclaiming` (conditional on the record as read). From the moment it commits
+ * no claim under the code can commit (each compares the record's mod revision), and holders give their slots back at
+ * their next refresh. Already `reclaiming` or `reclaimed`: returned as is.
+ */
+export async function beginReclaim(io: Io & { layout: Layout; now?: () => number }, code: number): Promise<SpareCodeRecord> {
+  const existing = await readSpareCode(io, code);
+  if (existing === undefined) throw new SpareCodeError(`spare code ${code} is not lent from this etcd (${spareKeys.code(io.prefix, code)} is absent)`);
+  const r = existing.record;
+  if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
+  if (r.state !== 'lent') throw new SpareCodeError(`spare code ${code} is ${r.state} in this etcd, not lent: nothing to reclaim here`);
+  const record: SpareCodeRecord = { code, state: 'reclaiming', lentTo: r.lentTo as number, at: new Date((io.now ?? Date.now)()).toISOString() };
+  const res = await withTimeout(
+    io.client
+      .if(existing.key, 'Mod', '==', existing.modRevision)
+      .then(io.client.put(existing.key).value(JSON.stringify(record)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
+    io.timeoutMs,
+    `reclaim transaction on ${existing.key}`,
+  );
+  if (!res.succeeded) throw new SpareCodeError(`${existing.key} changed meanwhile; run reclaim again`);
+  return record;
+}
+
+/** One worker of a handover: the `last-ms` a new holder of the slot must respect, and what it was computed from. */
+export interface HandoverWorker {
+  readonly worker: number;
+  /** Never mint at or below this Unix ms (written as a released `last-ms` by adopt). */
+  readonly lastMs: number;
+  /** The borrowers' `last-ms` record it was computed from. */
+  readonly source: LastMsRecord;
+}
+
+/** The handover file: written by reclaim from the lender's etcd, read by adopt into the new region's etcd. */
+export interface Handover {
+  readonly format: 'idgen-spare-handover/1';
+  readonly code: number;
+  readonly lentTo: number;
+  readonly prefix: string;
+  readonly reclaimedAt: string;
+  readonly layout: LayoutRecord;
+  /** The TTL and clock bound the floors were computed with (the larger of these and each record's own TTL). */
+  readonly ttlMs: number;
+  readonly clockBoundMs: number;
+  readonly workers: readonly HandoverWorker[];
+}
+
+/**
+ * The `last-ms` a new holder of a borrowed slot must respect: the floor a successor in the same etcd would compute
+ * (docs/design.md §5): the millisecond of a clean release, else `last-ms + TTL + clock bound`. A borrower never
+ * minted above its wall ceiling, `L + TTL − margin` with `L` ≤ the record's `ms`, whatever its clock did; so every
+ * ID it minted is at or below this.
+ */
+export function handoverLastMs(record: LastMsRecord, o: { ttlMs: number; clockBoundMs: number; epochMs: number }): number {
+  return computeFloor(record, o);
+}
+
+/**
+ * `idgen spare reclaim`, step 2: once the record is `reclaiming` and no worker key is left under the code, reads every
+ * `last-ms` under it, marks the record `reclaimed` (conditional on it being unchanged) and returns the handover.
+ * Throws {@link SpareCodeError} while slots are still held (`heldSlotsUnder` says which).
+ */
+export async function exportHandover(
+  io: Io & { layout: Layout; ttlMs: number; clockBoundMs: number; now?: () => number },
+  code: number,
+): Promise<Handover> {
+  const existing = await readSpareCode(io, code);
+  if (existing === undefined) throw new SpareCodeError(`spare code ${code} is not lent from this etcd`);
+  const r = existing.record;
+  if (r.state !== 'reclaiming' && r.state !== 'reclaimed') throw new SpareCodeError(`spare code ${code} is ${r.state}: reclaim it first`);
+  const held = await heldSlotsUnder(io, code);
+  if (held.length > 0) throw new SpareCodeError(`${held.length} slot(s) under code ${code} still held (workers ${held.map((h) => h.worker).join(', ')})`);
+  const layoutKey = leaseKeys.layout(io.prefix);
+  const layoutRaw = (await getKey(io, layoutKey))?.value;
+  const layout = layoutRaw === undefined ? io.layout.toRecord() : parseLayoutRecord(layoutKey, layoutRaw);
+  const prefix = spareKeys.lastMsAll(io.prefix, code);
+  const workers: HandoverWorker[] = [];
+  for (const { key, read } of await getPrefix(io, prefix)) {
+    const worker = Number(key.slice(prefix.length));
+    if (!Number.isSafeInteger(worker) || worker < 0 || worker > io.layout.maxWorker) throw new CorruptRecordError(key, 'not a worker key', read.value);
+    const source = parseLastMsRecord(key, read.value); // garbage: no handover (the floor is unknown)
+    workers.push({ worker, lastMs: handoverLastMs(source, { ttlMs: io.ttlMs, clockBoundMs: io.clockBoundMs, epochMs: layout.epochMs }), source });
+  }
+  workers.sort((a, b) => a.worker - b.worker);
+  const reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
+  if (r.state === 'reclaiming') {
+    const done: SpareCodeRecord = { code, state: 'reclaimed', lentTo: r.lentTo as number, at: reclaimedAt };
+    const res = await withTimeout(
+      io.client
+        .if(existing.key, 'Mod', '==', existing.modRevision)
+        .then(io.client.put(existing.key).value(JSON.stringify(done)))
+        .options(deadlineIn(io.timeoutMs))
+        .commit(),
+      io.timeoutMs,
+      `marking ${existing.key} reclaimed`,
+    );
+    if (!res.succeeded) throw new SpareCodeError(`${existing.key} changed meanwhile; run reclaim again`);
+  }
+  return {
+    format: 'idgen-spare-handover/1',
+    code,
+    lentTo: r.lentTo as number,
+    prefix: io.prefix,
+    reclaimedAt,
+    layout,
+    ttlMs: io.ttlMs,
+    clockBoundMs: io.clockBoundMs,
+    workers,
+  };
+}
+
+/** Parses a handover file; anything unexpected throws {@link SpareCodeError} naming what. */
+export function parseHandover(text: string, source = 'handover file'): Handover {
+  let o: unknown;
+  try {
+    o = JSON.parse(text);
+  } catch {
+    throw new SpareCodeError(`${source} is not JSON`);
+  }
+  const bad = (what: string): never => {
+    throw new SpareCodeError(`${source}: ${what}`);
+  };
+  if (typeof o !== 'object' || o === null) return bad('not a JSON object');
+  const h = o as Record<string, unknown>;
+  if (h['format'] !== 'idgen-spare-handover/1') bad('format is not "idgen-spare-handover/1"');
+  for (const f of ['code', 'lentTo', 'ttlMs', 'clockBoundMs'] as const) if (!isInt(h[f]) || (h[f] as number) < 0) bad(`${f} is not a non-negative integer`);
+  if (typeof h['layout'] !== 'object' || h['layout'] === null) bad('layout is missing');
+  let layout: LayoutRecord;
+  try {
+    layout = parseLayoutRecord('layout', JSON.stringify(h['layout']));
+  } catch (e) {
+    return bad(`layout: ${(e as Error).message}`);
+  }
+  if (!Array.isArray(h['workers'])) bad('workers is not a list');
+  const workers: HandoverWorker[] = [];
+  for (const w of h['workers'] as unknown[]) {
+    const x = (typeof w === 'object' && w !== null ? w : {}) as Record<string, unknown>;
+    if (!isInt(x['worker']) || (x['worker'] as number) < 0) bad(`a worker entry has no worker number: ${JSON.stringify(w)}`);
+    if (!isInt(x['lastMs']) || (x['lastMs'] as number) < 0) bad(`worker ${String(x['worker'])} has no lastMs`);
+    let source: LastMsRecord;
+    try {
+      source = parseLastMsRecord(`worker ${String(x['worker'])} source`, JSON.stringify(x['source']));
+    } catch (e) {
+      return bad((e as Error).message);
+    }
+    workers.push({ worker: x['worker'] as number, lastMs: x['lastMs'] as number, source });
+  }
+  if (new Set(workers.map((w) => w.worker)).size !== workers.length) bad('a worker is listed twice');
+  return {
+    format: 'idgen-spare-handover/1',
+    code: h['code'] as number,
+    lentTo: h['lentTo'] as number,
+    prefix: typeof h['prefix'] === 'string' ? h['prefix'] : '',
+    reclaimedAt: typeof h['reclaimedAt'] === 'string' ? h['reclaimedAt'] : '',
+    layout,
+    ttlMs: h['ttlMs'] as number,
+    clockBoundMs: h['clockBoundMs'] as number,
+    workers,
+  };
+}
+
+/** Node id written in the `last-ms` records adopt puts in the new region's etcd. */
+export const HANDOVER_NODE_ID = 'spare-handover';
+
+/**
+ * `idgen spare adopt`: in the new region's etcd, before its first node starts, writes each handover worker's `last-ms`
+ * (as a released record at the handover's value, never lowering one already there), then the `adopted` record
+ * last, so a node that passes the boot check finds every floor in place. Refuses when this etcd lent the code out,
+ * when a slot under it is held, or when the layout differs. Adopting the same handover again changes nothing.
+ */
+export async function adoptSpareCode(
+  io: Io & { layout: Layout; now?: () => number },
+  handover: Handover,
+): Promise<{ record: SpareCodeRecord; written: number; changed: boolean }> {
+  const code = handover.code;
+  if (code < 0 || code > io.layout.maxRegion) throw new SpareCodeError(`handover code ${code} is not a region code 0-${io.layout.maxRegion}`);
+  const differences = io.layout.differences(handover.layout, 'in this etcd', 'in the handover');
+  const layoutKey = leaseKeys.layout(io.prefix);
+  const layoutRaw = (await getKey(io, layoutKey))?.value;
+  const here = layoutRaw === undefined ? undefined : parseLayoutRecord(layoutKey, layoutRaw);
+  const diff = here === undefined ? differences : io.layout.differences(here, 'expected', 'in this etcd').concat(differences);
+  if (diff.length > 0) throw new SpareCodeError(`the handover's layout differs from this deployment's: ${diff.join('; ')}`);
+  const existing = await readSpareCode(io, code);
+  if (existing !== undefined && existing.record.state !== 'adopted') {
+    throw new SpareCodeError(
+      `this etcd records spare code ${code} as ${existing.record.state} (lent to region ${existing.record.lentTo}): ` +
+        "adopt into the new region's own etcd, not the one that lent it",
+    );
+  }
+  const held = await heldSlotsUnder(io, code);
+  if (existing === undefined && held.length > 0) {
+    throw new SpareCodeError(`slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): adopt before the first node starts`);
+  }
+  const at = new Date((io.now ?? Date.now)()).toISOString();
+  let written = 0;
+  for (const w of handover.workers) {
+    if (w.worker > io.layout.maxWorker) throw new SpareCodeError(`handover worker ${w.worker} is outside 0-${io.layout.maxWorker}`);
+    const workerKey = leaseKeys.worker(io.prefix, code, w.worker);
+    const lastKey = leaseKeys.lastMs(io.prefix, code, w.worker);
+    const current = await getKey(io, lastKey);
+    const currentFloor =
+      current === undefined ? -1 : computeFloor(parseLastMsRecord(lastKey, current.value), { ttlMs: handover.ttlMs, clockBoundMs: handover.clockBoundMs, epochMs: io.layout.epochMs });
+    if (currentFloor >= w.lastMs) continue; // never lower a floor already there (an adopt run twice, or later use)
+    const record: LastMsRecord = { ms: w.lastMs, released: true, nodeId: HANDOVER_NODE_ID, at, ttlMs: handover.ttlMs };
+    const res = await withTimeout(
+      io.client
+        .if(workerKey, 'Create', '==', 0)
+        .and(lastKey, 'Mod', '==', current?.modRevision ?? '0')
+        .then(io.client.put(lastKey).value(JSON.stringify(record)))
+        .options(deadlineIn(io.timeoutMs))
+        .commit(),
+      io.timeoutMs,
+      `writing ${lastKey}`,
+    );
+    if (!res.succeeded) throw new SpareCodeError(`${lastKey} or its worker key changed meanwhile (a node started on code ${code}?); run adopt again`);
+    written++;
+  }
+  const maxLastMs = handover.workers.reduce((m, w) => Math.max(m, w.lastMs), -1);
+  const record: SpareCodeRecord = {
+    code,
+    state: 'adopted',
+    at,
+    adoptedFrom: { lentTo: handover.lentTo, reclaimedAt: handover.reclaimedAt, workers: handover.workers.length, maxLastMs },
+  };
+  if (existing !== undefined) return { record: existing.record, written, changed: written > 0 };
+  const key = spareKeys.code(io.prefix, code);
+  const res = await withTimeout(
+    io.client.if(key, 'Create', '==', 0).then(io.client.put(key).value(JSON.stringify(record))).options(deadlineIn(io.timeoutMs)).commit(),
+    io.timeoutMs,
+    `adopt transaction on ${key}`,
+  );
+  if (!res.succeeded) throw new SpareCodeError(`${key} was written by someone else meanwhile; look again`);
+  return { record, written, changed: true };
+}
+
+/** Used by the lease: a `lent` record whose borrower is `region`, with the mod revision every claim compares. */
+export function lentTo(entries: readonly SpareCodeEntry[], region: number): SpareCodeEntry[] {
+  return entries.filter((e) => e.record.state === 'lent' && e.record.lentTo === region);
+}
+

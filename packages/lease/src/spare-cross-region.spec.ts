@@ -1,0 +1,203 @@
+import { performance } from 'node:perf_hooks';
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { createGuardedMinter, isFencedError, systemClock } from '@idgen/clock-guard';
+import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
+import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
+import type { EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import { adoptSpareCode, beginReclaim, exportHandover, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(180_000);
+
+// docs/design.md §7, issue 17: a spare code lent to region 2 (its own etcd), borrowed by region 2's embedded callers,
+// reclaimed, handed over and adopted by a new region with its own etcd. Two real etcd servers, real leases and
+// guards; only the clock of the borrower that runs ahead is injected.
+
+let regionTwo: EtcdServer;
+let newRegion: EtcdServer;
+let kvTwo: Etcd3;
+let kvNew: Etcd3;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  regionTwo = await startEtcd();
+  newRegion = await startEtcd();
+  kvTwo = new Etcd3({ hosts: [regionTwo.clientUrl] });
+  kvNew = new Etcd3({ hosts: [newRegion.clientUrl] });
+});
+
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  kvTwo?.close();
+  kvNew?.close();
+  await cleanupAll();
+});
+
+const TTL_MS = 2000;
+/** How far the second borrower's wall clock runs ahead of true time (more than a TTL: its last-ms is in the future). */
+const AHEAD_MS = 6000;
+
+function leaseOptions(prefix: string, endpoint: string, extra: Partial<EtcdLeaseOptions>): EtcdLeaseOptions {
+  return {
+    endpoints: [endpoint],
+    prefix,
+    region: 2,
+    ttlSeconds: TTL_MS / 1000,
+    keepAliveIntervalMs: 400,
+    keepAliveTimeoutMs: 300,
+    fenceMarginMs: 500,
+    requestTimeoutMs: 400,
+    backoff: { initialMs: 50, maxMs: 200 },
+    ...extra,
+  };
+}
+
+/** A wall clock `offset` ms from true time that can be stepped; the monotonic clock is the real one. */
+function offsetClock(offset: number): ClockSource & { step(ms: number): void } {
+  let wall = offset;
+  return { nowMs: () => Date.now() + wall, monoMs: () => performance.now(), step: (ms) => void (wall += ms) };
+}
+
+/** Mints 64 IDs a timer turn into `ids`, counting refusals by reason; the highest millisecond per worker. */
+function mintLoop(guard: GuardedMinter) {
+  const ids: bigint[] = [];
+  const refusals = new Map<string, number>();
+  let running = true;
+  const turn = (): void => {
+    if (!running) return;
+    for (let i = 0; i < 64; i++) {
+      try {
+        ids.push(guard.next());
+      } catch (e) {
+        if (!isFencedError(e)) throw e;
+        refusals.set(e.reason, (refusals.get(e.reason) ?? 0) + 1);
+        break;
+      }
+    }
+    setTimeout(turn, 0);
+  };
+  setTimeout(turn, 0);
+  return { ids, refusals, stop: () => void (running = false) };
+}
+
+interface Party {
+  name: string;
+  guard: GuardedMinter;
+  lease: WorkerLease;
+  minting: ReturnType<typeof mintLoop>;
+}
+
+function party(name: string, region: number, options: EtcdLeaseOptions, clock: ClockSource): Party {
+  const guard = createGuardedMinter({ region, clock });
+  const lease = createEtcdLease({ ...options, clock }, guard);
+  const minting = mintLoop(guard);
+  cleanups.push(async () => {
+    minting.stop();
+    await lease.release();
+    guard.close();
+  });
+  return { name, guard, lease, minting };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, timeoutMs: number): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!(await cond())) {
+    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+const fields = (id: bigint) => DEFAULT_LAYOUT.decompose(id);
+
+describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', () => {
+  it('the new region on code 5 mints no ID a borrower minted, including a borrower whose clock ran ahead and crashed', async () => {
+    const prefix = uniquePrefix('cross');
+    const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+    const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+
+    // Region 2: its one home slot is taken; code 5 is lent to it.
+    const home = createEtcdLease(leaseOptions(prefix, regionTwo.clientUrl, { workers: '0-0' }), new RecordingTarget('home'));
+    cleanups.push(() => home.release());
+    await home.start();
+    await lendSpareCode(two, 5, 2);
+
+    // Two borrowers: one on true time, one whose wall clock runs AHEAD_MS ahead and reaches etcd through a proxy.
+    const proxy = await createTcpProxy({ target: new URL(regionTwo.clientUrl).host });
+    cleanups.push(() => proxy.close());
+    const borrow = { workers: '0-0', kind: 'embedded' as const, borrowSpare: true };
+    const steady = party('steady', 2, leaseOptions(prefix, regionTwo.clientUrl, borrow), systemClock);
+    const aheadClock = offsetClock(AHEAD_MS);
+    const ahead = party('ahead', 2, leaseOptions(prefix, `http://${proxy.address}`, borrow), aheadClock);
+    await steady.lease.start();
+    await ahead.lease.start();
+    const borrowers = [steady, ahead];
+    const borrowedWorker = new Map(borrowers.map((b) => [b.name, b.lease.snapshot().worker ?? -1]));
+    expect(borrowers.map((b) => b.lease.snapshot().region)).toEqual([5, 5]);
+    await until('both borrowers to mint', () => borrowers.every((b) => b.minting.ids.length > 20_000), 30_000);
+    for (const b of borrowers) expect(fields(b.minting.ids[0] as bigint)).toMatchObject({ region: 5, worker: borrowedWorker.get(b.name) });
+
+    // The ahead borrower crashes for etcd (cut off, never releases) and its wall clock jumps another 3 s: the wall
+    // ceiling keeps it below last-ms + TTL − margin until its deadline fences it.
+    const trueTimeAtCut = Date.now();
+    proxy.cut();
+    aheadClock.step(3000);
+
+    // Reclaim: no new claims; the steady borrower gives its slot back at its next refresh, the ahead one expires.
+    await beginReclaim(two, 5);
+    await until('every code-5 slot released or expired', async () => (await heldSlotsUnder(two, 5)).length === 0, 30_000);
+    await until('the ahead borrower to be fenced', () => ahead.guard.status().state === 'fenced', 10_000);
+    for (const b of borrowers) b.minting.stop();
+    const handover = await exportHandover({ ...two, ttlMs: TTL_MS, clockBoundMs: 10 }, 5);
+    expect(handover.workers.map((w) => w.worker).sort((a, b) => a - b)).toEqual([...borrowedWorker.values()].sort((a, b) => a - b));
+    const byWorker = new Map(handover.workers.map((w) => [w.worker, w]));
+    expect(byWorker.get(borrowedWorker.get('steady') ?? -1)?.source.released).toBe(true);
+    expect(byWorker.get(borrowedWorker.get('ahead') ?? -1)?.source.released).toBe(false);
+
+    // Adopt into the new region's etcd, then start its lease holders on code 5, one on each borrowed worker.
+    await adoptSpareCode(fresh, handover);
+    const successors = borrowers.map((b) => {
+      const w = borrowedWorker.get(b.name) ?? -1;
+      return party(`new-${w}`, 5, leaseOptions(prefix, newRegion.clientUrl, { region: 5, workers: `${w}-${w}`, waitForFreeSlot: true }), systemClock);
+    });
+    await Promise.all(successors.map((s) => s.lease.start()));
+    const maxMsOf = (ids: readonly bigint[]): number => ids.reduce((m, id) => Math.max(m, DEFAULT_LAYOUT.unixMsOf(id)), -1);
+    await until(
+      'each successor to mint past everything its borrower minted',
+      () => successors.every((s, i) => s.guard.lastMintedMs() > maxMsOf((borrowers[i] as Party).minting.ids) + 20),
+      60_000,
+    );
+    for (const s of successors) s.minting.stop();
+
+    const minted = new Set<bigint>();
+    for (const b of borrowers) for (const id of b.minting.ids) minted.add(id);
+    let common = 0;
+    for (const s of successors) for (const id of s.minting.ids) if (minted.has(id)) common++;
+    const figures = borrowers.map((b, i) => {
+      const s = successors[i] as Party;
+      return {
+        worker: borrowedWorker.get(b.name),
+        borrower: b.name,
+        borrowerIds: b.minting.ids.length,
+        borrowerMaxMs: maxMsOf(b.minting.ids),
+        handoverLastMs: byWorker.get(borrowedWorker.get(b.name) ?? -1)?.lastMs,
+        successorFloorMs: s.guard.status().floorMs,
+        successorIds: s.minting.ids.length,
+        clockAheadRefusals: b.minting.refusals.get('clock-ahead') ?? 0,
+      };
+    });
+    console.log(`cross-region spare code 5: ${JSON.stringify({ common, figures })}`);
+    expect(successors.every((s) => s.minting.ids.length > 0)).toBe(true);
+    expect(common).toBe(0);
+    // The rule itself: every successor's floor is above anything its borrower minted.
+    for (const f of figures) expect(f.borrowerMaxMs).toBeLessThan(f.successorFloorMs);
+    // The ahead borrower's IDs were in the future, and its jump was refused by the wall ceiling.
+    expect(figures[1]?.borrowerMaxMs).toBeGreaterThan(trueTimeAtCut + AHEAD_MS - 1000);
+    expect(figures[1]?.clockAheadRefusals).toBeGreaterThan(0);
+  });
+});
