@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawnProcess, type ProcessHandle } from '@idgen/testing';
+import { serverLaunchArgs, spawnProcess, type ProcessHandle } from '@idgen/testing';
 
 /** The compiled server the tests start (the CLI's test target depends on @idgen/server:build). */
 export const SERVER_MAIN_JS = join(__dirname, '..', '..', 'server', 'dist', 'main.js');
@@ -31,7 +31,7 @@ export async function startNode(etcdUrl: string, o: { region: number; worker: nu
   const proc = spawnProcess(
     process.execPath,
     [
-      SERVER_MAIN_JS,
+      ...serverLaunchArgs(SERVER_MAIN_JS),
       '--etcd', etcdUrl,
       '--status-details', 'full',
       '--region', String(o.region),

@@ -5,11 +5,11 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupAll, findOnPath, freePort, makeTestPki, spawnProcess, tempDirSync } from '@idgen/testing';
+import { cleanupAll, findOnPath, freePort, makeTestPki, shebangNodeFlags, spawnProcess, tempDirSync } from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';
 import { parseAllDocuments } from 'yaml';
 import { FLAGS, parseConfig } from '../src/config.js';
-import { MAIN_JS, parseLine, standaloneStateFile, startServer } from './support.js';
+import { BIN_JS, MAIN_JS, parseLine, standaloneStateFile, startServer } from './support.js';
 
 jest.setTimeout(120_000);
 afterAll(() => cleanupAll());
@@ -19,6 +19,18 @@ const DEPLOY = join(REPO, 'deploy');
 const flagNames = new Set(FLAGS.map((f) => f.flags.split(' ')[0]));
 const envNames = new Set(FLAGS.map((f) => f.env));
 const defaultShutdownMs = Number(FLAGS.find((f) => f.key === 'shutdownTimeoutMs')?.defaultValue);
+/** The node's launch flags: the first line of its command, which tests, benchmarks and chaos start it with. */
+const launchFlags = shebangNodeFlags(BIN_JS);
+
+describe('the launch flags (apps/server/bin/idgen-server.js)', () => {
+  it('bound the young generation, and the server starts with them', async () => {
+    expect(launchFlags).toContain('--max-semi-space-size=16');
+    const node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    const cmdline = readFileSync(`/proc/${node.process.pid}/cmdline`, 'utf8').split('\0');
+    await node.stop();
+    expect(cmdline.slice(1, 1 + launchFlags.length)).toEqual(launchFlags);
+  });
+});
 
 /** `--flag=value` and `--flag value` forms as [flag, value] pairs. */
 function flagsOf(args: readonly string[]): [string, string | undefined][] {
@@ -122,7 +134,8 @@ describe('deploy/Dockerfile', () => {
     const entry = lines.find((l) => l.startsWith('ENTRYPOINT '));
     const argv = JSON.parse(entry?.slice('ENTRYPOINT '.length) ?? '[]') as string[];
     expect(argv[0]).toBe('node'); // exec form, no shell between SIGTERM and node
-    expect(argv[1]).toBe('/opt/idgen/apps/server/dist/main.js');
+    expect(argv.slice(1, -1)).toEqual(launchFlags);
+    expect(argv.at(-1)).toBe('/opt/idgen/apps/server/dist/main.js');
     expect(existsSync(MAIN_JS)).toBe(true);
     expect(text).toMatch(/HEALTHCHECK[^\n]*\n[^\n]*127\.0\.0\.1:8080\/healthz/);
   });
@@ -161,7 +174,8 @@ describe('deploy/systemd', () => {
   it('uses only variables and flags the server has, restarts on failure, stops after the shutdown timeout', () => {
     for (const m of text.matchAll(/^Environment=(IDGEN_[A-Z_]+)=/gm)) expect(envNames).toContain(m[1]);
     const exec = (text.match(/^ExecStart=(.*)$/m)?.[1] ?? '').split(/\s+/);
-    for (const [flag] of flagsOf(exec)) expect(flagNames).toContain(flag);
+    expect(exec.slice(0, 2 + launchFlags.length)).toEqual(['/usr/bin/node', ...launchFlags, '/opt/idgen/apps/server/dist/main.js']);
+    for (const [flag] of flagsOf(exec.slice(2 + launchFlags.length))) expect(flagNames).toContain(flag);
     expect(text).toMatch(/^Restart=on-failure$/m);
     expect(text).toMatch(/^NoNewPrivileges=yes$/m);
     expect(Number(text.match(/^TimeoutStopSec=(\d+)$/m)?.[1]) * 1000).toBeGreaterThan(defaultShutdownMs);

@@ -7,9 +7,9 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { delimiter } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
-import { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from '../src/http.js';
+import { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from '@idgen/serving';
 import { CHRONY_HEALTHY, createChronyStub } from './chrony-stub.js';
-import { MAIN_JS, idClient, parseLine, sleep, standaloneStateFile } from './support.js';
+import { NODE_ARGV, idClient, parseLine, sleep, standaloneStateFile } from './support.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());
@@ -65,7 +65,7 @@ describe(`a node at ulimit -n ${OPEN_FILES} with --time-source chrony`, () => {
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) clean[k] = v;
     const args = ['--standalone', '--state-file', standaloneStateFile(), '--time-source', 'chrony', '--listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'];
     // `exec`: the shell becomes the node, under the lower limit (a missing sh or node fails the spawn loudly).
-    const proc = spawnProcess('sh', ['-c', `ulimit -n ${OPEN_FILES} && exec "$0" "$@"`, process.execPath, MAIN_JS, ...args], {
+    const proc = spawnProcess('sh', ['-c', `ulimit -n ${OPEN_FILES} && exec "$0" "$@"`, process.execPath, ...NODE_ARGV, ...args], {
       env: { ...clean, PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}` },
     });
     const sockets: Socket[] = [];

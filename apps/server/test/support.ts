@@ -8,10 +8,14 @@ import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { IdGenerator } from '@idgen/proto';
-import { spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
+import { serverLaunchArgs, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 
 /** The compiled entry point the tests run. */
 export const MAIN_JS = join(__dirname, '..', 'dist', 'main.js');
+/** The `idgen-server` command, whose first line holds the node's launch flags. */
+export const BIN_JS = join(__dirname, '..', 'bin', 'idgen-server.js');
+/** `node` argv starting the node as its command does (the Dockerfile, the systemd unit, `npm start`, these tests). */
+export const NODE_ARGV = serverLaunchArgs(MAIN_JS);
 
 function assertBuilt(): void {
   if (!existsSync(MAIN_JS)) {
@@ -53,13 +57,13 @@ export function standaloneStateFile(): string {
   return join(tempDirSync('standalone').path, 'state.json');
 }
 
-/** Runs `node dist/main.js args` and returns at once (no waiting). */
+/** Runs `node <launch flags> dist/main.js args` and returns at once (no waiting). */
 export function spawnServer(args: readonly string[], env: NodeJS.ProcessEnv = {}): ProcessHandle {
   assertBuilt();
   // The child must not inherit IDGEN_* from the developer's shell: only what the test gives it.
   const clean: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) clean[k] = v;
-  return spawnProcess(process.execPath, [MAIN_JS, ...args], { env: { ...clean, ...env } });
+  return spawnProcess(process.execPath, [...NODE_ARGV, ...args], { env: { ...clean, ...env } });
 }
 
 /**

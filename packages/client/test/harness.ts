@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { freePort, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
+import { freePort, serverLaunchArgs, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 import type { IdClient } from '../src/index.js';
 
 /** The built generator node (tests start apps as processes, never import them). */
@@ -35,7 +35,7 @@ export async function startServer(options: {
   requireServerBuild();
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
-  const args = [SERVER_MAIN, '--time-source', 'none', '--region', String(options.region), '--listen', address, '--metrics-listen', 'off'];
+  const args = [...serverLaunchArgs(SERVER_MAIN), '--time-source', 'none', '--region', String(options.region), '--listen', address, '--metrics-listen', 'off'];
   if (options.etcd !== undefined) args.push('--etcd', options.etcd);
   // Without etcd: standalone by name, on a state file of its own.
   else args.push('--standalone', '--state-file', join(tempDirSync('client-standalone').path, 'state.json'));

@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
-import { type ProcessHandle, spawnProcess, tempDirSync } from '@idgen/testing';
+import { type ProcessHandle, serverLaunchArgs, spawnProcess, tempDirSync } from '@idgen/testing';
 
 /** The repository root, from `tools/bench/dist/`. */
 export const REPO = resolve(__dirname, '../../..');
@@ -25,7 +25,7 @@ export function buildServer(): void {
  */
 export async function startIdgenServer(port: number, extra: readonly string[] = []): Promise<ProcessHandle> {
   const server = spawnProcess(process.execPath, [
-    SERVER_MAIN,
+    ...serverLaunchArgs(SERVER_MAIN),
     '--standalone',
     '--state-file', join(tempDirSync('bench-standalone').path, 'state.json'),
     '--time-source', 'none',

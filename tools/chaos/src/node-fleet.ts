@@ -20,7 +20,7 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createTcpProxy, freePort, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
+import { createTcpProxy, freePort, serverLaunchArgs, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
 import { NO_METRICS, parseNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import type { Holding } from './verify.js';
 
@@ -303,7 +303,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
     const handle = spawnProcess(
       process.execPath,
       [
-        o.serverMain,
+        ...serverLaunchArgs(o.serverMain),
         '--region', String(o.region),
         '--etcd', etcdOf(position),
         '--listen', address,

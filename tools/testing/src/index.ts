@@ -9,7 +9,8 @@ export { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, findOnPath, startEtcd, s
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdOptions } from './etcd.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
 export type { TempDir } from './net.js';
-export { spawnProcess } from './process.js';
+export { shebangNodeFlags, spawnProcess } from './process.js';
+export { serverLaunchArgs } from './server-launch.js';
 export type { ProcessExit, ProcessHandle, SpawnProcessOptions } from './process.js';
 export { cleanupAll, liveCount } from './registry.js';
 export { REGISTER_TS_PATH, tsNodeArgs } from './ts-node.js';

@@ -1,6 +1,7 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { tempDir } from './net.js';
-import { spawnProcess } from './process.js';
+import { shebangNodeFlags, spawnProcess } from './process.js';
 import { tsNodeArgs } from './ts-node.js';
 import { cleanupAll, liveCount } from './registry.js';
 
@@ -103,5 +104,20 @@ describe('spawnProcess', () => {
     // The exit hook sent SIGKILL as the child exited; the grandchild dies when the kernel gets to it, and
     // its zombie waits for PID 1 to reap it (a zombie counts as dead).
     expect(await dies(pid)).toBe(true);
+  });
+});
+
+describe('shebangNodeFlags', () => {
+  it('reads the node flags of a script\'s first line, and refuses a first line that is not a node shebang', async () => {
+    const dir = await tempDir('shebang');
+    const write = (name: string, first: string): string => {
+      const file = join(dir.path, name);
+      writeFileSync(file, `${first}\nconsole.log(1);\n`);
+      return file;
+    };
+    expect(shebangNodeFlags(write('a.js', '#!/usr/bin/env -S node --max-semi-space-size=16 --no-warnings'))).toEqual(['--max-semi-space-size=16', '--no-warnings']);
+    expect(shebangNodeFlags(write('b.js', '#!/usr/bin/env node'))).toEqual([]);
+    expect(() => shebangNodeFlags(write('c.js', '// no shebang'))).toThrow(/first line is not/);
+    expect(() => shebangNodeFlags(write('d.js', '#!/bin/sh'))).toThrow(/first line is not/);
   });
 });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { track } from './registry.js';
 
@@ -175,4 +176,16 @@ export function spawnProcess(cmd: string, args: readonly string[], options: Spaw
     },
   };
   return handle;
+}
+
+/**
+ * The Node flags a script's first line gives (`#!/usr/bin/env -S node --flag …`), so tests, benchmarks and chaos
+ * start a program the way its command does (apps/server/bin/idgen-server.js holds the node's launch flags).
+ * Throws when the first line is not such a shebang.
+ */
+export function shebangNodeFlags(script: string): string[] {
+  const first = readFileSync(script, 'utf8').split('\n', 1)[0] ?? '';
+  const m = /^#!\/usr\/bin\/env(?: -S)? node((?: --?[\w-]+(?:=\S+)?)*)\s*$/.exec(first);
+  if (m === null) throw new Error(`${script}: the first line is not "#!/usr/bin/env -S node [flags]": ${JSON.stringify(first)}`);
+  return (m[1] ?? '').split(' ').filter((f) => f !== '');
 }
