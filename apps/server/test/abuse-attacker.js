@@ -4,25 +4,13 @@
 // Plain JavaScript over the built @idgen/h2 (the server's test target builds it first).
 'use strict';
 const { connect } = require('node:net');
+const { frame, word } = require('./attack-frames.js');
 const { encodeHeaders, ErrorCode, Flag, FrameType, PREFACE } = require('@idgen/h2');
 
 const [name, portText, durationText] = process.argv.slice(2);
 const port = Number(portText);
 const until = Date.now() + Number(durationText);
 
-function frame(type, flags, stream, payload = Buffer.alloc(0)) {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-}
-const word = (n) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32BE(n >>> 0);
-  return b;
-};
 const repeat = (n, make) => Buffer.concat(Array.from({ length: n }, (_, i) => make(i)));
 
 const GET = encodeHeaders([

@@ -5,6 +5,7 @@
 // Plain JavaScript over the built @idgen/h2 (the server's test target builds it first).
 'use strict';
 const { connect } = require('node:net');
+const { frame } = require('./attack-frames.js');
 const { encodeHeaders, Flag, FrameType, PREFACE } = require('@idgen/h2');
 
 const [name, portText, durationText, parallelText] = process.argv.slice(2);
@@ -13,14 +14,6 @@ const started = Date.now();
 const until = started + Number(durationText);
 const parallel = Number(parallelText ?? 1);
 
-function frame(type, flags, stream, payload = Buffer.alloc(0)) {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-}
 
 const stats = { connections: 0, cut: 0, oldestOpenMs: 0, bytesAccepted: 0, streamsOpened: 0 };
 

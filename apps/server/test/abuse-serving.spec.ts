@@ -4,17 +4,13 @@
 // client makes one NextIds call every 250 ms on a connection of its own. Each must leave the server's RSS under
 // 400 MB, at most 10% of the probe's calls failing during it and none after, and the process alive
 // (docs/design.md §8 item 4), and the attacker must not get what it came for.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.js';
 import { idClient, startServer, type ServerNode } from './support.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
-
-const PROBE_EVERY_MS = 250;
-const PROBE_DEADLINE_MS = 1_000;
-const MAX_RSS_BYTES = 400 * 1024 * 1024;
 
 interface AttackStats {
   connections: number;
@@ -28,51 +24,22 @@ interface AttackStats {
   streamsOpened: number;
 }
 
-function rssBytes(pid: number): number {
-  const kb = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'latin1'))?.[1];
-  return Number(kb ?? 0) * 1024;
-}
-
-async function probeOnce(client: ReturnType<typeof idClient>): Promise<boolean> {
-  try {
-    const res = await client.nextIds({ count: 1 }, { signal: AbortSignal.timeout(PROBE_DEADLINE_MS) });
-    return res.blocks.length === 1;
-  } catch {
-    return false;
-  }
-}
-
 /** Runs the attack `name` with `parallel` connections for `ms` while probing every 250 ms; checks the common bounds. */
-async function attackWhileProbing(node: ServerNode, client: ReturnType<typeof idClient>, name: string, ms: number, parallel: number): Promise<AttackStats> {
+async function attackWhileProbing(node: ServerNode, client: ProbeClient, name: string, ms: number, parallel: number): Promise<AttackStats> {
   const attacker = spawnProcess(process.execPath, [join(__dirname, 'abuse-serving-attacker.js'), name, String(node.port), String(ms), String(parallel)]);
-  let calls = 0;
-  let failed = 0;
-  let peakRss = 0;
-  while (attacker.exitStatus() === undefined) {
-    const started = Date.now();
-    calls++;
-    if (!(await probeOnce(client))) failed++;
-    peakRss = Math.max(peakRss, rssBytes(node.process.pid));
-    const wait = PROBE_EVERY_MS - (Date.now() - started);
-    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-  }
+  const probe = await probeWhile(node, client, attacker.exited);
   const exit = await attacker.exited;
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
   if (exit.code !== 0 || line === undefined) throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
   const stats = JSON.parse(line) as AttackStats;
-  const after: boolean[] = [];
-  for (let i = 0; i < 4; i++) after.push(await probeOnce(client));
-  console.log(`${name}: ${JSON.stringify(stats)}; probes ${failed}/${calls} failed; peak RSS ${Math.round(peakRss / 1e6)} MB`);
-  expect(node.process.exitStatus()).toBeUndefined();
-  expect(peakRss).toBeLessThan(MAX_RSS_BYTES);
-  expect(failed).toBeLessThanOrEqual(Math.floor(calls / 10));
-  expect(after).toEqual([true, true, true, true]);
+  console.log(`${name}: ${JSON.stringify(stats)}; probes ${probe.failed}/${probe.calls} failed; peak RSS ${Math.round(probe.peakRss / 1e6)} MB`);
+  expectWithinBounds(node, probe);
   return stats;
 }
 
 describe('idgen-server: the serving path under abuse', () => {
   let node: ServerNode;
-  let client: ReturnType<typeof idClient>;
+  let client: ProbeClient;
   beforeAll(async () => {
     node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
     await node.ready();
