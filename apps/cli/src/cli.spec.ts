@@ -58,7 +58,8 @@ describe('idgen decode (the built binary)', () => {
     ['status', /--server <url>[\s\S]*--etcd-prefix <prefix>[\s\S]*--etcd-ca <file>[\s\S]*--timeout-ms <ms>/],
     ['leases', /--region <code>[\s\S]*--etcd-user <name>[\s\S]*--etcd-password-file <file>[\s\S]*POISONED/],
     ['layout', /layout record[\s\S]*--etcd <urls>/],
-    ['decode', /\[id\.\.\.\][\s\S]*hex with 0x[\s\S]*stdin/],
+    ['decode', /\[id\.\.\.\][\s\S]*hex\s+with 0x[\s\S]*stdin[\s\S]*--etcd <urls>/],
+    ['spare', /lend[\s\S]*reclaim[\s\S]*adopt[\s\S]*list/],
   ])('explains %s in its own --help', (verb, pattern) => {
     const r = idgen(verb, '--help');
     expect(r.code).toBe(0);

@@ -2,14 +2,27 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { DEFAULT_LAYOUT } from '@idgen/core';
+import type { SpareCodeRecord } from '@idgen/lease';
 import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
 import { EXIT_CODES_HELP, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, isCliError, type ExitCode } from './exit-codes.js';
 import { runLayout, type LayoutFlags } from './layout.js';
 import { runLeases, type LeasesFlags } from './leases.js';
 import { runNext, type NextFlags } from './next.js';
-import { addEtcdOptions, addJsonOption, addTimeoutOption } from './options.js';
+import { addEtcdOptions, addJsonOption, addTimeoutOption, type EtcdFlags } from './options.js';
 import { runStatus, type StatusFlags } from './status.js';
+import {
+  readSpareNotes,
+  runSpareAdopt,
+  runSpareLend,
+  runSpareList,
+  runSpareReclaim,
+  spareNote,
+  type AdoptFlags,
+  type LendFlags,
+  type ReclaimFlags,
+  type SpareFlags,
+} from './spare.js';
 
 export type { CliIo } from './context.js';
 export { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, EXIT_USAGE } from './exit-codes.js';
@@ -113,16 +126,86 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   addTimeoutOption(layout, 'etcd');
   addJsonOption(layout).action(verb<LayoutFlags>('layout', runLayout));
 
-  program
+  const spare = program
+    .command('spare')
+    .summary('lend a spare region code to a region, reclaim it, and adopt it in a new region (docs/design.md §7)')
+    .description(
+      "spare region codes across regions' etcd clusters: lend (the borrowing region's etcd), reclaim (the same etcd: stop\n" +
+        "claims, wait for every slot under the code to go, write the handover), adopt (the new region's etcd, before its\n" +
+        'first node starts), list. These verbs write: they need an etcd user whose role may write {prefix}/spare-codes/\n' +
+        '(adopt also {prefix}/regions/{code}/last-ms/). Procedure: docs/runbook.md "Lending a spare region code".',
+    )
+    .addHelpText('after', `\n${EXIT_CODES_HELP}`);
+  const spareCommon = (c: ReturnType<Command['command']>, etcdWhat: string): ReturnType<Command['command']> => {
+    addEtcdOptions(c, etcdWhat);
+    addTimeoutOption(c, 'each etcd request');
+    return addJsonOption(c);
+  };
+  spareCommon(
+    spare
+      .command('lend')
+      .argument('<code>', 'the spare region code (the layout record\'s spareCodes; default 5, 6, 7)')
+      .summary("record in a region's etcd that a spare code is lent to it")
+      .description(
+        "record in the borrowing region's etcd that <code> is lent to it ({prefix}/spare-codes/{code} = lent): its embedded\n" +
+          'callers with borrowSpare claim slots under the code once their own range is full; their IDs carry the code',
+      )
+      .option('--to-region <region>', 'the borrowing region (its own code)'),
+    "the borrowing region's etcd client URLs (required)",
+  )
+    .addHelpText('after', '\nExample:\n  $ idgen spare lend 5 --to-region 2 --etcd https://etcd.region-2:2379\n  spare code 5: lent, lent to region 2')
+    .action((code: string, flags: LendFlags) => verb<LendFlags>('spare lend', (f, c) => runSpareLend(code, f, c))(flags));
+  spareCommon(
+    spare
+      .command('reclaim')
+      .argument('<code>', 'the lent spare code')
+      .summary('stop claims under a lent code, wait for its slots to go, write the handover file')
+      .description(
+        'in the etcd that lent <code>: mark it reclaiming (no new claims; holders give their slots back at their next\n' +
+          'refresh), wait until every slot under it is released or expired, then write the handover (per worker, the\n' +
+          'last-ms a new holder must mint above: a clean release\'s millisecond, else last-ms + TTL + clock bound) and\n' +
+          'mark the code reclaimed. After --wait-ms with slots still held: exit 1; run it again to carry on.',
+      )
+      .option('--handover <file>', 'where to write the handover (JSON), for idgen spare adopt')
+      .option('--wait-ms <ms>', 'how long to wait for the slots under the code to go', '60000')
+      .option('--lease-ttl <seconds>', "the borrowers' lease TTL, for records that do not carry their own", '6')
+      .option('--clock-bound-ms <ms>', 'the bound on clock differences between holders (docs/design.md §5)', '10'),
+    'client URLs of the etcd that lent the code (required)',
+  )
+    .addHelpText('after', '\nExample:\n  $ idgen spare reclaim 5 --handover code-5.json --etcd https://etcd.region-2:2379')
+    .action((code: string, flags: ReclaimFlags) => verb<ReclaimFlags>('spare reclaim', (f, c) => runSpareReclaim(code, f, c))(flags));
+  spareCommon(
+    spare
+      .command('adopt')
+      .argument('<code>', 'the reclaimed spare code')
+      .summary("write a handover into the new region's etcd, so its nodes may run on the code")
+      .description(
+        "in the new region's etcd, before its first node starts: write each worker's last-ms from the handover (never\n" +
+          'lowering one there), then {prefix}/spare-codes/{code} = adopted. A node refuses to start on a spare code its\n' +
+          'etcd has not adopted, or on one its etcd lent out.',
+      )
+      .option('--handover <file>', 'the file idgen spare reclaim wrote'),
+    "the new region's etcd client URLs (required)",
+  )
+    .addHelpText('after', '\nExample:\n  $ idgen spare adopt 5 --handover code-5.json --etcd https://etcd.region-6:2379')
+    .action((code: string, flags: AdoptFlags) => verb<AdoptFlags>('spare adopt', (f, c) => runSpareAdopt(code, f, c))(flags));
+  spareCommon(
+    spare.command('list').summary('the spare codes, their records in this etcd and the slots held under each'),
+    'etcd client URLs (required)',
+  ).action(verb<SpareFlags>('spare list', runSpareList));
+
+  const decode = program
     .command('decode')
     .summary('print the fields of each ID as one JSON object a line')
     .description(
       'print the fields of each ID as one JSON object a line: id, timestampMs (since the epoch), time, region, worker, sequence',
     )
     .argument('[id...]', 'IDs in decimal (0 … 9223372036854775807) or hex with 0x; none: read them from stdin, separated by whitespace')
-    .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch)
+    .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch);
+  addEtcdOptions(decode, "optional: an etcd whose spare-code records to show (\"code 5, lent to region 2\" in a field spare)");
+  addTimeoutOption(decode, 'etcd')
     .addHelpText('after', '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).')
-    .action(async (args: string[], flags: { epoch: string }) => {
+    .action(async (args: string[], flags: { epoch: string } & EtcdFlags & { timeoutMs: string }) => {
       let layout;
       try {
         layout = layoutWithEpoch(flags.epoch);
@@ -146,9 +229,24 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
           return;
         }
       }
+      let notes: Map<number, SpareCodeRecord> | undefined;
+      if (flags.etcd !== undefined) {
+        try {
+          const read = await readSpareNotes(flags);
+          notes = read.notes;
+          for (const p of read.problems) io.err(`idgen decode: ${p}`);
+        } catch (e) {
+          if (!isCliError(e)) throw e;
+          io.err(`idgen decode: ${e.message}`);
+          state.exitCode = e.exitCode;
+          return;
+        }
+      }
       for (const text of ids) {
         try {
-          io.out(JSON.stringify(decodeId(text, layout)));
+          const decoded = decodeId(text, layout);
+          const note = notes?.get(decoded.region);
+          io.out(JSON.stringify(note === undefined ? decoded : { ...decoded, spare: spareNote(note) }));
         } catch (e) {
           io.err(`idgen decode: ${(e as Error).message}`);
           state.exitCode = EXIT_USAGE;

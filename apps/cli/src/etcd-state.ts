@@ -8,7 +8,10 @@ import {
   parseLastMsRecord,
   parseLayoutRecord,
   parseServingNode,
+  parseSpareCodeRecord,
+  spareKeys,
   type LastMsRecord,
+  type SpareCodeRecord,
   type ServingNode,
   type WorkerRecord,
 } from '@idgen/lease';
@@ -48,6 +51,9 @@ export interface EtcdSnapshot {
   /** Discovery records (`{prefix}/regions/{code}/nodes/{nodeId}`) of the regions asked for. */
   readonly nodes: readonly ServingNode[];
   readonly unreadableNodes: readonly string[];
+  /** Spare-code records (`{prefix}/spare-codes/{code}`, docs/design.md §7) by code; unreadable ones in `spareProblems`. */
+  readonly spareCodes: ReadonlyMap<number, SpareCodeRecord>;
+  readonly spareProblems: readonly string[];
 }
 
 /** The worker record, read leniently: it is only shown, never acted on. */
@@ -151,7 +157,19 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
           }
         }
       }
-      return { revision: res.header.revision, layoutRecord, layoutProblem, layout, slots, nodes, unreadableNodes };
+      const spareCodes = new Map<number, SpareCodeRecord>();
+      const spareProblems: string[] = [];
+      const spareDir = spareKeys.all(prefix);
+      for (const [key, kv] of byKey) {
+        if (!key.startsWith(spareDir)) continue;
+        try {
+          const record = parseSpareCodeRecord(key, kv.value.toString('utf8'), layout.maxRegion);
+          spareCodes.set(record.code, record);
+        } catch (e) {
+          spareProblems.push((e as Error).message);
+        }
+      }
+      return { revision: res.header.revision, layoutRecord, layoutProblem, layout, slots, nodes, unreadableNodes, spareCodes, spareProblems };
     },
 
     async leaseTtls(leaseIds) {

@@ -2,6 +2,7 @@ import { EXIT_OK, EXIT_PROBLEM, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
 import { createEtcdReader, judgeLastMs, type LastMsVerdict } from './etcd-state.js';
 import { etcdConnection, integerOption, type EtcdFlags } from './options.js';
+import { spareNote } from './spare.js';
 import { isoTime, renderTable, seconds } from './table.js';
 
 /** Flags of `idgen leases`. */
@@ -38,9 +39,15 @@ export interface SlotReport {
     readonly ttlMs?: number;
     readonly verdict: LastMsVerdict;
   } | null;
-  /** `poisoned` (last-ms far ahead of now), `ahead` (up to one TTL ahead), `corrupt: …`; empty when fine. */
+  /**
+   * `poisoned` (last-ms far ahead of now), `ahead` (up to one TTL ahead), `corrupt: …`; `borrowed: code 5, lent to
+   * region 2` (a slot under a spare code this etcd lent, docs/design.md §7: not a problem); empty when fine.
+   */
   readonly flags: readonly string[];
 }
+
+/** Flags that say something without being a problem (exit 0). */
+const informational = (f: string): boolean => f === 'ahead' || f.startsWith('borrowed: ');
 
 /**
  * `idgen leases`: every worker slot with a holder or a `last-ms` record, read at one etcd revision.
@@ -50,13 +57,14 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
   const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
-  let report: { revision: string; nowMs: number; layoutProblem: string | undefined; slots: SlotReport[] };
+  let report: { revision: string; nowMs: number; layoutProblem: string | undefined; slots: SlotReport[]; spareProblems: readonly string[] };
   try {
     const snapshot = await reader.snapshot(region === undefined ? undefined : [region]);
     const ttls = await reader.leaseTtls(snapshot.slots.flatMap((s) => (s.holder === undefined ? [] : [s.holder.leaseId])));
     const nowMs = ctx.nowMs();
     const registered = new Set(snapshot.nodes.map((n) => `${n.region}/${n.nodeId}`));
     const slots = snapshot.slots.map((s): SlotReport => {
+      const loan = snapshot.spareCodes.get(s.region);
       const verdict = s.lastMs === undefined ? 'ok' : judgeLastMs(s.lastMs, nowMs);
       return {
         region: s.region,
@@ -85,10 +93,14 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
                 ...(s.lastMs.ttlMs === undefined ? {} : { ttlMs: s.lastMs.ttlMs }),
                 verdict,
               },
-        flags: [...(verdict === 'ok' ? [] : [verdict]), ...s.corrupt.map((c) => `corrupt: ${c}`)],
+        flags: [
+          ...(verdict === 'ok' ? [] : [verdict]),
+          ...s.corrupt.map((c) => `corrupt: ${c}`),
+          ...(loan === undefined || loan.state === 'adopted' ? [] : [`borrowed: ${spareNote(loan)}`]),
+        ],
       };
     });
-    report = { revision: snapshot.revision, nowMs, layoutProblem: snapshot.layoutProblem, slots };
+    report = { revision: snapshot.revision, nowMs, layoutProblem: snapshot.layoutProblem, slots, spareProblems: snapshot.spareProblems };
   } finally {
     reader.close();
   }
@@ -113,7 +125,8 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
     if (report.slots.length === 0) ctx.io.out(`(no slot has a holder or a last-ms record${region === undefined ? '' : ` in region ${region}`})`);
   }
   if (report.layoutProblem !== undefined) ctx.io.err(`idgen leases: ${report.layoutProblem}`);
-  const poisoned = report.slots.filter((s) => s.flags.some((f) => f !== 'ahead'));
-  for (const s of poisoned) ctx.io.err(`idgen leases: region ${s.region} worker ${s.worker}: ${s.flags.filter((f) => f !== 'ahead').join('; ')}`);
-  return poisoned.length > 0 || report.layoutProblem !== undefined ? EXIT_PROBLEM : EXIT_OK;
+  const poisoned = report.slots.filter((s) => s.flags.some((f) => !informational(f)));
+  for (const s of poisoned) ctx.io.err(`idgen leases: region ${s.region} worker ${s.worker}: ${s.flags.filter((f) => !informational(f)).join('; ')}`);
+  for (const p of report.spareProblems) ctx.io.err(`idgen leases: ${p}`);
+  return poisoned.length > 0 || report.layoutProblem !== undefined || report.spareProblems.length > 0 ? EXIT_PROBLEM : EXIT_OK;
 }

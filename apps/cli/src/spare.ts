@@ -1,0 +1,257 @@
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createLayout, DEFAULT_LAYOUT, type Layout } from '@idgen/core';
+import {
+  adoptSpareCode,
+  beginReclaim,
+  createEtcdClient,
+  exportHandover,
+  heldSlotsUnder,
+  isLeaseError,
+  leaseKeys,
+  lendSpareCode,
+  listSpareCodes,
+  parseHandover,
+  parseLayoutRecord,
+  parseSpareCodeRecord,
+  spareCodesOf,
+  type Handover,
+  type SpareCodeEntry,
+  type SpareCodeRecord,
+} from '@idgen/lease';
+import type { Etcd3 } from 'etcd3';
+import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, EtcdRoleNotGrantedError, EtcdUserNotFoundError } from 'etcd3';
+import type { VerbContext } from './context.js';
+import { unreachableAfter } from './etcd-state.js';
+import { CliError, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
+import { etcdConnection, integerOption, type EtcdConnection, type EtcdFlags } from './options.js';
+import { isoTime, renderTable } from './table.js';
+
+/**
+ * Reads the spare-code records of an etcd (for `decode --etcd` and `leases`): by code. Read-only; garbage records are
+ * left out and named in `problems`.
+ */
+export async function readSpareNotes(flags: EtcdFlags & { timeoutMs: string }): Promise<{ notes: Map<number, SpareCodeRecord>; problems: string[] }> {
+  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const connection = etcdConnection(flags);
+  const { options } = connection;
+  const client = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+  const where = `etcd ${options.endpoints.join(',')}`;
+  try {
+    const layoutKey = leaseKeys.layout(connection.keyPrefix);
+    const raw = await unreachableAfter(client.get(layoutKey).string(), timeoutMs, where);
+    let layout = DEFAULT_LAYOUT;
+    if (raw !== null) {
+      try {
+        layout = createLayout(parseLayoutRecord(layoutKey, raw));
+      } catch {
+        // leases says so on its own; decode goes on with the default
+      }
+    }
+    const notes = new Map<number, SpareCodeRecord>();
+    const problems: string[] = [];
+    const prefix = `${connection.keyPrefix}/spare-codes/`;
+    const kvs = await unreachableAfter(client.getAll().prefix(prefix).strings(), timeoutMs, where);
+    for (const [key, value] of Object.entries(kvs)) {
+      try {
+        const entry = parseSpareCodeRecord(key, value, layout.maxRegion);
+        notes.set(entry.code, entry);
+      } catch (e) {
+        problems.push((e as Error).message);
+      }
+    }
+    return { notes, problems };
+  } finally {
+    client.close();
+  }
+}
+
+/** Flags every `idgen spare` verb takes. */
+export interface SpareFlags extends EtcdFlags {
+  timeoutMs: string;
+  json: boolean;
+}
+
+export interface LendFlags extends SpareFlags {
+  toRegion?: string;
+}
+
+export interface ReclaimFlags extends SpareFlags {
+  handover?: string;
+  waitMs: string;
+  leaseTtl: string;
+  clockBoundMs: string;
+}
+
+export interface AdoptFlags extends SpareFlags {
+  handover?: string;
+}
+
+/** A connected writer on one etcd; `run` maps etcd's refusals and timeouts to the CLI's exit codes. */
+async function withEtcd<T>(flags: SpareFlags, verb: string, fn: (io: { client: Etcd3; prefix: string; timeoutMs: number; layout: Layout }) => Promise<T>): Promise<T> {
+  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const connection: EtcdConnection = etcdConnection(flags);
+  const { options } = connection;
+  // Writes are never retried by the library (docs/design.md §5); every step here is a compare-and-put or a read.
+  const client = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth });
+  const where = `etcd ${options.endpoints.join(',')}`;
+  try {
+    const layoutKey = leaseKeys.layout(connection.keyPrefix);
+    const raw = await unreachableAfter(client.get(layoutKey).string(), timeoutMs, where);
+    const layout = raw === null ? DEFAULT_LAYOUT : createLayout(parseLayoutRecord(layoutKey, raw));
+    return await fn({ client, prefix: connection.keyPrefix, timeoutMs, layout });
+  } catch (e) {
+    throw asCliError(e, verb, where);
+  } finally {
+    client.close();
+  }
+}
+
+function asCliError(e: unknown, verb: string, where: string): unknown {
+  if (e instanceof CliError) return e;
+  if (isLeaseError(e)) return new CliError(EXIT_PROBLEM, e.message);
+  if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError) {
+    return new CliError(
+      EXIT_PROBLEM,
+      `etcd denied it (${e.message}): idgen spare ${verb} writes {prefix}/spare-codes/ (and adopt {prefix}/regions/{code}/last-ms/); ` +
+        'use a user whose role may write them (docs/runbook.md "Lending a spare region code")',
+    );
+  }
+  if (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError) {
+    return new CliError(EXIT_PROBLEM, `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`);
+  }
+  const message = (e as Error).message?.split(/ Resolution note|\n/)[0]?.trim() ?? String(e);
+  return new CliError(EXIT_UNREACHABLE, `${where}: ${message}`);
+}
+
+function codeArg(text: string, layout: Layout = DEFAULT_LAYOUT): number {
+  return integerOption('<code>', text, 0, layout.maxRegion);
+}
+
+function describeRecord(r: SpareCodeRecord): string {
+  if (r.state === 'adopted') return `adopted (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before, reclaimed ${r.adoptedFrom?.reclaimedAt ?? '?'})`;
+  return `${r.state}, lent to region ${r.lentTo}`;
+}
+
+/** `idgen spare lend <code> --to-region R --etcd <region R's etcd>`. */
+export async function runSpareLend(code: string, flags: LendFlags, ctx: VerbContext): Promise<ExitCode> {
+  if (flags.toRegion === undefined) throw usageError('--to-region is required');
+  const c = codeArg(code);
+  const to = integerOption('--to-region', flags.toRegion, 0, DEFAULT_LAYOUT.maxRegion);
+  const { record, changed } = await withEtcd(flags, 'lend', (io) => lendSpareCode({ ...io, now: ctx.nowMs }, c, to));
+  if (flags.json) ctx.io.out(JSON.stringify({ record, changed }));
+  else ctx.io.out(`spare code ${c}: ${describeRecord(record)}${changed ? '' : ' (already so: nothing written)'}`);
+  return EXIT_OK;
+}
+
+/**
+ * `idgen spare reclaim <code> --handover FILE --etcd <the borrowing region's etcd>`: `reclaiming`, then waits (up to
+ * --wait-ms) until every slot under the code is released or expired, then writes the handover file and marks the
+ * code `reclaimed`. Run again after a timeout: it carries on where it stopped.
+ */
+export async function runSpareReclaim(code: string, flags: ReclaimFlags, ctx: VerbContext): Promise<ExitCode> {
+  if (flags.handover === undefined) throw usageError('--handover FILE is required (where the handover is written)');
+  const c = codeArg(code);
+  const waitMs = integerOption('--wait-ms', flags.waitMs, 0, 3_600_000);
+  const ttlMs = integerOption('--lease-ttl', flags.leaseTtl, 2, 3600) * 1000;
+  const clockBoundMs = integerOption('--clock-bound-ms', flags.clockBoundMs, 0, 60_000);
+  const file = flags.handover;
+  const outcome = await withEtcd(flags, 'reclaim', async (io) => {
+    const record = await beginReclaim({ ...io, now: ctx.nowMs }, c);
+    if (!flags.json) ctx.io.err(`idgen spare reclaim: code ${c} is ${record.state} (lent to region ${record.lentTo}): no new claims under it`);
+    const end = Date.now() + waitMs;
+    let held = await heldSlotsUnder(io, c);
+    while (held.length > 0 && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, Math.min(500, Math.max(1, end - Date.now()))));
+      held = await heldSlotsUnder(io, c);
+    }
+    if (held.length > 0) return { held: held.map((h) => h.worker) };
+    return { handover: await exportHandover({ ...io, ttlMs, clockBoundMs, now: ctx.nowMs }, c) };
+  });
+  if ('held' in outcome) {
+    const workers = outcome.held ?? [];
+    const line = `code ${c}: ${workers.length} slot(s) still held after ${waitMs} ms (workers ${workers.join(', ')}); no handover yet: run reclaim again`;
+    if (flags.json) ctx.io.out(JSON.stringify({ code: c, state: 'reclaiming', held: workers }));
+    ctx.io.err(`idgen spare reclaim: ${line}`);
+    return EXIT_PROBLEM;
+  }
+  const handover = outcome.handover as Handover;
+  const tmp = `${file}.tmp-${process.pid}`;
+  try {
+    writeFileSync(tmp, `${JSON.stringify(handover, null, 2)}\n`, { mode: 0o644 });
+    renameSync(tmp, file);
+  } catch (e) {
+    throw new CliError(EXIT_PROBLEM, `writing ${file}: ${(e as Error).message} (the code is reclaimed: run reclaim again to write the file)`);
+  }
+  if (flags.json) ctx.io.out(JSON.stringify({ code: c, state: 'reclaimed', handover: file, workers: handover.workers }));
+  else {
+    ctx.io.out(`spare code ${c}: reclaimed from region ${handover.lentTo}; handover written to ${file} (${handover.workers.length} worker(s))`);
+    const rows = handover.workers.map((w) => [String(w.worker), isoTime(w.lastMs), String(w.lastMs), w.source.released ? 'clean' : `unclean: last-ms + TTL + ${handover.clockBoundMs} ms`]);
+    if (rows.length > 0) for (const l of renderTable(['WORKER', 'LAST-MS (NEW HOLDER MINTS ABOVE)', 'MS', 'FROM'], rows)) ctx.io.out(l);
+  }
+  return EXIT_OK;
+}
+
+/** `idgen spare adopt <code> --handover FILE --etcd <the new region's etcd>`. */
+export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbContext): Promise<ExitCode> {
+  if (flags.handover === undefined) throw usageError('--handover FILE is required (written by idgen spare reclaim)');
+  const c = codeArg(code);
+  let text: string;
+  try {
+    text = readFileSync(flags.handover, 'utf8');
+  } catch (e) {
+    throw usageError(`--handover ${flags.handover}: ${(e as Error).message}`);
+  }
+  let handover: Handover;
+  try {
+    handover = parseHandover(text, flags.handover);
+  } catch (e) {
+    throw usageError((e as Error).message);
+  }
+  if (handover.code !== c) throw usageError(`${flags.handover} hands over code ${handover.code}, not ${c}`);
+  const { record, written, changed } = await withEtcd(flags, 'adopt', (io) => adoptSpareCode({ ...io, now: ctx.nowMs }, handover));
+  if (flags.json) ctx.io.out(JSON.stringify({ record, written, changed }));
+  else {
+    ctx.io.out(
+      `spare code ${c}: ${changed ? 'adopted' : 'already adopted'} here; ${written} last-ms record(s) written` +
+        ` (highest ${isoTime(handover.workers.reduce((m, w) => Math.max(m, w.lastMs), 0))}); nodes may now start on region ${c}`,
+    );
+  }
+  return EXIT_OK;
+}
+
+/** `idgen spare list --etcd`: the spare codes of the layout record, each one's record here and its held slots. */
+export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise<ExitCode> {
+  const rows = await withEtcd(flags, 'list', async (io) => {
+    const layoutKey = leaseKeys.layout(io.prefix);
+    const raw = await io.client.get(layoutKey).string();
+    const spares = spareCodesOf(layoutKey, raw ?? undefined, io.layout.maxRegion);
+    const entries: SpareCodeEntry[] = await listSpareCodes(io);
+    const codes = [...new Set([...spares, ...entries.map((e) => e.record.code)])].sort((a, b) => a - b);
+    const out = [];
+    for (const code of codes) {
+      const e = entries.find((x) => x.record.code === code);
+      out.push({ code, spare: spares.includes(code), record: e?.record ?? null, held: (await heldSlotsUnder(io, code)).map((h) => h.worker) });
+    }
+    return out;
+  });
+  if (flags.json) ctx.io.out(JSON.stringify({ codes: rows }));
+  else {
+    const table = rows.map((r) => [
+      String(r.code),
+      r.record?.state ?? (r.spare ? 'spare' : ''),
+      r.record?.lentTo === undefined ? (r.record?.adoptedFrom === undefined ? '' : `(was ${r.record.adoptedFrom.lentTo})`) : String(r.record.lentTo),
+      String(r.held.length),
+      r.record?.at ?? '',
+    ]);
+    for (const l of renderTable(['CODE', 'STATE', 'LENT-TO', 'HELD', 'SINCE'], table)) ctx.io.out(l);
+  }
+  return EXIT_OK;
+}
+
+/** What `decode --etcd` and `leases` say about a region code this etcd has a spare record for. */
+export function spareNote(r: SpareCodeRecord): string {
+  return r.state === 'adopted'
+    ? `code ${r.code}, adopted here (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before)`
+    : `code ${r.code}, lent to region ${r.lentTo}${r.state === 'lent' ? '' : ` (${r.state})`}`;
+}
+

@@ -1,0 +1,153 @@
+// idgen spare lend | reclaim | adopt | list, decode --etcd and leases on a borrowed code, each run as the built `idgen`
+// against real etcd servers: region 2's (which lends code 5) and a new region's (which adopts it). The borrower is a
+// real lease of @idgen/lease (embedded, borrowSpare) driving a stand-in minter.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { createEtcdLease, type LeaseTarget, type WorkerAssignment, type WorkerLease } from '@idgen/lease';
+import { cleanupAll, enableEtcdAuth, startEtcd, tempDirSync } from '@idgen/testing';
+import { idgen, idgenJson } from './support.js';
+
+jest.setTimeout(120_000);
+
+let regionTwo: string;
+let newRegion: string;
+let dir: string;
+const leases: WorkerLease[] = [];
+
+beforeAll(async () => {
+  [regionTwo, newRegion] = (await Promise.all([startEtcd(), startEtcd()])).map((e) => e.clientUrl) as [string, string];
+  dir = tempDirSync('cli-spare').path;
+});
+
+afterAll(async () => {
+  await Promise.all(leases.map((l) => l.release()));
+  await cleanupAll();
+});
+
+/** A minter stand-in: records its assignment. */
+function target(): LeaseTarget & { assignment?: WorkerAssignment } {
+  const t: LeaseTarget & { assignment?: WorkerAssignment } = {
+    assign: (a) => void (t.assignment = a),
+    extend: () => undefined,
+    unassign: () => void (t.assignment = undefined),
+    lastMintedMs: () => -1,
+  };
+  return t;
+}
+
+function startLease(endpoint: string, extra: { workers: string; kind?: 'embedded'; borrowSpare?: boolean }, t: LeaseTarget): Promise<void> {
+  const l = createEtcdLease(
+    {
+      endpoints: [endpoint],
+      region: 2,
+      ttlSeconds: 2,
+      keepAliveIntervalMs: 400,
+      keepAliveTimeoutMs: 300,
+      fenceMarginMs: 500,
+      requestTimeoutMs: 1500,
+      logger: { info: (f, m) => console.log(Date.now(), m, JSON.stringify(f)), warn: (f, m) => console.log(Date.now(), m, JSON.stringify(f)), error: (f, m) => console.log(Date.now(), m, JSON.stringify(f)) },
+      ...extra,
+    },
+    t,
+  );
+  leases.push(l);
+  return l.start();
+}
+
+interface SlotsJson {
+  slots: { region: number; worker: number; holder: { kind: string } | null; lastMs: { released: boolean } | null; flags: string[] }[];
+}
+
+describe('idgen spare, across two etcd clusters', () => {
+  it('lend, borrow (leases and decode show it), reclaim to a handover file, adopt in the new region', async () => {
+    const two = ['--etcd', regionTwo];
+    // Usage and refusals first.
+    expect((await idgen(['spare', 'lend', '5', ...two])).code).toBe(2); // no --to-region
+    const notSpare = await idgen(['spare', 'lend', '2', '--to-region', '1', ...two]);
+    expect(notSpare.code).toBe(1);
+    expect(notSpare.stderr).toMatch(/^idgen spare lend: region code 2 is not a spare code \(spare codes: 5, 6, 7/m);
+    const nobody = await idgen(['spare', 'list', '--etcd', 'http://127.0.0.1:9', '--timeout-ms', '1500']);
+    expect(nobody.code).toBe(3);
+
+    const lent = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
+    expect(lent).toMatchObject({ code: 0, stdout: 'spare code 5: lent, lent to region 2\n' });
+    const again = await idgenJson<{ changed: boolean; record: Record<string, unknown> }>(['spare', 'lend', '5', '--to-region', '2', ...two]);
+    expect(again.json).toMatchObject({ changed: false, record: { code: 5, state: 'lent', lentTo: 2 } });
+
+    // Region 2's one home slot is taken; an embedded borrower claims under code 5.
+    await startLease(regionTwo, { workers: '0-0' }, target());
+    const borrower = target();
+    await startLease(regionTwo, { workers: '0-0', kind: 'embedded', borrowSpare: true }, borrower);
+    expect(borrower.assignment?.region).toBe(5);
+    const worker = borrower.assignment?.worker ?? -1;
+
+    const leasesRun = await idgenJson<SlotsJson>(['leases', ...two, '--region', '5']);
+    expect(leasesRun.code).toBe(0);
+    expect(leasesRun.json.slots).toMatchObject([{ region: 5, worker, holder: { kind: 'embedded' }, flags: ['borrowed: code 5, lent to region 2'] }]);
+    const table = await idgen(['leases', ...two, '--region', '5']);
+    expect(table.stdout).toMatch(new RegExp(`^5\\s+${worker}\\s+\\S+\\s+embedded\\s.*borrowed: code 5, lent to region 2$`, 'm'));
+
+    const id = DEFAULT_LAYOUT.compose({ timestampMs: 1000, region: 5, worker, sequence: 7 }).toString();
+    const decoded = await idgen(['decode', id, ...two]);
+    expect(decoded.code).toBe(0);
+    expect(JSON.parse(decoded.stdout)).toMatchObject({ region: 5, worker, sequence: 7, spare: 'code 5, lent to region 2' });
+    // Without --etcd, decode stays offline and says nothing of loans.
+    expect(JSON.parse((await idgen(['decode', id])).stdout)).not.toHaveProperty('spare');
+
+    const list = await idgenJson<{ codes: { code: number; record: { state: string } | null; held: number[] }[] }>(['spare', 'list', ...two]);
+    expect(list.json.codes).toEqual([
+      { code: 5, spare: true, record: expect.objectContaining({ state: 'lent', lentTo: 2 }), held: [worker] },
+      { code: 6, spare: true, record: null, held: [] },
+      { code: 7, spare: true, record: null, held: [] },
+    ]);
+
+    // Reclaim: with no time to wait the slot is still held (exit 1, run again); then the handover.
+    const file = join(dir, 'code-5.json');
+    console.log(Date.now(), 'EARLY RECLAIM');
+    const early = await idgen(['spare', 'reclaim', '5', '--handover', file, '--wait-ms', '0', ...two]);
+    if (early.code === 1) expect(early.stderr).toMatch(/1 slot\(s\) still held after 0 ms \(workers \d+\); no handover yet: run reclaim again/);
+    else expect(early.code).toBe(0); // the borrower gave its slot back before the first look
+    const reclaimed = await idgen(['spare', 'reclaim', '5', '--handover', file, '--wait-ms', '20000', ...two]);
+    console.log(Date.now(), 'RECLAIMED ' + reclaimed.stdout + ' early ' + early.code + early.stderr);
+    expect(reclaimed.code).toBe(0);
+    expect(reclaimed.stdout).toMatch(/^spare code 5: reclaimed from region 2; handover written to .*code-5.json \(1 worker\(s\)\)$/m);
+    const handover = JSON.parse(readFileSync(file, 'utf8')) as { code: number; workers: { worker: number; lastMs: number; source: { released: boolean; ms: number } }[] };
+    expect(handover).toMatchObject({ code: 5, lentTo: 2, workers: [{ worker, source: { released: true } }] });
+    expect(handover.workers[0]?.lastMs).toBe(handover.workers[0]?.source.ms); // a clean release: its own millisecond
+    // Nothing may claim under it in region 2 any more, and it is not lent again.
+    expect((await idgen(['spare', 'lend', '5', '--to-region', '2', ...two])).stderr).toMatch(/already recorded here as reclaimed/);
+
+    // Adopt: refused in the etcd that lent it, with another code, or a bad file; done in the new region's.
+    expect((await idgen(['spare', 'adopt', '5', '--handover', file, ...two])).stderr).toMatch(/records spare code 5 as reclaimed.*adopt into the new region's own etcd/);
+    expect((await idgen(['spare', 'adopt', '6', '--handover', file, '--etcd', newRegion])).code).toBe(2);
+    const bad = join(dir, 'bad.json');
+    writeFileSync(bad, '{"format":"something else"}');
+    const badRun = await idgen(['spare', 'adopt', '5', '--handover', bad, '--etcd', newRegion]);
+    expect(badRun.code).toBe(2);
+    expect(badRun.stderr).toMatch(/bad.json: format is not "idgen-spare-handover\/1"/);
+    const adopted = await idgenJson<{ changed: boolean; written: number; record: { state: string } }>(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion]);
+    expect(adopted).toMatchObject({ code: 0, json: { changed: true, written: 1, record: { state: 'adopted' } } });
+    expect((await idgen(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion])).stdout).toMatch(/already adopted here; 0 last-ms record\(s\) written/);
+    const slots = await idgenJson<SlotsJson>(['leases', '--etcd', newRegion, '--region', '5']);
+    expect(slots.json.slots).toMatchObject([{ region: 5, worker, holder: null, lastMs: { released: true }, flags: [] }]);
+    expect(JSON.parse((await idgen(['decode', id, '--etcd', newRegion])).stdout)).toMatchObject({ spare: 'code 5, adopted here (lent to region 2 before)' });
+
+    // Every verb explains itself.
+    for (const v of ['lend', 'reclaim', 'adopt', 'list']) {
+      const help = await idgen(['spare', v, '--help']);
+      expect(help.code).toBe(0);
+      expect(help.stdout).toMatch(/--etcd-password-file/);
+    }
+  });
+
+  it('a read-only operator cannot lend: exit 1 saying which keys need a writing role', async () => {
+    const url = (await startEtcd()).clientUrl;
+    enableEtcdAuth(url, 'root-pw', [{ name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' }]);
+    const pw = join(dir, 'operator-pw');
+    writeFileSync(pw, 'operator-pw\n', { mode: 0o600 });
+    const r = await idgen(['spare', 'lend', '5', '--to-region', '2', '--etcd', url, '--etcd-user', 'operator', '--etcd-password-file', pw]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^idgen spare lend: etcd denied it .*writes \{prefix\}\/spare-codes\//m);
+  });
+});
