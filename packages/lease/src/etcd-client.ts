@@ -11,6 +11,14 @@ import type { IKeyValue, IOptions, IResponseOp } from 'etcd3';
 export const HOST_CIRCUIT_HALF_OPEN_MS = 1000;
 import type { EtcdTlsOptions } from './config.js';
 
+type WatchBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
+
+/** etcd3's watch reconnect delays (its own backoff interface): 100 ms, doubling, at most 2 s. */
+export function watchBackoff(delayMs: number): WatchBackoff {
+  return { duration: delayMs, next: () => watchBackoff(Math.min(delayMs * 2, WATCH_BACKOFF_MAX_MS)) };
+}
+const WATCH_BACKOFF_MAX_MS = 2_000;
+
 /**
  * Creates the `etcd3` client for validated connection options.
  *
@@ -37,6 +45,10 @@ export function createEtcdClient(o: {
           halfOpenAfter: HOST_CIRCUIT_HALF_OPEN_MS,
           breaker: new ConsecutiveBreaker(3),
         }),
+      // Watches (discovery's node list, a holder's own worker key) reconnect within 2 s of etcd answering again,
+      // not after up to 30 s (cockatiel's default ceiling), and a stream cancelled at close leaves a reconnect
+      // timer of at most 2 s behind it (etcd3 schedules one even with no watcher left).
+      watchBackoff: watchBackoff(100),
     },
   };
   if (o.tls !== undefined) {
