@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createMintScheduler, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
-import { createEtcdLease, createStandaloneLease, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
+import { createEtcdLease, createStandaloneLease, isLeaseError, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { boot } from './boot.js';
 import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
@@ -19,8 +19,12 @@ import { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeR
 import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
 import { createNextIdsFastPath } from './fast-path.js';
 
-/** Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration. */
+/**
+ * Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration, or a
+ * region code etcd refuses (lent out, or a spare never adopted: docs/design.md §7).
+ */
 export const EXIT_FATAL = 1;
+export const EXIT_REGION_REFUSED = 2;
 
 /**
  * V8's allocation-site pretenuring off, for this process, before it serves. With it on (the default), V8
@@ -245,6 +249,8 @@ function run(config: ServerConfig): void {
       report = await boot({ timeSource, lease, logger, signal: bootAbort.signal });
     } catch (e) {
       if (stopping) return;
+      // docs/design.md §7: a region code this etcd lent out, or a spare it never adopted, is the operator's to fix.
+      if (isLeaseError(e) && e.code === 'spare-code') return exit(EXIT_REGION_REFUSED, e.message);
       return exit(EXIT_FATAL, 'boot failed', { err: e });
     }
     if (stopping) return;

@@ -120,7 +120,7 @@ describe('a node says why it is not ready', () => {
 
   it('a serving node whose etcd is killed: fenced (lease), then etcd-unreachable while it claims again', async () => {
     const own = await startEtcd();
-    const node = await start(['--region', '5', '--etcd', own.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--metrics-listen', 'off']);
+    const node = await start(['--region', '4', '--etcd', own.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--metrics-listen', 'off']);
     await node.ready();
     expect((await readyz(node)).body.reason).toBe('ready');
     await own.kill();
