@@ -45,6 +45,12 @@ export interface EmbeddedIdSourceOptions {
   readonly region: number;
   /** Slots this source may claim: `{first, last}` or `"18-127"`; default 18-127 (nodes default to 0-17). */
   readonly workers?: WorkerRange | string;
+  /**
+   * When every slot of `workers` is held, claim a slot under a spare code the region's etcd records as lent to
+   * `region` (`idgen spare lend`, docs/design.md §7); IDs minted there carry that code. Given back when the code is
+   * reclaimed (the source then claims again). Default false.
+   */
+  readonly borrowSpare?: boolean;
   /** The holder's id in the worker record (`idgen leases` shows it); default `<hostname>-<pid>-<random>`. */
   readonly nodeId?: string;
   /** Lease TTL in whole seconds; default 6 (docs/design.md §3). */
@@ -239,7 +245,7 @@ class LeasedIdSource implements EmbeddedIdSource {
           workers: this.workers,
           kind: 'embedded',
           waitForFreeSlot: false, // a full range is waited for here, bounded (slotWaitMs)
-          ...pick(options, ['nodeId', 'ttlSeconds', 'keepAliveIntervalMs', 'keepAliveTimeoutMs', 'fenceMarginMs', 'clockBoundMs', 'requestTimeoutMs', 'backoff', 'layout', 'meter', 'logger', 'clock']),
+          ...pick(options, ['nodeId', 'ttlSeconds', 'keepAliveIntervalMs', 'keepAliveTimeoutMs', 'fenceMarginMs', 'clockBoundMs', 'requestTimeoutMs', 'backoff', 'layout', 'meter', 'logger', 'clock', 'borrowSpare']),
         },
         this.guard,
       );

@@ -1,0 +1,69 @@
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease';
+import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
+
+// borrowSpare (docs/design.md §7, issue 17): an embedded source whose range is full borrows a slot under a spare code
+// its region's etcd records as lent to it, mints IDs carrying that code, and gives the slot back when it is reclaimed.
+jest.setTimeout(120_000);
+
+let etcd: EtcdServer;
+let kv: Etcd3;
+const sources: EmbeddedIdSource[] = [];
+
+beforeAll(async () => {
+  etcd = await startEtcd();
+  kv = new Etcd3({ hosts: [etcd.clientUrl] });
+});
+
+afterAll(async () => {
+  await Promise.all(sources.map((s) => s.close()));
+  kv?.close();
+  await cleanupAll();
+});
+
+function source(prefix: string, borrowSpare: boolean): EmbeddedIdSource {
+  const s = createEmbeddedIdSource({
+    etcd: { endpoints: [etcd.clientUrl], prefix },
+    region: 2,
+    workers: '18-18',
+    borrowSpare,
+    timeSource: 'none',
+    ttlSeconds: 2,
+    keepAliveIntervalMs: 400,
+    keepAliveTimeoutMs: 300,
+    fenceMarginMs: 500,
+    requestTimeoutMs: 1500,
+    slotWaitMs: 500,
+    backoff: { initialMs: 50, maxMs: 400 },
+  });
+  sources.push(s);
+  return s;
+}
+
+it('a full range borrows under a code lent to the region: its IDs carry the code, and reclaiming takes the slot back', async () => {
+  const prefix = `/idgen-embedded/borrow-${process.pid}`;
+  const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+  const own = source(prefix, false);
+  await own.ready();
+  expect(DEFAULT_LAYOUT.decompose(own.nextIdSync()).region).toBe(2);
+
+  await lendSpareCode(io, 5, 2);
+  const borrower = source(prefix, true);
+  await borrower.ready();
+  const id = borrower.nextIdSync();
+  const fields = DEFAULT_LAYOUT.decompose(id);
+  expect(fields.region).toBe(5);
+  expect(fields.worker).toBe(borrower.status().worker);
+  expect(await heldSlotsUnder(io, 5)).toHaveLength(1);
+
+  await beginReclaim(io, 5);
+  const start = Date.now();
+  while ((await heldSlotsUnder(io, 5)).length > 0) {
+    if (Date.now() - start > 10_000) throw new Error('the borrowed slot was not given back within 10 s');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  // The slot is gone and the source refuses rather than mint under the code or invent anything.
+  expect(() => borrower.nextIdSync()).toThrow(IdsUnavailableError);
+});
