@@ -13,6 +13,7 @@ export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: st
   { name: '@idgen/lease', dir: 'packages/lease' },
   { name: '@idgen/discovery', dir: 'packages/discovery' },
   { name: '@idgen/client', dir: 'packages/client' },
+  { name: '@idgen/embedded', dir: 'packages/embedded' },
   { name: '@idgen/cli', dir: 'apps/cli' },
 ];
 

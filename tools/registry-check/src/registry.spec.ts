@@ -256,6 +256,81 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   }
 });
 
+it('@idgen/embedded installs from the registry alone, without Connect or the client, and mints in-process against a real etcd (ESM, CommonJS, strict TypeScript, its README)', async () => {
+  const app = freshProject('app-embedded');
+  await install(app, ['@idgen/embedded@0.1.0']);
+  const size = figures(app);
+  console.log(`registry install of @idgen/embedded: ${size.packages} packages, ${size.mb} MB`);
+  expect(size.names).toEqual(expect.arrayContaining(['@idgen/embedded', '@idgen/lease', '@idgen/clock-guard', '@idgen/core', 'etcd3', '@opentelemetry/api']));
+  for (const absent of ['@idgen/client', '@idgen/proto', '@connectrpc/connect', '@bufbuild/protobuf']) expect(size.names).not.toContain(absent);
+
+  writeFileSync(
+    join(app, 'esm.mjs'),
+    `import { createEmbeddedIdSource } from '@idgen/embedded';
+const source = createEmbeddedIdSource({ etcd: { endpoints: [process.env.IDGEN_ETCD] }, region: 2, timeSource: 'none' });
+try {
+  await source.ready();
+  const ids = [source.nextIdSync(), await source.nextId(), ...(await source.nextIds(2))];
+  console.log(JSON.stringify({ kind: 'esm', worker: source.status().worker, ids: ids.map(String) }));
+} finally {
+  await source.close();
+}
+`,
+  );
+  writeFileSync(
+    join(app, 'cjs.cjs'),
+    `const { createEmbeddedIdSource } = require('@idgen/embedded');
+(async () => {
+  const source = createEmbeddedIdSource({ etcd: { endpoints: [process.env.IDGEN_ETCD] }, region: 2, timeSource: 'none' });
+  try {
+    await source.ready();
+    console.log(JSON.stringify({ kind: 'cjs', worker: source.status().worker, ids: [source.nextIdStringSync()] }));
+  } finally {
+    await source.close();
+  }
+})().catch((e) => { console.error(e); process.exit(1); });
+`,
+  );
+  writeFileSync(
+    join(app, 'typed.mts'),
+    `import { createEmbeddedIdSource, isIdsUnavailableError, type EmbeddedIdSource } from '@idgen/embedded';
+
+const source: EmbeddedIdSource = createEmbeddedIdSource({ etcd: { endpoints: [process.env['IDGEN_ETCD'] ?? ''] }, region: 2, timeSource: 'none' });
+try {
+  await source.ready();
+  const id: string = await source.nextIdString();
+  console.log(JSON.stringify({ kind: 'ts', worker: source.status().worker, ids: [id] }));
+} catch (e) {
+  if (isIdsUnavailableError(e)) console.error(e.reason, e.waitedMs);
+  throw e;
+} finally {
+  await source.close();
+}
+`,
+  );
+  const readme = readFileSync(join(ROOT, 'packages/embedded/README.md'), 'utf8');
+  writeFileSync(join(app, 'readme-embedded.mts'), /^```ts\n([\s\S]*?)^```$/m.exec(readme)?.[1] ?? '');
+  await tscStrict(app, ['typed.mts', 'readme-embedded.mts']);
+
+  etcd ??= await startEtcd();
+  const env = { IDGEN_ETCD: etcd.clientUrl };
+  const outputs = [
+    ...(await runNode('esm.mjs', app, env)),
+    ...(await runNode('cjs.cjs', app, env)),
+    ...(await runNode(join('out', 'typed.mjs'), app, env)),
+  ].map((l) => JSON.parse(l) as { kind: string; worker: number; ids: string[] });
+  expect(outputs.map((o) => o.kind)).toEqual(['esm', 'cjs', 'ts']);
+  const ids = outputs.flatMap((o) => o.ids);
+  expect(ids).toHaveLength(6);
+  expect(new Set(ids).size).toBe(6);
+  expect(ids.map(regionOf)).toEqual([2, 2, 2, 2, 2, 2]);
+  for (const o of outputs) expect(o.worker).toBeGreaterThanOrEqual(18); // the embedded range
+
+  const [example] = (await runNode(join('out', 'readme-embedded.mjs'), app, env)).map((l) => JSON.parse(l) as { id: string; hot: string; batch: string[]; worker: number });
+  expect(example).toEqual({ id: expect.any(String), hot: expect.any(String), batch: [expect.any(String), expect.any(String), expect.any(String)], worker: expect.any(Number) });
+  expect(regionOf(example?.id ?? '')).toBe(2);
+});
+
 it('npx @idgen/cli decode runs from the registry, outside the repository', async () => {
   const project = freshProject('npx');
   const r = await npm(['exec', '--yes', '--package', '@idgen/cli@0.1.0', '--', 'idgen', 'decode', '104148763141017605'], project);
