@@ -4,7 +4,8 @@
 //   type:app     composes core and libs; nothing depends on an app
 //   type:tool    benchmarks, chaos: anything but apps (which they start as processes, never import)
 // Who may install what (tags `scope:*`; a project without one is not constrained by them):
-//   scope:client  what a caller installs (@idgen/client, @idgen/discovery): never depends on scope:server
+//   scope:client  what a caller installs (@idgen/client, @idgen/discovery, @idgen/embedded): never depends on
+//                 scope:server; discovery and embedded build on scope:shared (the lease; embedded also the guard)
 //   scope:shared  the ID layout, the API, the lease and the clock guard (the server and embedded callers
 //                 use them alike): depends on neither scope:client nor scope:server
 //   scope:server  the generator node and what only it uses (@idgen/h2, @idgen/http2-stream-table), the CLI
