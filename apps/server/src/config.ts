@@ -2,83 +2,47 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { TlsMaterialError, loadTlsMaterial, type TlsFiles } from './tls.js';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import { defaultNodeId, isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
+import { TlsMaterialError, formatHostPort, loadTlsMaterial, type HostPort, type TlsFiles } from '@idgen/serving';
 
-/** A `host:port` to listen on or advertise. */
-export interface HostPort {
-  readonly host: string;
-  readonly port: number;
-}
-
-/** The validated configuration of one generator node (docs/design.md §6). */
+/** The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS}. */
 export interface ServerConfig {
-  /** Region code this node mints for. */
   readonly region: number;
-  /** etcd client URLs; `undefined` only in standalone mode, asked for by name (`standalone`). */
+  /** etcd client URLs; `undefined` only in standalone mode, asked for by name (docs/design.md §6, §8.5). */
   readonly etcd: readonly string[] | undefined;
-  /**
-   * Standalone mode (one node, no etcd, for development), asked for by name with `--standalone` (docs/design.md §6,
-   * §8.5), and the state file that keeps its last millisecond across restarts; `undefined` with etcd.
-   */
+  /** Standalone mode and the state file that keeps its last millisecond across restarts; `undefined` with etcd. */
   readonly standalone: { readonly stateFile: string } | undefined;
-  /** Key prefix in etcd (docs/design.md §5), no trailing slash. */
   readonly etcdPrefix: string;
-  /** TLS to etcd: PEM contents read from `--etcd-ca`, `--etcd-cert`, `--etcd-key` at start. */
+  /** PEM contents read from `--etcd-ca`, `--etcd-cert`, `--etcd-key` at start. */
   readonly etcdTls: { readonly ca?: string; readonly cert?: string; readonly key?: string } | undefined;
-  /** etcd authentication: `--etcd-user` and the password read from `--etcd-password-file` (never a flag). */
+  /** `--etcd-user` and the password read from `--etcd-password-file` (never a flag). */
   readonly etcdAuth: { readonly username: string; readonly password: string } | undefined;
-  /** Where Connect, gRPC, gRPC-Web, `/healthz` and `/readyz` are served. Port 0 picks a free port. */
   readonly listen: HostPort;
-  /**
-   * TLS on the serving port (HTTP/2 and HTTP/1.1 by ALPN), with mTLS when `clientCaFile` is set; `undefined`:
-   * plaintext (h2c and HTTP/1.1), for a mesh sidecar or development. Checked at start (exit 2).
-   */
+  /** TLS on the serving port, checked at start (exit 2); `undefined`: plaintext h2c and HTTP/1.1. */
   readonly tls: TlsFiles | undefined;
-  /** `host:port` callers should dial (registered in discovery); default the bound listen address. */
   readonly advertise: string | undefined;
-  /** Where Prometheus scrapes `/metrics`; `undefined` turns metrics serving off. */
+  /** `undefined` turns metrics serving off. */
   readonly metricsListen: HostPort | undefined;
-  /** The worker slots this node may claim, inclusive. */
   readonly workers: { readonly from: number; readonly to: number };
-  /** etcd lease TTL in seconds (docs/design.md §3: 6). */
   readonly leaseTtlSeconds: number;
-  /** Fence this long before the lease TTL runs out, in ms (docs/design.md §5: 1 s). */
   readonly fenceMarginMs: number;
-  /** `chrony` reads `chronyc -c tracking`; `none` turns the check off (development only). */
   readonly timeSource: 'chrony' | 'none';
-  /** Largest |clock offset| the time source may report before the node fences, in ms (docs/design.md §4: 10). */
   readonly maxClockOffsetMs: number;
-  /** Clock rollbacks up to this are waited out; larger ones fence (docs/design.md §4: 10 ms). */
   readonly maxRollbackMs: number;
-  /** A clock fence longer than this exits the process non-zero (docs/design.md §4: 30 s). */
   readonly maxFenceMs: number;
-  /** Largest `count` NextIds accepts (docs/design.md §6: 4096). */
   readonly maxCount: number;
-  /** This node's id in etcd. */
   readonly nodeId: string;
-  /** pino log level. */
   readonly logLevel: LogLevel;
-  /** Longest a request may take, body included, before it is cancelled, in ms. */
   readonly requestTimeoutMs: number;
-  /** Longest a graceful shutdown waits for in-flight requests and the lease release, in ms. */
   readonly shutdownTimeoutMs: number;
-  /** Largest request body accepted, in bytes. */
   readonly maxBodyBytes: number;
-  /** Most connections open at once on the serving port (lowered at start to leave descriptors spare: http.ts). */
   readonly maxConnections: number;
-  /** Connection lifetimes on the serving port (issue 13): the HTTP/2 preface, no request, a peer not reading. */
   readonly prefaceTimeoutMs: number;
   readonly idleTimeoutMs: number;
   readonly stalledWriteTimeoutMs: number;
-  /**
-   * Whether GetStatus carries the lease id, fence deadline, floor and last minted millisecond to any caller
-   * (`full`) or leaves them out (`redacted`). `--status-details auto` (the default): full only when the serving
-   * port requires client certificates (mTLS), where every caller is an allowed one.
-   */
+  /** `--status-details auto` resolved: full only when the port requires client certificates (mTLS). */
   readonly statusDetails: 'full' | 'redacted';
-  /** h2c connections on @idgen/h2 (`idgen`) or node:http2 (`node`). */
   readonly http2Server: 'idgen' | 'node';
 }
 
@@ -103,203 +67,89 @@ export class ConfigError extends Error {
 interface FlagSpec {
   /** Commander's flag syntax, e.g. `--region <code>`. */
   readonly flags: string;
-  /** Key in commander's opts(). */
+  /** Key in commander's opts(): the flag's name in camelCase. */
   readonly key: string;
+  /** `IDGEN_` and the flag's name in capitals. */
   readonly env: string;
   readonly description: string;
   /** Default as shown in --help; undefined: no default. */
   readonly defaultValue?: string;
   readonly defaultDescription?: string;
+  /** An integer flag checked with the others after the named ones (`validate`), within this range. */
+  readonly int?: readonly [number, number];
+}
+
+/** A flag: key and variable follow from its name. */
+function flag(flags: string, description: string, defaults: { value?: string; description?: string; int?: readonly [number, number] } = {}): FlagSpec {
+  const name = flags.split(' ')[0]?.slice(2) ?? '';
+  return {
+    flags,
+    key: name.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase()),
+    env: `IDGEN_${name.toUpperCase().replace(/-/g, '_')}`,
+    description,
+    ...(defaults.value === undefined ? {} : { defaultValue: defaults.value }),
+    ...(defaults.description === undefined ? {} : { defaultDescription: defaults.description }),
+    ...(defaults.int === undefined ? {} : { int: defaults.int }),
+  };
 }
 
 /** Every flag, each also an `IDGEN_*` environment variable (docs/design.md §6). The command line wins over the environment. */
 export const FLAGS: readonly FlagSpec[] = [
-  {
-    flags: '--region <code>',
-    key: 'region',
-    env: 'IDGEN_REGION',
-    description: `region code this node mints for, 0-${DEFAULT_LAYOUT.maxRegion}; required with --etcd`,
-    defaultDescription: '0 in standalone mode',
-  },
-  {
-    flags: '--etcd <urls>',
-    key: 'etcd',
-    env: 'IDGEN_ETCD',
-    description: 'comma-separated etcd client URLs (http://host:port); required unless --standalone',
-  },
-  {
-    flags: '--standalone',
-    key: 'standalone',
-    env: 'IDGEN_STANDALONE',
-    description:
-      'one node, no etcd, for development only: worker slots from an in-process store (a second node WILL mint duplicates); ' +
+  flag('--region <code>', `region code this node mints for, 0-${DEFAULT_LAYOUT.maxRegion}; required with --etcd`, { description: '0 in standalone mode' }),
+  flag('--etcd <urls>', 'comma-separated etcd client URLs (http://host:port); required unless --standalone'),
+  flag(
+    '--standalone',
+    'one node, no etcd, for development only: worker slots from an in-process store (a second node WILL mint duplicates); ' +
       'the environment variable takes 1 or 0',
-  },
-  {
-    flags: '--state-file <path>',
-    key: 'stateFile',
-    env: 'IDGEN_STATE_FILE',
-    description: 'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
-    defaultDescription: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
-  },
-  { flags: '--etcd-prefix <prefix>', key: 'etcdPrefix', env: 'IDGEN_ETCD_PREFIX', description: 'key prefix in etcd', defaultValue: '/idgen' },
-  { flags: '--etcd-ca <file>', key: 'etcdCa', env: 'IDGEN_ETCD_CA', description: 'PEM file of the CA that signed the etcd servers\' certificates (https:// endpoints)' },
-  { flags: '--etcd-cert <file>', key: 'etcdCert', env: 'IDGEN_ETCD_CERT', description: 'PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)' },
-  { flags: '--etcd-key <file>', key: 'etcdKey', env: 'IDGEN_ETCD_KEY', description: 'PEM private key of --etcd-cert' },
-  { flags: '--etcd-user <name>', key: 'etcdUser', env: 'IDGEN_ETCD_USER', description: 'etcd user (with --etcd-password-file); its role must read and write the prefix' },
-  {
-    flags: '--etcd-password-file <file>',
-    key: 'etcdPasswordFile',
-    env: 'IDGEN_ETCD_PASSWORD_FILE',
-    description: 'file holding the etcd user\'s password (one line; never a password on the command line)',
-  },
-  {
-    flags: '--listen <host:port>',
-    key: 'listen',
-    env: 'IDGEN_LISTEN',
-    description: 'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port',
-    defaultValue: '127.0.0.1:8080',
-  },
-  { flags: '--tls-cert <file>', key: 'tlsCert', env: 'IDGEN_TLS_CERT', description: 'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1' },
-  { flags: '--tls-key <file>', key: 'tlsKey', env: 'IDGEN_TLS_KEY', description: 'PEM private key of --tls-cert' },
-  { flags: '--tls-client-ca <file>', key: 'tlsClientCa', env: 'IDGEN_TLS_CLIENT_CA', description: 'mTLS: clients must present a certificate this CA signed' },
-  {
-    flags: '--tls-client-names <names>',
-    key: 'tlsClientNames',
-    env: 'IDGEN_TLS_CLIENT_NAMES',
-    description: 'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed',
-  },
-  {
-    flags: '--status-details <mode>',
-    key: 'statusDetails',
-    env: 'IDGEN_STATUS_DETAILS',
-    description:
-      'GetStatus details (lease id, fence deadline, floor, last minted ms): full, redacted, or auto (full only with --tls-client-ca, ' +
+  ),
+  flag('--state-file <path>', 'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)', {
+    description: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
+  }),
+  flag('--etcd-prefix <prefix>', 'key prefix in etcd', { value: '/idgen' }),
+  flag('--etcd-ca <file>', "PEM file of the CA that signed the etcd servers' certificates (https:// endpoints)"),
+  flag('--etcd-cert <file>', 'PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)'),
+  flag('--etcd-key <file>', 'PEM private key of --etcd-cert'),
+  flag('--etcd-user <name>', 'etcd user (with --etcd-password-file); its role must read and write the prefix'),
+  flag('--etcd-password-file <file>', "file holding the etcd user's password (one line; never a password on the command line)"),
+  flag('--listen <host:port>', 'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port', { value: '127.0.0.1:8080' }),
+  flag('--tls-cert <file>', 'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1'),
+  flag('--tls-key <file>', 'PEM private key of --tls-cert'),
+  flag('--tls-client-ca <file>', 'mTLS: clients must present a certificate this CA signed'),
+  flag('--tls-client-names <names>', 'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed'),
+  flag(
+    '--status-details <mode>',
+    'GetStatus details (lease id, fence deadline, floor, last minted ms): full, redacted, or auto (full only with --tls-client-ca, ' +
       'where every caller holds an allowed certificate; set full behind a mesh sidecar that authenticates callers)',
-    defaultValue: 'auto',
-  },
-  {
-    flags: '--advertise <host:port>',
-    key: 'advertise',
-    env: 'IDGEN_ADVERTISE',
-    description: 'address callers should dial, registered in discovery',
-    defaultDescription: 'the bound --listen address',
-  },
-  {
-    flags: '--metrics-listen <host:port>',
-    key: 'metricsListen',
-    env: 'IDGEN_METRICS_LISTEN',
-    description: 'Prometheus /metrics address; "off" or empty turns it off',
-    defaultValue: '127.0.0.1:9464',
-  },
-  {
-    flags: '--workers <from-to>',
-    key: 'workers',
-    env: 'IDGEN_WORKERS',
-    description: 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)',
-    defaultValue: '0-17', // the nodes' share of a region's slots; embedded callers default to 18-127 (docs/design.md §7)
-  },
-  { flags: '--lease-ttl <seconds>', key: 'leaseTtl', env: 'IDGEN_LEASE_TTL', description: 'etcd lease TTL in seconds, 2-60', defaultValue: '6' },
-  {
-    flags: '--fence-margin-ms <ms>',
-    key: 'fenceMarginMs',
-    env: 'IDGEN_FENCE_MARGIN_MS',
-    description: 'stop minting this long before the lease TTL runs out since the last acknowledged keep-alive',
-    defaultValue: '1000',
-  },
-  {
-    flags: '--time-source <mode>',
-    key: 'timeSource',
-    env: 'IDGEN_TIME_SOURCE',
-    description: 'chrony (read `chronyc -c tracking`) or none (no check: development only)',
-    defaultValue: 'chrony',
-  },
-  {
-    flags: '--max-clock-offset-ms <ms>',
-    key: 'maxClockOffsetMs',
-    env: 'IDGEN_MAX_CLOCK_OFFSET_MS',
-    description: 'largest |offset| from the time source before the node fences',
-    defaultValue: '10',
-  },
-  {
-    flags: '--max-rollback-ms <ms>',
-    key: 'maxRollbackMs',
-    env: 'IDGEN_MAX_ROLLBACK_MS',
-    description: 'clock rollbacks up to this are waited out; larger ones fence',
-    defaultValue: '10',
-  },
-  {
-    flags: '--max-fence-ms <ms>',
-    key: 'maxFenceMs',
-    env: 'IDGEN_MAX_FENCE_MS',
-    description: 'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease',
-    defaultValue: '30000',
-  },
-  { flags: '--max-count <n>', key: 'maxCount', env: 'IDGEN_MAX_COUNT', description: 'largest count NextIds accepts, 1-65536', defaultValue: '4096' },
-  {
-    flags: '--node-id <id>',
-    key: 'nodeId',
-    env: 'IDGEN_NODE_ID',
-    description: "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)",
-    defaultDescription: '<hostname>-<pid>-<random>',
-  },
-  { flags: '--log-level <level>', key: 'logLevel', env: 'IDGEN_LOG_LEVEL', description: LOG_LEVELS.join('|'), defaultValue: 'info' },
-  {
-    flags: '--request-timeout-ms <ms>',
-    key: 'requestTimeoutMs',
-    env: 'IDGEN_REQUEST_TIMEOUT_MS',
-    description: 'longest a request may take, body included, before it is cancelled',
-    defaultValue: '5000',
-  },
-  {
-    flags: '--shutdown-timeout-ms <ms>',
-    key: 'shutdownTimeoutMs',
-    env: 'IDGEN_SHUTDOWN_TIMEOUT_MS',
-    description: 'longest a graceful shutdown waits for in-flight requests and the lease release',
-    defaultValue: '5000',
-  },
-  {
-    flags: '--max-body-bytes <n>',
-    key: 'maxBodyBytes',
-    env: 'IDGEN_MAX_BODY_BYTES',
-    description: 'largest request body accepted',
-    defaultValue: '65536',
-  },
-  {
-    flags: '--max-connections <n>',
-    key: 'maxConnections',
-    env: 'IDGEN_MAX_CONNECTIONS',
-    description: 'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)',
-    defaultValue: '4096',
-  },
-  {
-    flags: '--preface-timeout-ms <ms>',
-    key: 'prefaceTimeoutMs',
-    env: 'IDGEN_PREFACE_TIMEOUT_MS',
-    description: 'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed',
-    defaultValue: '4000',
-  },
-  {
-    flags: '--idle-timeout-ms <ms>',
-    key: 'idleTimeoutMs',
-    env: 'IDGEN_IDLE_TIMEOUT_MS',
-    description: 'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)',
-    defaultValue: '30000',
-  },
-  {
-    flags: '--stalled-write-timeout-ms <ms>',
-    key: 'stalledWriteTimeoutMs',
-    env: 'IDGEN_STALLED_WRITE_TIMEOUT_MS',
-    description: 'a connection whose peer takes none of its answers for this long is cut (a client that never reads)',
-    defaultValue: '10000',
-  },
-  {
-    flags: '--http2-server <impl>',
-    key: 'http2Server',
-    env: 'IDGEN_HTTP2_SERVER',
-    description: 'HTTP/2 (h2c) implementation: idgen (@idgen/h2, no GC pauses from headers) or node (node:http2, the fallback)',
-    defaultValue: 'idgen',
-  },
+    { value: 'auto' },
+  ),
+  flag('--advertise <host:port>', 'address callers should dial, registered in discovery', { description: 'the bound --listen address' }),
+  flag('--metrics-listen <host:port>', 'Prometheus /metrics address; "off" or empty turns it off', { value: '127.0.0.1:9464' }),
+  // The nodes' share of a region's slots; embedded callers default to 18-127 (docs/design.md §7).
+  flag('--workers <from-to>', 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)', { value: '0-17' }),
+  flag('--lease-ttl <seconds>', 'etcd lease TTL in seconds, 2-60', { value: '6' }),
+  flag('--fence-margin-ms <ms>', 'stop minting this long before the lease TTL runs out since the last acknowledged keep-alive', { value: '1000' }),
+  flag('--time-source <mode>', 'chrony (read `chronyc -c tracking`) or none (no check: development only)', { value: 'chrony' }),
+  flag('--max-clock-offset-ms <ms>', 'largest |offset| from the time source before the node fences', { value: '10', int: [1, 1000] }),
+  flag('--max-rollback-ms <ms>', 'clock rollbacks up to this are waited out; larger ones fence', { value: '10', int: [0, 1000] }),
+  flag('--max-fence-ms <ms>', 'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease', { value: '30000', int: [1000, 3_600_000] }),
+  // 65536 is the clock guard's largest block request (16 ms of a 12-bit sequence).
+  flag('--max-count <n>', 'largest count NextIds accepts, 1-65536', { value: '4096', int: [1, 65_536] }),
+  flag('--node-id <id>', "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)", { description: '<hostname>-<pid>-<random>' }),
+  flag('--log-level <level>', LOG_LEVELS.join('|'), { value: 'info' }),
+  flag('--request-timeout-ms <ms>', 'longest a request may take, body included, before it is cancelled', { value: '5000', int: [100, 600_000] }),
+  flag('--shutdown-timeout-ms <ms>', 'longest a graceful shutdown waits for in-flight requests and the lease release', { value: '5000', int: [100, 600_000] }),
+  flag('--max-body-bytes <n>', 'largest request body accepted', { value: '65536', int: [1024, 16 * 1024 * 1024] }),
+  flag('--max-connections <n>', 'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)', {
+    value: '4096',
+    int: [1, 1_000_000],
+  }),
+  flag('--preface-timeout-ms <ms>', 'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed', { value: '4000', int: [100, 600_000] }),
+  flag('--idle-timeout-ms <ms>', 'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)', { value: '30000', int: [1_000, 3_600_000] }),
+  flag('--stalled-write-timeout-ms <ms>', 'a connection whose peer takes none of its answers for this long is cut (a client that never reads)', {
+    value: '10000',
+    int: [1_000, 600_000],
+  }),
+  flag('--http2-server <impl>', 'HTTP/2 (h2c) implementation: idgen (@idgen/h2, no GC pauses from headers) or node (node:http2, the fallback)', { value: 'idgen' }),
 ];
 
 function buildCommand(): Command {
@@ -376,6 +226,20 @@ function flagName(f: FlagSpec): string {
 }
 
 type Raw = Map<string, { value: string | undefined; from: string }>;
+
+/** The integer fields filled from FLAGS' ranges. */
+type IntKey =
+  | 'maxClockOffsetMs'
+  | 'maxRollbackMs'
+  | 'maxFenceMs'
+  | 'maxCount'
+  | 'requestTimeoutMs'
+  | 'shutdownTimeoutMs'
+  | 'maxBodyBytes'
+  | 'maxConnections'
+  | 'prefaceTimeoutMs'
+  | 'idleTimeoutMs'
+  | 'stalledWriteTimeoutMs';
 
 function validate(raw: Raw, layout: Layout): ServerConfig {
   const get = (key: string): { value: string | undefined; from: string } => raw.get(key) ?? { value: undefined, from: key };
@@ -485,6 +349,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     throw new ConfigError(`${nodeRaw.from} must be 1-128 characters of [A-Za-z0-9._:-], got ${JSON.stringify(nodeId)}`);
   }
 
+  // The integer flags with a range in FLAGS, in its order (a bad one names itself: the first found is the error).
+  const ints: Record<string, number> = {};
+  for (const f of FLAGS) if (f.int !== undefined) ints[f.key] = integer(f.key, f.int[0], f.int[1]);
   const config: ServerConfig = {
     region,
     etcd,
@@ -500,22 +367,11 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     leaseTtlSeconds,
     fenceMarginMs,
     timeSource,
-    maxClockOffsetMs: integer('maxClockOffsetMs', 1, 1000),
-    maxRollbackMs: integer('maxRollbackMs', 0, 1000),
-    maxFenceMs: integer('maxFenceMs', 1000, 3_600_000),
-    // 65536 is the clock guard's largest block request (16 ms of a 12-bit sequence).
-    maxCount: integer('maxCount', 1, 65_536),
     nodeId,
     logLevel,
-    requestTimeoutMs: integer('requestTimeoutMs', 100, 600_000),
-    shutdownTimeoutMs: integer('shutdownTimeoutMs', 100, 600_000),
-    maxBodyBytes: integer('maxBodyBytes', 1024, 16 * 1024 * 1024),
-    maxConnections: integer('maxConnections', 1, 1_000_000),
-    prefaceTimeoutMs: integer('prefaceTimeoutMs', 100, 600_000),
-    idleTimeoutMs: integer('idleTimeoutMs', 1_000, 3_600_000),
-    stalledWriteTimeoutMs: integer('stalledWriteTimeoutMs', 1_000, 600_000),
     http2Server,
     statusDetails,
+    ...(ints as Pick<ServerConfig, IntKey>),
   };
   // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
   // so a bad combination is a configuration error (exit 2), not a crash at start-up.
@@ -663,11 +519,6 @@ export function parseHostPort(value: string, from: string, allowZero: boolean): 
     throw new ConfigError(`${from} must be host:port with a port from ${min} to 65535, got ${JSON.stringify(value)}`);
   }
   return { host: m[1] ?? m[2] ?? '', port };
-}
-
-/** `host:port`, bracketing IPv6 hosts. */
-export function formatHostPort(hp: HostPort): string {
-  return hp.host.includes(':') ? `[${hp.host}]:${hp.port}` : `${hp.host}:${hp.port}`;
 }
 
 function parseWorkers(value: string, from: string, maxWorker: number): { from: number; to: number } {

@@ -9,15 +9,20 @@ import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createMintScheduler, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, isLeaseError, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
-import { Health, IdGenerator, NodeState } from '@idgen/proto';
+import {
+  READINESS_REASONS,
+  createLeaseTroubleTracker,
+  createServingPort,
+  describeReadiness,
+  formatHostPort,
+  judgeReadiness,
+  watchReadiness,
+  type Phase,
+  type Readiness,
+} from '@idgen/serving';
 import { boot } from './boot.js';
-import { etcdLeaseOptions, formatHostPort, parseConfig, type ServerConfig } from './config.js';
-import { connectionCap, createServingServer } from './http.js';
-import { createTlsServing, reloadTlsOnChange } from './tls.js';
+import { etcdLeaseOptions, parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
-import { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
-import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type Phase } from './service.js';
-import { createNextIdsFastPath } from './fast-path.js';
 
 /**
  * Exit codes: 0 clean stop, 1 fatal (clock fence past its bound, boot refused, crash), 2 bad configuration, or a
@@ -88,7 +93,7 @@ function run(config: ServerConfig): void {
 
   let phase: Phase = 'starting';
   let advertise = config.advertise ?? formatHostPort(config.listen);
-  // Readiness and why, judged in one place (readiness.ts) for /readyz, Health/Check, GetStatus and the log.
+  // Readiness and why, judged in one place (@idgen/serving's judgeReadiness) for /readyz, Health/Check, GetStatus and the log.
   const leaseTrouble = createLeaseTroubleTracker(lease);
   const readiness = (): Readiness =>
     judgeReadiness({
@@ -101,19 +106,11 @@ function run(config: ServerConfig): void {
       leaseTrouble: leaseTrouble.current(),
       nowMs: Date.now(),
     });
-  // The probe asks ready() for its status code and then readyDetail() for its body, back to back: the body
-  // reuses the judgement the status code came from, so the two never disagree.
-  let probed: Readiness | undefined;
-  const ready = (): boolean => {
-    probed = readiness();
-    return probed.ready;
-  };
   // One scheduler for every path that mints: requests that need a later millisecond wait on a timer, fairly
   // between connections, never spinning on the loop the lease's keep-alives run on (issue 13).
-  const mints = createMintScheduler(guard);
-  const serviceDeps = {
+  const server = createServingPort({
     guard,
-    mints,
+    mints: createMintScheduler(guard),
     lease: () => lease.snapshot(),
     phase: () => phase,
     region: config.region,
@@ -122,50 +119,16 @@ function run(config: ServerConfig): void {
     advertise: () => advertise,
     statusDetails: config.statusDetails,
     readiness,
-    onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
-  };
-  const fastNextIds = createNextIdsFastPath({
-    nextIds: createNextIds(serviceDeps),
     maxBodyBytes: config.maxBodyBytes,
-    record: (code, start, ids) => metrics.recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, start, ids),
-  });
-  // TLS on the serving port (checked at start, exit 2), reloaded on SIGHUP and on file change.
-  const tls = config.tls === undefined ? undefined : createTlsServing(config.tls);
-  if (tls !== undefined && config.tls !== undefined) {
-    reloadTlsOnChange(tls, config.tls, logger.child({ component: 'tls' }));
-    logger.info({ mtls: tls.requestCert, notAfter: tls.notAfter().toISOString() }, 'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)');
-  }
-  const cap = connectionCap(config.maxConnections);
-  logger.info(
-    { maxConnections: cap.maxConnections, configured: config.maxConnections, openFilesLimit: cap.openFilesLimit, lowered: cap.lowered },
-    cap.lowered ? 'connection cap: lowered to leave descriptors for etcd and chronyc' : 'connection cap',
-  );
-  const server = createServingServer({
-    maxConnections: cap.maxConnections,
+    requestTimeoutMs: config.requestTimeoutMs,
+    maxConnections: config.maxConnections,
     prefaceTimeoutMs: config.prefaceTimeoutMs,
     idleTimeoutMs: config.idleTimeoutMs,
     stalledWriteTimeoutMs: config.stalledWriteTimeoutMs,
-    fastPath: fastNextIds,
-    routes: (router) => {
-      router.service(IdGenerator, createIdGeneratorService(serviceDeps));
-      router.service(Health, createHealthService(readiness));
-    },
-    interceptors: [metrics.interceptor],
-    ready,
-    readyDetail: () => {
-      const r = probed ?? readiness();
-      probed = undefined;
-      return { ...r, state: NodeState[nodeState(phase, r.ready)]?.toLowerCase() };
-    },
-    maxBodyBytes: config.maxBodyBytes,
     http2Server: config.http2Server,
-    requestTimeoutMs: config.requestTimeoutMs,
-    onRequestTimeout: () => metrics.countTimeout(),
-    onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
-    onStreamTableUnavailable: (why) => logger.warn({ why }, 'HTTP/2 stream table work-around not applied: expect longer GC pauses'),
-    onHandlerError: (e) => logger.warn({ err: e }, 'writing a response failed'),
-    onRefusal: (reason) => metrics.countRefusal(reason),
-    ...(tls === undefined ? {} : { tls, onTlsError: (e: Error) => logger.debug({ err: e }, 'tls handshake failed') }),
+    ...(config.tls === undefined ? {} : { tls: config.tls }),
+    metrics: metrics.hooks,
+    logger,
   });
 
   metrics.observeNode(READINESS_REASONS, () => {

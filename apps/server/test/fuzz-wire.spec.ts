@@ -180,7 +180,7 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
     const afterRss = rssBytes(pid);
     // A connection answered with GOAWAY (bad SETTINGS length, bad HPACK, DATA on an idle stream) must be let go:
     // @idgen/h2 (the default) ends the socket itself after its GOAWAY; on node:http2, which stops reading such
-    // a connection, the server's PING probe (src/http.ts) destroys it ~2 × 2 s after it went silent. Either way
+    // a connection, the server's PING probe (packages/serving/src/http.ts) destroys it ~2 × 2 s after it went silent. Either way
     // well inside settledFds' 10 s: no allowance for them.
     const goaways = [...tally.byOutcome.entries()].filter(([k]) => k.startsWith('raw:h2-goaway')).reduce((n, [, v]) => n + v, 0);
     const afterFds = await settledFds(pid, baseFds + FD_GROWTH_LIMIT);

@@ -1,5 +1,5 @@
 import type { Socket } from 'node:net';
-import { StreamTable } from '@idgen/http2-stream-table';
+import { StreamTable } from './stream-table.js';
 import {
   DEFAULT_MAX_FRAME_SIZE,
   DEFAULT_WINDOW,

@@ -4,3 +4,4 @@ export { ErrorCode, Flag, FrameType, PREFACE } from './frames.js';
 export { encodeHeaders, HpackDecoder, HpackError } from './hpack.js';
 export { DEFAULT_FLOOD_LIMITS } from './limits.js';
 export type { H2FloodLimits, H2RefusalReason } from './limits.js';
+export { StreamTable } from './stream-table.js';

@@ -5,11 +5,11 @@
  * answer in `node:http2`), so the figure is the stack's ceiling, not a framework's.
  *
  * Usage: `node bare-http2-server.js <port> <hex body> [stream-table]`; prints `listening <port>` when ready.
- * With `stream-table`, each session gets the GC work-around idgen-server runs (`@idgen/http2-stream-table`):
+ * With `stream-table`, each session gets the GC work-around idgen-server runs (`installStreamTable` of `@idgen/serving`):
  * the like-for-like floor for idgen's tail latency.
  */
 import { constants, createServer } from 'node:http2';
-import { installStreamTable } from '@idgen/http2-stream-table';
+import { installStreamTable } from '@idgen/serving';
 import { baselineArgs, serveBaseline } from './baseline-server.js';
 
 function main(): void {

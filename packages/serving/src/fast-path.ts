@@ -42,7 +42,7 @@ type Protocol = 'connect-json' | 'connect-proto' | 'grpc';
  * their DOMExceptions, async iterables, promise chains), not on minting; measured on 2 cores, a NextIds(1)
  * through it ran at ~15% of a bare node:http2 handler. The issue's budget is ≥ 60%. The wire formats here
  * are small and fixed (docs/design.md §6), so they are written by hand and checked against the generated clients by
- * the integration suites (test/cluster.spec.ts), which talk to this path over all three protocols.
+ * the integration suites (apps/server/test/cluster.spec.ts), which talk to this path over all three protocols.
  *
  * HTTP/2 requests are answered on node:http2's core stream API: its compat layer (an Http2ServerRequest and
  * Http2ServerResponse with their streams and listeners per request) cost about a third of a NextIds(1), and

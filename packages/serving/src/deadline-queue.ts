@@ -5,7 +5,7 @@
  *
  * Not a `Map`: a long-lived Map with an entry added and removed per request is rebuilt every few requests,
  * and V8 (Node 20) leaves the entries in the discarded old-space copy, where scavenges take them for live:
- * every request object would then survive to the next Mark-Compact (`@idgen/http2-stream-table` has the story).
+ * every request object would then survive to the next Mark-Compact (`@idgen/h2`'s StreamTable has the story).
  * Here a finished request's slot is cleared at once and the arrays are only replaced when they fill.
  */
 export class DeadlineQueue<T extends object> {

@@ -7,7 +7,7 @@ import { createAsyncIterable, readAllBytes, type UniversalServerResponse } from 
  * bug, so the serving port rewrites exactly that error, on the way out, to INVALID_ARGUMENT. Only the
  * request side is affected: connect-es words the response side "serialize binary".
  *
- * The same for a compressed body that ends early (found by fuzzing, test/fuzz-wire.spec.ts): connect-node
+ * The same for a compressed body that ends early (found by fuzzing, apps/server/test/fuzz-wire.spec.ts): connect-node
  * maps zlib's "unexpected end of file" (Z_BUF_ERROR) to INTERNAL "decompression failed", while a corrupt one
  * (Z_DATA_ERROR) gets INVALID_ARGUMENT with the same message. The size limit has its own message and code
  * (RESOURCE_EXHAUSTED); what is left under that message is the caller's body (or zlib out of memory on a

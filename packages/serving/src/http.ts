@@ -21,8 +21,8 @@ import {
 } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
 import { ErrorCode, H2Connection, type H2RefusalReason, type H2Stream } from '@idgen/h2';
-import { installStreamTable } from '@idgen/http2-stream-table';
-import type { HostPort } from './config.js';
+import { installStreamTable } from './stream-table.js';
+import type { HostPort } from './host-port.js';
 import type { TlsServing } from './tls.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
@@ -108,7 +108,7 @@ export interface ServingServerOptions {
    */
   readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused' | 'http1-pipelining') => void;
   /**
-   * Called (once) when node:http2's internals are not what @idgen/http2-stream-table works around: the node then
+   * Called (once) when node:http2's internals are not what the stream table (stream-table.ts) works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
    */
   readonly onStreamTableUnavailable?: (why: string) => void;
@@ -139,7 +139,7 @@ export interface ServingServer {
 /**
  * A gRPC or gRPC-Web call whose answer connect-es failed to write still gets a gRPC status (trailers-only),
  * not a bare HTTP 500 that gRPC clients can only read as UNKNOWN. The one such failure known (found by
- * fuzzing, test/fuzz-wire.spec.ts): connect-es throws a URIError encoding grpc-message when the message
+ * fuzzing, apps/server/test/fuzz-wire.spec.ts): connect-es throws a URIError encoding grpc-message when the message
  * quotes the caller's `+json` body and V8 cut that quote inside a surrogate pair; the caller's body was not
  * a valid message: INVALID_ARGUMENT (docs/design.md §6). Any other failure here is ours: INTERNAL.
  */
@@ -650,7 +650,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   server.maxConnections = options.maxConnections ?? 4_096;
   server.on('drop', () => options.onRefusal?.('connection-limit'));
   // A connection error (bad SETTINGS length, bad header compression, DATA on an idle stream: found by fuzzing,
-  // test/fuzz-wire.spec.ts) makes nghttp2 send GOAWAY and stop reading the socket, and node:http2 says nothing
+  // apps/server/test/fuzz-wire.spec.ts) makes nghttp2 send GOAWAY and stop reading the socket, and node:http2 says nothing
   // (no 'error', 'goaway' or 'frameError' on the session, no state to read): the socket would be held until the
   // 60 s idle timeout even after the peer left, since a socket that is not read never sees the close. So every
   // second, a session that has read no byte for `probeMs` gets a PING (RFC 9113 §6.7: a live peer must ACK it,

@@ -333,7 +333,7 @@ async function startFastPathServer(extra: Partial<ServingServerOptions>): Promis
 }
 
 describe('the serving port', () => {
-  it('puts the stream table work-around on its HTTP/2 sessions (@idgen/http2-stream-table), so it never warns here', async () => {
+  it('puts the stream table work-around on its HTTP/2 sessions (stream-table.ts), so it never warns here', async () => {
     const unavailable: string[] = [];
     const server = createServingServer({
       routes: () => undefined,

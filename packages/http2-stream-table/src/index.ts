@@ -1,1 +1,0 @@
-export { StreamTable, installStreamTable } from './stream-table.js';

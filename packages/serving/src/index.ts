@@ -1,0 +1,18 @@
+// The public surface of @idgen/serving. The transport's parts (the h2c/HTTP/1.1 sniffer, the connect-es bridge over
+// @idgen/h2, the NextIds fast path, the deadline queue) stay internal.
+export { createServingPort } from './serving-port.js';
+export type { ServingLogger, ServingMetricsHooks, ServingPort, ServingPortOptions } from './serving-port.js';
+export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
+export type { LeaseView, Phase, ServiceDeps, ServingGuard } from './service.js';
+export { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness } from './readiness.js';
+export type { LeaseTrouble, LeaseTroubleTracker, Readiness, ReadinessInputs, ReadinessReason } from './readiness.js';
+export { TlsMaterialError, loadTlsMaterial } from './tls.js';
+export type { TlsFiles } from './tls.js';
+export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
+export type { Http2Server } from './http.js';
+export { LATENCY_BUCKETS_S, LatencyHistogram, ServingAttributes, ServingMetricNames, createServingMetrics } from './metrics.js';
+export type { NodeGaugeReading, ServingMetrics } from './metrics.js';
+export { formatHostPort } from './host-port.js';
+export type { HostPort } from './host-port.js';
+// The node:http2 fallback's GC work-around, for any node:http2 server (bench:server's like-for-like baseline uses it).
+export { installStreamTable } from './stream-table.js';
