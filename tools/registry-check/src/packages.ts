@@ -9,8 +9,10 @@ export const ROOT = join(__dirname, '..', '..', '..');
 export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: string }[] = [
   { name: '@idgen/core', dir: 'packages/core' },
   { name: '@idgen/proto', dir: 'packages/proto' },
+  { name: '@idgen/h2', dir: 'packages/h2' },
   { name: '@idgen/clock-guard', dir: 'packages/clock-guard' },
   { name: '@idgen/lease', dir: 'packages/lease' },
+  { name: '@idgen/serving', dir: 'packages/serving' },
   { name: '@idgen/discovery', dir: 'packages/discovery' },
   { name: '@idgen/client', dir: 'packages/client' },
   { name: '@idgen/embedded', dir: 'packages/embedded' },

@@ -223,9 +223,10 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   expect(size.names).toEqual(expect.arrayContaining(['etcd3', '@idgen/lease', '@idgen/discovery']));
   expect(size.names).not.toContain('@idgen/clock-guard');
 
-  await install(app, ['@idgen/core@0.1.0', '@idgen/proto@0.1.0', '@idgen/clock-guard@0.1.0', '@idgen/lease@0.1.0']);
+  await install(app, ['@idgen/core@0.1.0', '@idgen/proto@0.1.0', '@idgen/clock-guard@0.1.0', '@idgen/lease@0.1.0', '@idgen/serving@0.1.0']);
   const examples: string[] = [];
-  for (const pkg of ['core', 'proto', 'clock-guard', 'lease', 'client', 'discovery']) {
+  // h2's example (a server that listens until stopped) is compiled, not run.
+  for (const pkg of ['core', 'proto', 'h2', 'clock-guard', 'lease', 'serving', 'client', 'discovery']) {
     const readme = readFileSync(join(ROOT, 'packages', pkg, 'README.md'), 'utf8');
     const match = /^```ts\n([\s\S]*?)^```$/m.exec(readme);
     expect({ pkg, example: match?.[1] !== undefined }).toEqual({ pkg, example: true });
@@ -246,6 +247,13 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
     expect(await out('proto')).toEqual([{ request: { count: 3 }, response: { blocks: [{ first: '385364472618811392', count: 3 }] } }]);
     expect(await out('clock-guard')).toEqual([{ fenced: 'not-assigned' }, { id: expect.any(String), state: 'serving' }]);
     expect(await out('lease')).toEqual([{ id: expect.any(String), state: 'alive', worker: expect.any(Number) }]);
+    const [embedded] = await out('serving');
+    const blocks = (embedded?.['blocks'] ?? []) as { first: string; count: number }[];
+    expect({ ready: embedded?.['ready'], ids: blocks.reduce((n, b) => n + b.count, 0), regions: [...new Set(blocks.map((b) => regionOf(b.first)))] }).toEqual({
+      ready: 200,
+      ids: 3,
+      regions: [3],
+    });
     const [client] = await out('client', { IDGEN_NODES: serverUrl });
     expect(Object.keys(client ?? {})).toEqual(['id', 'batch', 'text']);
     const [discovered] = await out('discovery', { IDGEN_ETCD: etcd.clientUrl });
