@@ -55,7 +55,7 @@ export interface EmbeddedIdSourceOptions {
   readonly nodeId?: string;
   /** Lease TTL in whole seconds; default 6 (docs/design.md §3). */
   readonly ttlSeconds?: number;
-  /** Keep-alive interval; default 2000. */
+  /** Keep-alive interval; default a third of the TTL, at most 2000 (as the server's). */
   readonly keepAliveIntervalMs?: number;
   /** Timeout of one keep-alive plus its `last-ms` refresh; default 3/4 of the interval. */
   readonly keepAliveTimeoutMs?: number;
@@ -245,6 +245,10 @@ class LeasedIdSource implements EmbeddedIdSource {
           workers: this.workers,
           kind: 'embedded',
           waitForFreeSlot: false, // a full range is waited for here, bounded (slotWaitMs)
+          // As the server derives it from --lease-ttl: a third of the TTL, at most 2 s.
+          ...(Number.isInteger(options.ttlSeconds) && options.keepAliveIntervalMs === undefined
+            ? { keepAliveIntervalMs: Math.min(2000, Math.floor(((options.ttlSeconds as number) * 1000) / 3)) }
+            : {}),
           ...pick(options, ['nodeId', 'ttlSeconds', 'keepAliveIntervalMs', 'keepAliveTimeoutMs', 'fenceMarginMs', 'clockBoundMs', 'requestTimeoutMs', 'backoff', 'layout', 'meter', 'logger', 'clock', 'borrowSpare']),
         },
         this.guard,

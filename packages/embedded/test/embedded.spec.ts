@@ -143,6 +143,12 @@ describe('minting in-process', () => {
     expect(() => createEmbeddedIdSource({ ...base, region: 2, deadlineMs: 0 })).toThrow(/deadlineMs/);
     expect(() => createEmbeddedIdSource({ etcd: { endpoints: ['etcd:2379'] }, region: 2, timeSource: 'none' })).toThrow(/etcd client URL/);
   });
+
+  it('derives the keep-alive interval from a short TTL as the server does (a third, at most 2 s)', async () => {
+    const s = source(prefix('ttl3'), { ttlSeconds: 3, keepAliveIntervalMs: undefined, keepAliveTimeoutMs: undefined, fenceMarginMs: undefined });
+    await s.ready();
+    expect(typeof s.nextIdSync()).toBe('bigint');
+  });
 });
 
 describe('refusing rather than guessing', () => {
