@@ -1,7 +1,7 @@
 /**
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
- * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--nodes 4] [--slots 3]
+ * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--embedded 3] [--nodes 4] [--slots 3]
  *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--server-main PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
@@ -17,11 +17,12 @@ import { formatReport, reportJson } from './report.js';
 import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
 import { FAULT_KINDS, FULL_ROUND_SECONDS, createSchedule, formatFault, parseFaultKinds, type FaultKind } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>]
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
   --callers    caller processes (default 3)
+  --embedded   embedded callers (@idgen/embedded in their own processes, slots 18 and up, one a spare; default 3, 0: none)
   --nodes      generator nodes (default 4)
   --slots      worker slots the nodes share (default 3: one node is a spare)
   --rate       IDs per second per caller (default 1000)
@@ -34,7 +35,7 @@ function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain'> & { serverMain?: string } {
+function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain'> & { serverMain?: string } {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -42,6 +43,7 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
       seed: { type: 'string' },
       out: { type: 'string' },
       callers: { type: 'string', default: '3' },
+      embedded: { type: 'string', default: '3' },
       nodes: { type: 'string', default: '4' },
       slots: { type: 'string', default: '3' },
       rate: { type: 'string', default: '1000' },
@@ -70,6 +72,7 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
     seed: values.seed === undefined ? randomInt(2 ** 31) : int('seed', values.seed, 0, 2 ** 32 - 1),
     ...(values.out !== undefined ? { outDir: values.out } : {}),
     callers: int('callers', values.callers, 1, 32),
+    embedded: values.embedded === '0' ? 0 : int('embedded', values.embedded, 2, 16),
     nodes,
     slots,
     rate: int('rate', values.rate, 10, 100_000),
@@ -121,7 +124,7 @@ async function main(): Promise<number> {
     leaseTtlMs: flags.leaseTtlSeconds * 1000,
     ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
   });
-  say(`idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`);
+  say(`idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`);
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
   say('fault schedule (t from the start of the load):');

@@ -27,6 +27,11 @@ export function probeBlocksFile(dir: string): string {
   return join(dir, 'probe.blocks.jsonl');
 }
 
+/** The `node` of an embedded caller's blocks and holdings (`embedded-caller.ts`): one URL-like name per process. */
+export function embeddedNodeName(name: string): string {
+  return `embedded://${name}`;
+}
+
 /** One line of `caller-N.blocks.jsonl` (the ID as a decimal string: docs/design.md §1, text boundary). */
 export interface BlockLine {
   readonly node: string;

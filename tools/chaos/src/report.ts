@@ -22,6 +22,13 @@ export function formatReport(r: ChaosResult): string[] {
     out.push(`  caller ${c.caller}: ${n(c.ids)} IDs handed out in ${n(c.calls)} calls, ${n(c.blocks)} blocks received, ${n(c.failed)} failed calls`);
   }
   if (r.probeBlocks > 0) out.push(`  clock-jump probe: ${n(r.probeBlocks)} blocks of 1 ID (verified with the callers' blocks)`);
+  if (r.embedded !== undefined) {
+    const e = r.embedded;
+    out.push(`  embedded callers (slots ${e.workers}): ${e.processes} processes (${e.restarts} restarted after a kill), ${n(e.ids)} IDs minted in-process in ${n(e.blocks)} blocks, verified with the nodes' under rules 1-3`);
+    const refused = Object.entries(e.refusedBy).map(([k, v]) => `${k} ${n(v)}`).join(', ');
+    out.push(`    refused calls by reason (IdsUnavailableError, processes that ran to the end): ${refused || 'none'}`);
+    for (const f of e.faults) out.push(`    t+${s1(f.startedMs)}…t+${s1(f.endedMs)} ${f.kind} on ${f.target}: ${f.notes.join('; ')}`);
+  }
   out.push('');
   out.push(`rule 1, zero duplicates: ${ok(r.duplicates.duplicates + r.handedOutDuplicates.duplicates)}`);
   out.push(`  ${n(r.duplicates.checked)} IDs received from nodes checked (every ID of every block), ${r.duplicates.duplicates} duplicates`);

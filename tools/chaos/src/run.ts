@@ -10,6 +10,7 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createConnectTransport } from '@idgen/client';
 import { startEtcdCluster, spawnProcess, tempDir, type EtcdCluster, type ProcessHandle } from '@idgen/testing';
+import { createEmbeddedFleet, type EmbeddedFaultRecord, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { sumNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import { probeBlocksFile, readBlocksFile, readCallerRecords, type BlockLine } from './records.js';
@@ -63,6 +64,10 @@ export interface ChaosOptions {
   readonly serverMain: string;
   /** `tools/chaos/dist/caller.js`. */
   readonly callerMain: string;
+  /** Embedded callers (`@idgen/embedded` in their own processes, slots 18 and up; 0: none). */
+  readonly embedded: number;
+  /** `tools/chaos/dist/embedded-caller.js`. */
+  readonly embeddedMain: string;
   /** Aborts the run (SIGINT/SIGTERM): cleanup still happens. */
   readonly signal: AbortSignal;
   readonly say: (line: string) => void;
@@ -121,6 +126,19 @@ export interface ChaosResult {
   /** Blocks the run's own clock-jump probe received (verified with the callers'). */
   readonly probeBlocks: number;
   readonly callersSummary: readonly { caller: number; calls: number; ids: number; failed: number; blocks: number }[];
+  /** The embedded callers: processes, restarts after a kill, their faults, and what they minted (all verified). */
+  readonly embedded:
+    | {
+        readonly workers: string;
+        readonly processes: number;
+        readonly restarts: number;
+        /** IdsUnavailableError reasons the embedded callers met (those that stopped cleanly at the end). */
+        readonly refusedBy: Readonly<Record<string, number>>;
+        readonly blocks: number;
+        readonly ids: number;
+        readonly faults: readonly EmbeddedFaultRecord[];
+      }
+    | undefined;
   /** Rule violations (any: exit non-zero). */
   readonly violations: number;
   readonly expectationsMissed: number;
@@ -207,6 +225,25 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     );
   }
   await Promise.all(callers.map((c) => c.waitForLine(/caller started/, 30_000)));
+
+  let embedded: EmbeddedFleet | undefined;
+  if (o.embedded > 0) {
+    embedded = createEmbeddedFleet({
+      callerMain: o.embeddedMain,
+      faketimeLib,
+      dir,
+      etcd: cluster.endpoints,
+      region: o.region,
+      count: o.embedded,
+      firstWorker: 18,
+      rate: o.rate,
+      leaseTtlSeconds: o.leaseTtlSeconds,
+      say: o.say,
+    });
+    o.say(`starting ${o.embedded} embedded callers (@idgen/embedded, slots ${embedded.workers}: one is a spare) at ${o.rate} IDs/s each, under libfaketime`);
+    await embedded.startAll();
+    await embedded.waitHolding(o.embedded - 1, 90_000);
+  }
 
   const loadStart = Date.now();
   const rel = (ms: number): number => ms - loadStart;
@@ -499,6 +536,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   };
 
   o.say(`load running for ${(o.durationMs / 1000).toFixed(0)} s with ${schedule.faults.length} faults`);
+  // The embedded callers' faults run on their own timeline, beside the nodes' (their slots are apart).
+  const embeddedFaults =
+    embedded?.runFaults({ seed: o.seed, loadStart, untilMs: loadStart + o.durationMs - TAIL_MS, allowances: clockAllowances, signal: o.signal }) ??
+    Promise.resolve();
   // One fault at a time, in schedule order.
   let lastEnd = loadStart;
   // A late fault still gets its whole window before the next one begins, so effects never overlap.
@@ -521,6 +562,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   // The load runs its duration, and at least the tail after a fault that started late.
   await sleep(Math.max(loadStart + o.durationMs, lastEnd + TAIL_MS) - Date.now(), o.signal);
   await new Promise<void>((resolve) => probeOut.end(resolve));
+  await embeddedFaults.catch((e: unknown) => o.say(`  embedded faults stopped: ${e instanceof Error ? e.message : String(e)}`));
   if (o.signal.aborted) throw new Error('interrupted');
   const loadMs = Date.now() - loadStart;
 
@@ -534,12 +576,16 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   );
   clearInterval(scrapeTimer);
   await fleet.scrapeAll(); // the final scrape: every running node's counters (docs/design.md §2)
+  if (embedded !== undefined) {
+    o.say('stopping embedded callers');
+    await embedded.stopAll(15_000);
+  }
   o.say('stopping nodes and etcd');
   await fleet.stopAll(10_000);
   await cluster.stopAll();
 
   o.say('verifying');
-  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, callerSummaries, clockAllowances });
+  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, embedded, callerSummaries, clockAllowances });
 }
 
 async function verify(
@@ -552,13 +598,16 @@ async function verify(
     records: FaultRecord[];
     skipped: Fault[];
     fleet: NodeFleet;
+    embedded: EmbeddedFleet | undefined;
     callerSummaries: ({ index: number; calls: number; ids: number; failed: number } | undefined)[];
     clockAllowances: readonly ClockAllowance[];
   },
 ): Promise<ChaosResult> {
   const all = await Promise.all(Array.from({ length: o.callers }, (_, i) => readCallerRecords(s.dir, i)));
   const probeBlocks = await readBlocksFile(probeBlocksFile(s.dir), -1);
-  const blocks: ReceivedBlock[] = [...all.flatMap((c) => c.blocks), ...probeBlocks];
+  // Every ID the embedded callers minted is checked with the nodes' (rules 1-3).
+  const embeddedBlocks = (await s.embedded?.blocks()) ?? [];
+  const blocks: ReceivedBlock[] = [...all.flatMap((c) => c.blocks), ...probeBlocks, ...embeddedBlocks];
 
   // Rule 1 over every ID a node handed to any caller, and over every ID the clients handed out.
   const receivedIds = expandBlocks(blocks);
@@ -582,7 +631,7 @@ async function verify(
   const handedOut: HandedOutReport = { checked: inventedChecked, invented, examples: inventedExamples.slice(0, 20) };
 
   // Rules 2 and 3.
-  const holders = checkHolders(blocks, s.fleet.holdings);
+  const holders = checkHolders(blocks, [...s.fleet.holdings, ...(s.embedded?.holdings ?? [])]);
   const clock = checkClockBound(blocks, CLOCK_BOUND_MS, undefined, s.clockAllowances);
 
   // Rule 4, per fault window (times relative to the load start).
@@ -691,12 +740,26 @@ async function verify(
       failed: c.failures.length,
       blocks: c.blocks.length,
     })),
+    embedded:
+      s.embedded === undefined
+        ? undefined
+        : {
+            workers: s.embedded.workers,
+            ...s.embedded.summary(),
+            blocks: embeddedBlocks.length,
+            ids: embeddedBlocks.reduce((n, b) => n + b.count, 0),
+            faults: s.embedded.faults,
+          },
     violations,
     expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
   };
 }
 
 /** The chaos run's paths relative to the built `tools/chaos/dist/main.js`. */
-export function defaultPaths(distDir: string): { serverMain: string; callerMain: string } {
-  return { serverMain: join(distDir, '..', '..', '..', 'apps', 'server', 'dist', 'main.js'), callerMain: join(distDir, 'caller.js') };
+export function defaultPaths(distDir: string): { serverMain: string; callerMain: string; embeddedMain: string } {
+  return {
+    serverMain: join(distDir, '..', '..', '..', 'apps', 'server', 'dist', 'main.js'),
+    callerMain: join(distDir, 'caller.js'),
+    embeddedMain: join(distDir, 'embedded-caller.js'),
+  };
 }
