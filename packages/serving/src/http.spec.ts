@@ -3,7 +3,7 @@ import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import { createServingServer, type Http2Server, type ServingServer, type ServingServerOptions } from './http.js';
+import { MAX_PIPELINED_PER_TURN, createServingServer, headerEnds, type Http2Server, type ServingServer, type ServingServerOptions } from './http.js';
 import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
 
 // The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
@@ -331,6 +331,44 @@ async function startFastPathServer(extra: Partial<ServingServerOptions>): Promis
   const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
   return { server, port };
 }
+
+describe('pipelined HTTP/1.1 requests in one read', () => {
+  /** Writes `n` pipelined /healthz requests in one write (one read on loopback) and reads until the server closes. */
+  async function pipeline(port: number, n: number, close: boolean): Promise<number> {
+    const socket = connectTcp(port, '127.0.0.1');
+    let text = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (d: string) => (text += d));
+    const ended = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.on('error', () => undefined);
+    const one = 'GET /healthz HTTP/1.1\r\nhost: a\r\n\r\n';
+    socket.write(one.repeat(n - 1) + (close ? 'GET /healthz HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n' : one));
+    await ended;
+    return text.split('HTTP/1.1 200').length - 1;
+  }
+
+  it('counts header ends up to a limit', () => {
+    expect(headerEnds(Buffer.from('GET / HTTP/1.1\r\n\r\n'.repeat(3)), 10)).toBe(3);
+    expect(headerEnds(Buffer.from('GET / HTTP/1.1\r\n\r\n'.repeat(300)), 65)).toBe(65);
+    expect(headerEnds(Buffer.from('GET / HTTP/1.1\r\nhost: a\r\n'), 10)).toBe(0);
+  });
+
+  it('up to the bound: all answered; one more: refused before node:http parses it (no answer at all), counted', async () => {
+    const refusals: string[] = [];
+    const server = createServingServer({ routes: () => undefined, ready: () => true, maxBodyBytes: 1024, requestTimeoutMs: 2000, onRefusal: (r) => refusals.push(r) });
+    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+    try {
+      expect(await pipeline(port, MAX_PIPELINED_PER_TURN, true)).toBe(MAX_PIPELINED_PER_TURN);
+      expect(refusals).toEqual([]);
+      // Before: node:http parsed the whole read (a request and a response object each), answered 64 and cut at
+      // the 65th (admitHttp1), so a flood of 64 KB reads (~1,800 requests each) was parsed in full every time.
+      expect(await pipeline(port, MAX_PIPELINED_PER_TURN + 1, true)).toBe(0);
+      expect(refusals).toEqual(['http1-pipelining']);
+    } finally {
+      await server.close(1000);
+    }
+  });
+});
 
 describe('the serving port', () => {
   it('puts the stream table work-around on its HTTP/2 sessions (stream-table.ts), so it never warns here', async () => {

@@ -180,6 +180,14 @@ export const STALLED_WRITER_MS = 10_000;
  */
 export const MAX_PIPELINED_PER_TURN = 64;
 const kTurn = Symbol('idgen.turn');
+
+/** How many requests' header ends (`\r\n\r\n`) `chunk` holds, counting up to `limit`. */
+export function headerEnds(chunk: Buffer, limit: number): number {
+  let n = 0;
+  for (let at = chunk.indexOf(CRLFCRLF); at >= 0 && n < limit; at = chunk.indexOf(CRLFCRLF, at + 4)) n++;
+  return n;
+}
+const CRLFCRLF = Buffer.from('\r\n\r\n', 'latin1');
 const kPipelined = Symbol('idgen.pipelined');
 type CountedSocket = Socket & { [kTurn]?: number; [kPipelined]?: number };
 
@@ -380,6 +388,32 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     options.onRefusal?.('http1-pipelining');
     socket.destroy();
     return false;
+  };
+
+  /**
+   * False (and the socket destroyed, counted as `http1-pipelining`) for a read of an HTTP/1.1 connection holding
+   * more requests than {@link MAX_PIPELINED_PER_TURN}: node:http parses a whole read at once, a request and a
+   * response object for each of the ~1,800 pipelined requests 64 KB hold, before admitHttp1 sees the 65th; under
+   * a flood that garbage took the RSS past 500 MB on Node 24 (test/abuse-serving.spec.ts). Refused unparsed.
+   */
+  const admitRead = (socket: Socket, chunk: Buffer): boolean => {
+    if (headerEnds(chunk, MAX_PIPELINED_PER_TURN + 1) <= MAX_PIPELINED_PER_TURN) return true;
+    options.onRefusal?.('http1-pipelining');
+    socket.destroy();
+    return false;
+  };
+  /**
+   * Hands an HTTP/1.1 connection to node:http with every read checked by {@link admitRead} first: its reads reach
+   * node:http as 'data' events (node:http's parser does not consume the handle in C++, which it does only for a
+   * handle not yet marked consumed) through the socket's `push`, checked on the way.
+   */
+  const serveHttp1 = (socket: Socket): void => {
+    const handle = (socket as unknown as { _handle?: { _consumed?: boolean } | null })._handle;
+    if (handle !== undefined && handle !== null) handle._consumed = true;
+    const push = socket.push.bind(socket);
+    socket.push = (chunk: unknown, encoding?: BufferEncoding): boolean =>
+      Buffer.isBuffer(chunk) && !admitRead(socket, chunk) ? false : push(chunk, encoding);
+    h1server.emit('connection', socket);
   };
 
   const handler = (req: NodeServerRequest, res: NodeServerResponse): void => {
@@ -600,7 +634,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
         if (useIdgenH2) serveIdgenH2(secure);
         else h2server.emit('connection', secure);
       } else {
-        h1server.emit('connection', secure);
+        serveHttp1(secure);
       }
     });
   }
@@ -635,13 +669,14 @@ export function createServingServer(options: ServingServerOptions): ServingServe
       clearTimeout(sniffDeadline);
       socket.off('data', sniff);
       socket.pause();
+      if (head.toString('latin1', 0, 3) !== 'PRI' && !admitRead(socket, head)) return;
       socket.unshift(head);
       if (head.toString('latin1', 0, 3) === 'PRI') {
         // The http2 session reads the unshifted bytes itself on the next tick: do not resume here.
         if (useIdgenH2) serveIdgenH2(socket);
         else h2server.emit('connection', socket);
       } else {
-        h1server.emit('connection', socket);
+        serveHttp1(socket);
         socket.resume();
       }
     };
