@@ -21,11 +21,12 @@ export function buildServer(): void {
 
 /**
  * Starts one standalone node on `127.0.0.1:port` (no etcd, no chrony, no metrics listener: what is
- * measured is the serving path) and resolves once it logs `ready`. `extra`: more flags.
+ * measured is the serving path) and resolves once it logs `ready`. `extra`: more flags; `launchFlags: false`
+ * starts it without the Node flags its command carries (V8's defaults).
  */
-export async function startIdgenServer(port: number, extra: readonly string[] = []): Promise<ProcessHandle> {
+export async function startIdgenServer(port: number, extra: readonly string[] = [], o: { launchFlags?: boolean } = {}): Promise<ProcessHandle> {
   const server = spawnProcess(process.execPath, [
-    ...serverLaunchArgs(SERVER_MAIN),
+    ...(o.launchFlags === false ? [SERVER_MAIN] : serverLaunchArgs(SERVER_MAIN)),
     '--standalone',
     '--state-file', join(tempDirSync('bench-standalone').path, 'state.json'),
     '--time-source', 'none',

@@ -41,8 +41,8 @@ const PER_PROCESS_RATES = [8_000, 25_000, 50_000];
 
 interface LoadCase {
   readonly name: string;
-  /** `idgen-node`: the node on `--http2-server node`. */
-  readonly target: 'bare' | 'idgen' | 'idgen-node';
+  /** `idgen-node`: the node on `--http2-server node`; `idgen-v8-defaults`: the node without its launch flags. */
+  readonly target: 'bare' | 'idgen' | 'idgen-node' | 'idgen-v8-defaults';
   readonly count: number;
   readonly headers: readonly string[];
   readonly body: Uint8Array;
@@ -121,12 +121,13 @@ async function main(): Promise<void> {
 
   const work = await tempDir('idgen-bench-server');
   const [idgenPort, idgenNodePort, barePort, rawPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const idgenDefaultsPort = await freePort();
   // The bare server answers what NextIds(1) answers, byte for byte in size.
   const cannedResponse = toBinary(
     NextIdsResponseSchema,
     create(NextIdsResponseSchema, { blocks: [{ first: 385360699775254528n, count: 1 }] }),
   );
-  const portOf = { bare: barePort, idgen: idgenPort, 'idgen-node': idgenNodePort } as const;
+  const portOf = { bare: barePort, idgen: idgenPort, 'idgen-node': idgenNodePort, 'idgen-v8-defaults': idgenDefaultsPort } as const;
   const servers: ProcessHandle[] = [];
   try {
     servers.push(await startBaseline('bare-http2-server.js', barePort, cannedResponse));
@@ -134,8 +135,12 @@ async function main(): Promise<void> {
     servers.push(await startBaseline('raw-h2-server.js', rawPort, cannedResponse));
     servers.push(await startIdgenServer(idgenPort));
     servers.push(await startIdgenServer(idgenNodePort, ['--http2-server', 'node']));
+    // The node's launch flags (apps/server/bin/idgen-server.js) against V8's defaults for this Node: what bounding
+    // the young generation costs in throughput (on Node 20 the flag is the default; on Node 24 it is not).
+    servers.push(await startIdgenServer(idgenDefaultsPort, [], { launchFlags: false }));
     await verify(`http://127.0.0.1:${idgenPort}`);
     await verify(`http://127.0.0.1:${idgenNodePort}`);
+    await verify(`http://127.0.0.1:${idgenDefaultsPort}`);
 
     const cases: LoadCase[] = [
       { name: 'bare node:http2, fixed body', target: 'bare', count: 0, headers: CONNECT_HEADERS, body: nextIdsBody(1) },
@@ -144,6 +149,7 @@ async function main(): Promise<void> {
       { name: 'NextIds(1), gRPC', target: 'idgen', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
       { name: 'NextIds(100), gRPC', target: 'idgen', count: 100, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(100)) },
       { name: 'NextIds(1), gRPC, on node:http2', target: 'idgen-node', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
+      { name: 'NextIds(1), gRPC, V8 defaults', target: 'idgen-v8-defaults', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
     ];
     /** Both half-load measurements of one target at one rate. */
     const halfLoad = async (name: string, port: number, c: LoadCase, bodyFile: string, rate: number, tag: string): Promise<HalfLoad> => {
@@ -226,6 +232,7 @@ async function main(): Promise<void> {
     }
     await verify(`http://127.0.0.1:${idgenPort}`);
     await verify(`http://127.0.0.1:${idgenNodePort}`);
+    await verify(`http://127.0.0.1:${idgenDefaultsPort}`);
 
     // TLS (issue 15): NextIds(1) over gRPC on a node serving TLS (ALPN h2, a self-signed certificate made
     // here), against the h2c node measured again right before it, both at saturation in the same run.
@@ -316,6 +323,7 @@ async function main(): Promise<void> {
         "  cases' mean half-load rate: what Node itself does here (a baseline, not a server).\n" +
         "p99 over floor: the case's Poisson p99 minus the floor's: what idgen adds above Node.\n" +
         "'on node:http2': the same node started with --http2-server node (the fallback), for comparison.\n" +
+        "'V8 defaults': the same node started without its launch flags (--max-semi-space-size=16, bin/idgen-server.js).\n" +
         'failed: failed or non-2xx answers; gRPC errors travel in trailers of a 200, so the node is also checked\n' +
         '  with real Connect and gRPC clients before and after the load.\n',
     );
