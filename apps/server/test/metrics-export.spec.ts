@@ -1,5 +1,5 @@
 import { Code } from '@connectrpc/connect';
-import { createServerMetrics } from './metrics.js';
+import { createServerMetrics } from '../src/metrics.js';
 
 describe('server metrics on /metrics', () => {
   it('counts RPCs and buckets their latency by method and code, cumulative, as Prometheus text', async () => {

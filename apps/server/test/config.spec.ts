@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { FLAGS, helpText, parseConfig, type ServerConfig } from './config.js';
+import { FLAGS, helpText, parseConfig, type ServerConfig } from '../src/config.js';
 
 /** Without etcd, the cases below are standalone by name (the rule itself: 'standalone only by name'). */
 function standaloneUnlessEtcd(argv: string[], env: Record<string, string>): string[] {
