@@ -12,17 +12,25 @@
 // Packages may use only the OpenTelemetry API; the SDK and exporters belong to apps.
 import nx from '@nx/eslint-plugin';
 
-const sdkOnlyInApps = [
-  '@opentelemetry/sdk-*',
-  '@opentelemetry/exporter-*',
-  '@opentelemetry/resources',
-];
+const sdkOnlyInApps = ['@opentelemetry/sdk-*', '@opentelemetry/exporter-*', '@opentelemetry/resources'];
 
 export default [
   ...nx.configs['flat/base'],
   ...nx.configs['flat/typescript'],
   {
     ignores: ['**/dist', '**/node_modules', '**/src/gen/**', '**/coverage', '**/*.js', '**/*.mjs', '**/*.cjs'],
+  },
+  {
+    // Type-aware rules (typescript-eslint's project service finds each file's tsconfig): a promise nobody awaits
+    // or catches is an unhandled rejection waiting to happen (a crash on Node >= 15), and imports used only as
+    // types say so, so the JavaScript that ships never loads a module for a type.
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+    },
   },
   {
     files: ['**/*.ts'],
@@ -49,7 +57,10 @@ export default [
               bannedExternalImports: sdkOnlyInApps,
             },
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing'] },
-            { sourceTag: 'type:tool', onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing', 'type:tool'] },
+            {
+              sourceTag: 'type:tool',
+              onlyDependOnLibsWithTags: ['type:core', 'type:lib', 'type:testing', 'type:tool'],
+            },
             { sourceTag: 'scope:client', notDependOnLibsWithTags: ['scope:server'] },
             { sourceTag: 'scope:shared', notDependOnLibsWithTags: ['scope:client', 'scope:server'] },
           ],
@@ -61,7 +72,7 @@ export default [
         'error',
         { selector: 'ExportAllDeclaration', message: 'Name each export (STYLE.md: no `export *`).' },
         {
-          selector: "CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(skip|only)$/]",
+          selector: 'CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(skip|only)$/]',
           message: 'No skipped or focused tests on main.',
         },
       ],

@@ -1,5 +1,5 @@
 import * as http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Code, ConnectError, type ConnectRouter } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { IdGenerator } from '@idgen/proto';
@@ -14,7 +14,7 @@ type Mode = 'ok' | 'unavailable' | 'invalid' | 'hang' | 'reset';
 let mode: Mode = 'ok';
 let server: http2.Http2Server;
 let url: string;
-const sockets = new Set<import('node:net').Socket>();
+const sockets = new Set<Socket>();
 
 beforeAll(async () => {
   const routes = (router: ConnectRouter): void => {
@@ -42,7 +42,7 @@ beforeAll(async () => {
     });
   };
   server = http2.createServer(connectNodeAdapter({ routes }));
-  server.on('connection', (s: import('node:net').Socket) => {
+  server.on('connection', (s: Socket) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });

@@ -8,7 +8,13 @@ const T0 = 1_728_898_200_123;
 function setup() {
   const clock = createTestClock(T0, 1_000);
   const guard = createGuardedMinter({ region: 2, clock, checkIntervalMs: 0 });
-  guard.assign({ region: 2, worker: 5, floorMs: T0 - 1, deadlineMonoMs: clock.monoMs() + 600_000, ceilingMs: T0 + 600_000 });
+  guard.assign({
+    region: 2,
+    worker: 5,
+    floorMs: T0 - 1,
+    deadlineMonoMs: clock.monoMs() + 600_000,
+    ceilingMs: T0 + 600_000,
+  });
   const timers: (() => void)[] = [];
   const scheduler = createMintScheduler(guard, { schedule: (fn) => void timers.push(fn) });
   /** The next millisecond arrives and the scheduler's timer fires. */
@@ -36,7 +42,10 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
     await nextMs();
     const blocks = await later;
     expect(blocks.map((b) => b.count)).toEqual([96, 4000]);
-    expect(blocks.map((b) => DEFAULT_LAYOUT.decompose(b.first).timestampMs)).toEqual([T0 - DEFAULT_LAYOUT.epochMs, T0 + 1 - DEFAULT_LAYOUT.epochMs]);
+    expect(blocks.map((b) => DEFAULT_LAYOUT.decompose(b.first).timestampMs)).toEqual([
+      T0 - DEFAULT_LAYOUT.epochMs,
+      T0 + 1 - DEFAULT_LAYOUT.epochMs,
+    ]);
     expect(scheduler.waiting()).toBe(0);
   });
 
@@ -44,7 +53,7 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
     const { scheduler, nextMs } = setup();
     const burst = { name: 'burst' };
     const probe = { name: 'probe' };
-    scheduler.mint(4096, burst); // this millisecond is spent
+    void scheduler.mint(4096, burst); // this millisecond is spent
     const bursts = Array.from({ length: 20 }, () => scheduler.mint(4096, burst));
     const single = scheduler.mint(1, probe);
     let singleDone = false;
@@ -85,10 +94,13 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
 
   it('rejects a waiting request with the fence it meets, and a new one at once', async () => {
     const { guard, scheduler, nextMs } = setup();
-    scheduler.mint(4096);
+    void scheduler.mint(4096);
     const a = scheduler.mint(10);
     const b = scheduler.mint(10);
-    const rejected = Promise.all([expect(a).rejects.toMatchObject({ reason: 'lease' }), expect(b).rejects.toMatchObject({ reason: 'lease' })]);
+    const rejected = Promise.all([
+      expect(a).rejects.toMatchObject({ reason: 'lease' }),
+      expect(b).rejects.toMatchObject({ reason: 'lease' }),
+    ]);
     guard.unassign('lease', 'lost');
     await nextMs();
     await rejected;
@@ -97,7 +109,7 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
 
   it('drops a waiting request whose caller went away, minting nothing for it', async () => {
     const { guard, scheduler, nextMs } = setup();
-    scheduler.mint(4096);
+    void scheduler.mint(4096);
     let gone = false;
     const dropped = scheduler.mint(4096, {}, () => gone);
     const kept = scheduler.mint(10, {});
@@ -112,7 +124,7 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
 
   it('close rejects every waiting request', async () => {
     const { scheduler } = setup();
-    scheduler.mint(4096);
+    void scheduler.mint(4096);
     const waiting = [scheduler.mint(10, {}), scheduler.mint(10, {})];
     const rejected = Promise.all(waiting.map((p) => expect(p).rejects.toThrow('shutting down')));
     scheduler.close(new Error('shutting down'));

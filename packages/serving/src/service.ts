@@ -5,12 +5,12 @@ import {
   ClockState,
   FenceReason as WireFenceReason,
   GetStatusResponseSchema,
-  Health,
+  type Health,
   HealthCheckResponse_ServingStatus,
   IdGenerator,
   LeaseMode,
   NodeState,
-  ReadinessReason as WireReadinessReason,
+  type ReadinessReason as WireReadinessReason,
   type GetStatusResponse,
 } from '@idgen/proto';
 import { READINESS_REASONS, type Readiness } from './readiness.js';
