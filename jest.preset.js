@@ -13,13 +13,23 @@ module.exports = function preset(dir, overrides = {}) {
     transform: {
       '^.+\\.ts$': [
         '@swc/jest',
-        { jsc: { parser: { syntax: 'typescript' }, target: 'es2022' }, module: { type: 'commonjs' }, sourceMaps: 'inline' },
+        {
+          jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+          module: { type: 'commonjs' },
+          sourceMaps: 'inline',
+        },
       ],
     },
     moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
     testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
     moduleFileExtensions: ['ts', 'js', 'json'],
-    reporters: ['default', [path.join(__dirname, 'tools/scripts/jest-results-reporter.js'), { name: require(path.join(dir, 'package.json')).name }]],
+    reporters: [
+      'default',
+      [
+        path.join(__dirname, 'tools/scripts/jest-results-reporter.js'),
+        { name: require(path.join(dir, 'package.json')).name },
+      ],
+    ],
     ...overrides,
   };
 };

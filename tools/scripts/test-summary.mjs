@@ -4,11 +4,22 @@ import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = new URL('../../.jest-results/', import.meta.url).pathname;
-const rows = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.json')).map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8'))) : [];
-let passed = 0, failed = 0, skipped = 0, bad = [];
+const rows = existsSync(dir)
+  ? readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
+  : [];
+let passed = 0,
+  failed = 0,
+  skipped = 0,
+  bad = [];
 for (const r of rows) {
-  passed += r.passed; failed += r.failed; skipped += r.skipped;
-  console.log(`${r.project.padEnd(22)} ${String(r.passed).padStart(5)} passed ${String(r.failed).padStart(3)} failed ${String(r.skipped).padStart(3)} skipped`);
+  passed += r.passed;
+  failed += r.failed;
+  skipped += r.skipped;
+  console.log(
+    `${r.project.padEnd(22)} ${String(r.passed).padStart(5)} passed ${String(r.failed).padStart(3)} failed ${String(r.skipped).padStart(3)} skipped`,
+  );
   if (r.passed === 0) bad.push(`${r.project} ran no test`);
   if (r.skipped > 0) bad.push(`${r.project} skipped ${r.skipped} test(s)`);
 }

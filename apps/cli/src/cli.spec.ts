@@ -21,7 +21,11 @@ async function run(...argv: string[]) {
 async function runWithStdin(stdin: string | undefined, ...argv: string[]) {
   const out: string[] = [];
   const err: string[] = [];
-  const code = await runCli(argv, { out: (l) => out.push(l), err: (l) => err.push(l), readStdin: () => Promise.resolve(stdin) });
+  const code = await runCli(argv, {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    readStdin: () => Promise.resolve(stdin),
+  });
   return { code, out, err };
 }
 
@@ -38,7 +42,10 @@ describe('idgen decode (the built binary)', () => {
   it('prints one line per ID, and exits 2 with a one-line message for an invalid one', () => {
     const r = idgen('decode', '0', '12a4', '9223372036854775807');
     expect(r.code).toBe(2);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string });
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string });
     expect(lines.map((l) => l.id)).toEqual(['0', '9223372036854775807']);
     expect(r.stderr.trim().split('\n')).toEqual([
       'idgen decode: "12a4" is not a decimal integer (digits only, no sign, no leading zeros)',
@@ -48,9 +55,12 @@ describe('idgen decode (the built binary)', () => {
   it('lists each verb and the exit codes in --help', () => {
     const r = idgen('--help');
     expect(r.code).toBe(0);
-    for (const verb of ['next', 'status', 'leases', 'layout', 'decode']) expect(r.stdout).toMatch(new RegExp(`^  ${verb} \\[options\\]`, 'm'));
+    for (const verb of ['next', 'status', 'leases', 'layout', 'decode'])
+      expect(r.stdout).toMatch(new RegExp(`^  ${verb} \\[options\\]`, 'm'));
     expect(r.stdout).toMatch(/print the fields of each ID/);
-    expect(r.stdout).toMatch(/Exit codes:\n {2}0 {2}ok.*\n {2}1 {2}.*not serving[\s\S]*\n {2}2 {2}bad usage.*\n {2}3 {2}could not reach etcd/);
+    expect(r.stdout).toMatch(
+      /Exit codes:\n {2}0 {2}ok.*\n {2}1 {2}.*not serving[\s\S]*\n {2}2 {2}bad usage.*\n {2}3 {2}could not reach etcd/,
+    );
   });
 
   it.each([
@@ -74,9 +84,16 @@ describe('idgen decode (the built binary)', () => {
   });
 
   it('reads IDs from stdin, one a line or separated by spaces, decimal or hex', () => {
-    const r = spawnSync(process.execPath, [BIN, 'decode'], { encoding: 'utf8', input: '104148763141017605\n0x17202bf8ed11005  4194305\n', timeout: 20_000 });
+    const r = spawnSync(process.execPath, [BIN, 'decode'], {
+      encoding: 'utf8',
+      input: '104148763141017605\n0x17202bf8ed11005  4194305\n',
+      timeout: 20_000,
+    });
     expect(r.status).toBe(0);
-    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; worker: number });
+    const lines = r.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; worker: number });
     expect(lines.map((l) => l.id)).toEqual(['104148763141017605', '104148763141017605', '4194305']);
   });
 });
@@ -100,7 +117,12 @@ describe('runCli', () => {
       const r = await run('decode', '--epoch', epoch, '4194305');
       expect(r.code).toBe(0);
       expect(JSON.parse(r.out[0] ?? '')).toEqual({
-        id: '4194305', timestampMs: 1, time: '1970-01-01T00:00:00.001Z', region: 0, worker: 0, sequence: 1,
+        id: '4194305',
+        timestampMs: 1,
+        time: '1970-01-01T00:00:00.001Z',
+        region: 0,
+        worker: 0,
+        sequence: 1,
       });
     }
   });
@@ -125,15 +147,16 @@ describe('runCli: decode in hex and from stdin', () => {
     expect(hex.out).toEqual(dec.out);
   });
 
-  it.each([['0x8000000000000000', /above 0x7fffffffffffffff/], ['0x', /not a decimal integer/], ['0xfg', /not a decimal integer/]])(
-    'refuses %j with exit code 2',
-    async (id, message) => {
-      const r = await run('decode', id);
-      expect(r.code).toBe(2);
-      expect(r.err).toHaveLength(1);
-      expect(r.err[0]).toMatch(message);
-    },
-  );
+  it.each([
+    ['0x8000000000000000', /above 0x7fffffffffffffff/],
+    ['0x', /not a decimal integer/],
+    ['0xfg', /not a decimal integer/],
+  ])('refuses %j with exit code 2', async (id, message) => {
+    const r = await run('decode', id);
+    expect(r.code).toBe(2);
+    expect(r.err).toHaveLength(1);
+    expect(r.err[0]).toMatch(message);
+  });
 
   it('reads stdin when no ID is given; an invalid one is reported and the rest still printed (exit 2)', async () => {
     const r = await runWithStdin(' 0\n\n12a4\t0x1 \n', 'decode');
@@ -169,9 +192,15 @@ describe('runCli: usage errors exit 2 before any I/O', () => {
     [['leases'], /--etcd is required/],
     [['leases', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', 'idgen/'], /prefix must start with "\/"/],
     [['leases', '--etcd', 'http://127.0.0.1:2379', '--timeout-ms', '0'], /--timeout-ms must be an integer from 1/],
-    [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', '/nonexistent/ca.pem'], /--etcd-ca \/nonexistent\/ca.pem: ENOENT/],
+    [
+      ['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', '/nonexistent/ca.pem'],
+      /--etcd-ca \/nonexistent\/ca.pem: ENOENT/,
+    ],
     [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-cert', '/x.pem'], /--etcd-cert and --etcd-key go together/],
-    [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-user', 'root'], /--etcd-user and --etcd-password-file go together/],
+    [
+      ['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-user', 'root'],
+      /--etcd-user and --etcd-password-file go together/,
+    ],
     [['status', '--region', '1', '--frobnicate'], /unknown option '--frobnicate'/],
   ])('%j', async (argv, message) => {
     const r = await run(...argv);
@@ -205,10 +234,14 @@ describe('judgeLastMs', () => {
 
 describe('renderTable', () => {
   it('aligns columns two spaces apart, shows empty cells as -, trims trailing spaces', () => {
-    expect(renderTable(['A', 'BBB', 'C'], [['xx', '', 'z'], ['y', 'long value', '']])).toEqual([
-      'A   BBB         C',
-      'xx  -           z',
-      'y   long value  -',
-    ]);
+    expect(
+      renderTable(
+        ['A', 'BBB', 'C'],
+        [
+          ['xx', '', 'z'],
+          ['y', 'long value', ''],
+        ],
+      ),
+    ).toEqual(['A   BBB         C', 'xx  -           z', 'y   long value  -']);
   });
 });

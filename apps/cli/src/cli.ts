@@ -74,14 +74,19 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   const next = program
     .command('next')
     .summary("print new IDs, one a line, from a node or from the region's serving nodes in etcd")
-    .description("print new IDs from a node (--server) or from the region's serving nodes found in etcd (--etcd --region), one a line")
+    .description(
+      "print new IDs from a node (--server) or from the region's serving nodes found in etcd (--etcd --region), one a line",
+    )
     .option('-n, --count <n>', 'how many IDs (1-65536)', '1')
     .option('--server <url>', 'one node: http://host:port (or host:port)')
     .option('--region <code>', 'with --etcd: the region whose serving nodes to ask');
   addEtcdOptions(next, 'comma-separated etcd client URLs: ask the serving nodes of --region found there');
   addTimeoutOption(next, 'getting the IDs');
   addJsonOption(next)
-    .addHelpText('after', '\nExample:\n  $ idgen next -n 2 --etcd http://127.0.0.1:2379 --region 2\n  393162137190842368\n  393162137190842369\n\nExit 3 when no node answered within --timeout-ms (no ID is ever invented); 1 when a node refused the request.')
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen next -n 2 --etcd http://127.0.0.1:2379 --region 2\n  393162137190842368\n  393162137190842369\n\nExit 3 when no node answered within --timeout-ms (no ID is ever invented); 1 when a node refused the request.',
+    )
     .action(verb<NextFlags>('next', runNext));
 
   const status = program
@@ -144,7 +149,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   spareCommon(
     spare
       .command('lend')
-      .argument('<code>', 'the spare region code (the layout record\'s spareCodes; default 5, 6, 7)')
+      .argument('<code>', "the spare region code (the layout record's spareCodes; default 5, 6, 7)")
       .summary("record in a region's etcd that a spare code is lent to it")
       .description(
         "record in the borrowing region's etcd that <code> is lent to it ({prefix}/spare-codes/{code} = lent): its embedded\n" +
@@ -153,8 +158,13 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       .option('--to-region <region>', 'the borrowing region (its own code)'),
     "the borrowing region's etcd client URLs (required)",
   )
-    .addHelpText('after', '\nExample:\n  $ idgen spare lend 5 --to-region 2 --etcd https://etcd.region-2:2379\n  spare code 5: lent, lent to region 2')
-    .action((code: string, flags: LendFlags) => verb<LendFlags>('spare lend', (f, c) => runSpareLend(code, f, c))(flags));
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen spare lend 5 --to-region 2 --etcd https://etcd.region-2:2379\n  spare code 5: lent, lent to region 2',
+    )
+    .action((code: string, flags: LendFlags) =>
+      verb<LendFlags>('spare lend', (f, c) => runSpareLend(code, f, c))(flags),
+    );
   spareCommon(
     spare
       .command('reclaim')
@@ -163,7 +173,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       .description(
         'in the etcd that lent <code>: mark it reclaiming (no new claims; holders give their slots back at their next\n' +
           'refresh), wait until every slot under it is released or expired, then write the handover (per worker, the\n' +
-          'last-ms a new holder must mint above: a clean release\'s millisecond, else last-ms + TTL + clock bound) and\n' +
+          "last-ms a new holder must mint above: a clean release's millisecond, else last-ms + TTL + clock bound) and\n" +
           'mark the code reclaimed. After --wait-ms with slots still held: exit 1; run it again to carry on.',
       )
       .option('--handover <file>', 'where to write the handover (JSON), for idgen spare adopt')
@@ -172,8 +182,13 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       .option('--clock-bound-ms <ms>', 'the bound on clock differences between holders (docs/design.md §5)', '10'),
     'client URLs of the etcd that lent the code (required)',
   )
-    .addHelpText('after', '\nExample:\n  $ idgen spare reclaim 5 --handover code-5.json --etcd https://etcd.region-2:2379')
-    .action((code: string, flags: ReclaimFlags) => verb<ReclaimFlags>('spare reclaim', (f, c) => runSpareReclaim(code, f, c))(flags));
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen spare reclaim 5 --handover code-5.json --etcd https://etcd.region-2:2379',
+    )
+    .action((code: string, flags: ReclaimFlags) =>
+      verb<ReclaimFlags>('spare reclaim', (f, c) => runSpareReclaim(code, f, c))(flags),
+    );
   spareCommon(
     spare
       .command('adopt')
@@ -187,8 +202,13 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       .option('--handover <file>', 'the file idgen spare reclaim wrote'),
     "the new region's etcd client URLs (required)",
   )
-    .addHelpText('after', '\nExample:\n  $ idgen spare adopt 5 --handover code-5.json --etcd https://etcd.region-6:2379')
-    .action((code: string, flags: AdoptFlags) => verb<AdoptFlags>('spare adopt', (f, c) => runSpareAdopt(code, f, c))(flags));
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen spare adopt 5 --handover code-5.json --etcd https://etcd.region-6:2379',
+    )
+    .action((code: string, flags: AdoptFlags) =>
+      verb<AdoptFlags>('spare adopt', (f, c) => runSpareAdopt(code, f, c))(flags),
+    );
   spareCommon(
     spare.command('list').summary('the spare codes, their records in this etcd and the slots held under each'),
     'etcd client URLs (required)',
@@ -200,11 +220,20 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     .description(
       'print the fields of each ID as one JSON object a line: id, timestampMs (since the epoch), time, region, worker, sequence',
     )
-    .argument('[id...]', 'IDs in decimal (0 … 9223372036854775807) or hex with 0x; none: read them from stdin, separated by whitespace')
+    .argument(
+      '[id...]',
+      'IDs in decimal (0 … 9223372036854775807) or hex with 0x; none: read them from stdin, separated by whitespace',
+    )
     .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch);
-  addEtcdOptions(decode, "optional: an etcd whose spare-code records to show (\"code 5, lent to region 2\" in a field spare)");
+  addEtcdOptions(
+    decode,
+    'optional: an etcd whose spare-code records to show ("code 5, lent to region 2" in a field spare)',
+  );
   addTimeoutOption(decode, 'etcd')
-    .addHelpText('after', '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).')
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).',
+    )
     .action(async (args: string[], flags: { epoch: string } & EtcdFlags & { timeoutMs: string }) => {
       let layout;
       try {

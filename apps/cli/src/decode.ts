@@ -20,7 +20,10 @@ export function parseIdText(text: string): bigint {
   if (!HEX.test(text)) return parseId(text);
   const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
   const id = BigInt(text);
-  if (id > MAX_ID) throw new RangeError(`${shown} is above 0x${MAX_ID.toString(16)} (2^63 − 1): it does not fit in a signed 64-bit integer`);
+  if (id > MAX_ID)
+    throw new RangeError(
+      `${shown} is above 0x${MAX_ID.toString(16)} (2^63 − 1): it does not fit in a signed 64-bit integer`,
+    );
   return id;
 }
 

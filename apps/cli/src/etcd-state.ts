@@ -91,14 +91,23 @@ export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Pr
 /** Opens an {@link EtcdReader} (no I/O until the first call). */
 export function createEtcdReader(connection: EtcdConnection, timeoutMs: number): EtcdReader {
   const { options } = connection;
-  const client: Etcd3 = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+  const client: Etcd3 = createEtcdClient({
+    endpoints: options.endpoints,
+    tls: options.tls,
+    auth: options.auth,
+    retryReads: true,
+  });
   const prefix = connection.keyPrefix;
   const where = `etcd ${options.endpoints.join(',')}`;
   const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + timeoutMs) });
 
   return {
     async snapshot(regionsAsked) {
-      const res = await unreachableAfter(client.getAll().prefix(`${prefix}/`).options(deadline()).exec(), timeoutMs, where);
+      const res = await unreachableAfter(
+        client.getAll().prefix(`${prefix}/`).options(deadline()).exec(),
+        timeoutMs,
+        where,
+      );
       const byKey = new Map<string, IKeyValue>(res.kvs.map((kv) => [kv.key.toString('utf8'), kv]));
       const text = (key: string): string | undefined => byKey.get(key)?.value.toString('utf8');
 
@@ -135,7 +144,10 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
           if (workerKv !== undefined) {
             const record = parseWorkerRecord(workerKv.value.toString('utf8'));
             if (record === undefined) corrupt.push(`${workerKey}: unreadable holder record`);
-            holder = { ...(record ?? { nodeId: '?', kind: 'service', address: '', startedAt: '' }), leaseId: workerKv.lease };
+            holder = {
+              ...(record ?? { nodeId: '?', kind: 'service', address: '', startedAt: '' }),
+              leaseId: workerKv.lease,
+            };
           }
           let lastMs: LastMsRecord | undefined;
           if (lastRaw !== undefined) {
@@ -169,7 +181,17 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
           spareProblems.push((e as Error).message);
         }
       }
-      return { revision: res.header.revision, layoutRecord, layoutProblem, layout, slots, nodes, unreadableNodes, spareCodes, spareProblems };
+      return {
+        revision: res.header.revision,
+        layoutRecord,
+        layoutProblem,
+        layout,
+        slots,
+        nodes,
+        unreadableNodes,
+        spareCodes,
+        spareProblems,
+      };
     },
 
     async leaseTtls(leaseIds) {

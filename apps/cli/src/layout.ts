@@ -28,7 +28,14 @@ export async function runLayout(flags: LayoutFlags, ctx: VerbContext): Promise<E
   }
   const layout = snapshot.layout;
   if (flags.json) {
-    ctx.io.out(JSON.stringify({ ...record, epoch: new Date(record.epochMs).toISOString(), maxRegion: layout.maxRegion, maxWorker: layout.maxWorker }));
+    ctx.io.out(
+      JSON.stringify({
+        ...record,
+        epoch: new Date(record.epochMs).toISOString(),
+        maxRegion: layout.maxRegion,
+        maxWorker: layout.maxWorker,
+      }),
+    );
   } else {
     const rows = [
       ['epoch', `${new Date(record.epochMs).toISOString()} (${record.epochMs} Unix ms)`],

@@ -57,10 +57,18 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
   const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
-  let report: { revision: string; nowMs: number; layoutProblem: string | undefined; slots: SlotReport[]; spareProblems: readonly string[] };
+  let report: {
+    revision: string;
+    nowMs: number;
+    layoutProblem: string | undefined;
+    slots: SlotReport[];
+    spareProblems: readonly string[];
+  };
   try {
     const snapshot = await reader.snapshot(region === undefined ? undefined : [region]);
-    const ttls = await reader.leaseTtls(snapshot.slots.flatMap((s) => (s.holder === undefined ? [] : [s.holder.leaseId])));
+    const ttls = await reader.leaseTtls(
+      snapshot.slots.flatMap((s) => (s.holder === undefined ? [] : [s.holder.leaseId])),
+    );
     const nowMs = ctx.nowMs();
     const registered = new Set(snapshot.nodes.map((n) => `${n.region}/${n.nodeId}`));
     const slots = snapshot.slots.map((s): SlotReport => {
@@ -100,7 +108,13 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
         ],
       };
     });
-    report = { revision: snapshot.revision, nowMs, layoutProblem: snapshot.layoutProblem, slots, spareProblems: snapshot.spareProblems };
+    report = {
+      revision: snapshot.revision,
+      nowMs,
+      layoutProblem: snapshot.layoutProblem,
+      slots,
+      spareProblems: snapshot.spareProblems,
+    };
   } finally {
     reader.close();
   }
@@ -113,20 +127,46 @@ export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<E
       s.holder?.nodeId ?? '',
       s.holder?.kind ?? '',
       s.holder?.address ?? '',
-      s.holder === null ? '' : s.holder.ttlSeconds === undefined || s.holder.ttlSeconds < 0 ? 'expired' : `${s.holder.ttlSeconds}s`,
+      s.holder === null
+        ? ''
+        : s.holder.ttlSeconds === undefined || s.holder.ttlSeconds < 0
+          ? 'expired'
+          : `${s.holder.ttlSeconds}s`,
       s.holder === null ? '' : s.holder.registered ? 'yes' : 'no',
       s.lastMs === null ? '' : isoTime(s.lastMs.ms),
-      s.lastMs === null ? '' : s.lastMs.ageMs >= 0 ? `${seconds(s.lastMs.ageMs)} ago` : `${seconds(-s.lastMs.ageMs)} AHEAD`,
+      s.lastMs === null
+        ? ''
+        : s.lastMs.ageMs >= 0
+          ? `${seconds(s.lastMs.ageMs)} ago`
+          : `${seconds(-s.lastMs.ageMs)} AHEAD`,
       s.lastMs === null ? '' : s.lastMs.released ? 'yes' : 'no',
       s.flags.map((f) => (f === 'poisoned' ? 'POISONED' : f)).join('; '),
     ]);
-    const headers = ['REGION', 'WORKER', 'HOLDER', 'KIND', 'ADDRESS', 'TTL', 'DISCOVERY', 'LAST-MS', 'AGE', 'RELEASED', 'FLAGS'];
+    const headers = [
+      'REGION',
+      'WORKER',
+      'HOLDER',
+      'KIND',
+      'ADDRESS',
+      'TTL',
+      'DISCOVERY',
+      'LAST-MS',
+      'AGE',
+      'RELEASED',
+      'FLAGS',
+    ];
     for (const line of renderTable(headers, rows)) ctx.io.out(line);
-    if (report.slots.length === 0) ctx.io.out(`(no slot has a holder or a last-ms record${region === undefined ? '' : ` in region ${region}`})`);
+    if (report.slots.length === 0)
+      ctx.io.out(`(no slot has a holder or a last-ms record${region === undefined ? '' : ` in region ${region}`})`);
   }
   if (report.layoutProblem !== undefined) ctx.io.err(`idgen leases: ${report.layoutProblem}`);
   const poisoned = report.slots.filter((s) => s.flags.some((f) => !informational(f)));
-  for (const s of poisoned) ctx.io.err(`idgen leases: region ${s.region} worker ${s.worker}: ${s.flags.filter((f) => !informational(f)).join('; ')}`);
+  for (const s of poisoned)
+    ctx.io.err(
+      `idgen leases: region ${s.region} worker ${s.worker}: ${s.flags.filter((f) => !informational(f)).join('; ')}`,
+    );
   for (const p of report.spareProblems) ctx.io.err(`idgen leases: ${p}`);
-  return poisoned.length > 0 || report.layoutProblem !== undefined || report.spareProblems.length > 0 ? EXIT_PROBLEM : EXIT_OK;
+  return poisoned.length > 0 || report.layoutProblem !== undefined || report.spareProblems.length > 0
+    ? EXIT_PROBLEM
+    : EXIT_OK;
 }

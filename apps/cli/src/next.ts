@@ -25,13 +25,21 @@ const MAX_REGION_CODE = 1023;
 export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitCode> {
   const count = integerOption('-n', flags.count, 1, MAX_NEXT_IDS);
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
-  if ((flags.server === undefined) === (flags.etcd === undefined)) throw usageError('give either --server or --etcd (with --region)');
+  if ((flags.server === undefined) === (flags.etcd === undefined))
+    throw usageError('give either --server or --etcd (with --region)');
   let client: IdClient;
   if (flags.server !== undefined) {
     const url = serverUrl(flags.server);
     // The region only labels the node in the client's messages: the node stamps its own into the IDs.
     const region = flags.region === undefined ? 0 : integerOption('--region', flags.region, 0, MAX_REGION_CODE);
-    client = createIdClient({ region, nodes: [url], prefill: false, deadlineMs: timeoutMs, attemptTimeoutMs: timeoutMs, keepAlive: { intervalMs: 0 } });
+    client = createIdClient({
+      region,
+      nodes: [url],
+      prefill: false,
+      deadlineMs: timeoutMs,
+      attemptTimeoutMs: timeoutMs,
+      keepAlive: { intervalMs: 0 },
+    });
   } else {
     if (flags.region === undefined) throw usageError('--etcd needs --region (the region whose nodes to ask)');
     const region = integerOption('--region', flags.region, 0, MAX_REGION_CODE);
@@ -44,8 +52,18 @@ export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitC
     } finally {
       await discovery.close();
     }
-    if (nodes.length === 0) throw new CliError(EXIT_PROBLEM, `no serving node in region ${region} (etcd ${flags.etcd}, prefix ${flags.etcdPrefix})`);
-    client = createIdClient({ region, nodes: nodes.map((n) => n.address), prefill: false, deadlineMs: timeoutMs, keepAlive: { intervalMs: 0 } });
+    if (nodes.length === 0)
+      throw new CliError(
+        EXIT_PROBLEM,
+        `no serving node in region ${region} (etcd ${flags.etcd}, prefix ${flags.etcdPrefix})`,
+      );
+    client = createIdClient({
+      region,
+      nodes: nodes.map((n) => n.address),
+      prefill: false,
+      deadlineMs: timeoutMs,
+      keepAlive: { intervalMs: 0 },
+    });
   }
   try {
     const ids = await client.nextIds(count);

@@ -1,6 +1,14 @@
 import { ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { Http2SessionManager, createConnectTransport } from '@connectrpc/connect-node';
-import { ClockState, FenceReason, IdGenerator, LeaseMode, NodeState, ReadinessReason, type GetStatusResponse } from '@idgen/proto';
+import {
+  ClockState,
+  FenceReason,
+  IdGenerator,
+  LeaseMode,
+  NodeState,
+  ReadinessReason,
+  type GetStatusResponse,
+} from '@idgen/proto';
 
 /** `FENCE_REASON_WAITING_FOR_FLOOR` → `waiting-for-floor` (the names the server logs and counts). */
 export function enumName(e: Record<number, string>, value: number): string {
@@ -75,7 +83,9 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
     clockMessage: s.clockMessage,
     // A slot never minted in has the epoch − 1 as its floor: no floor worth showing.
     ...(s.detailsRedacted ? { detailsRedacted: true } : {}),
-    ...(!s.detailsRedacted && s.floorMs > 0n && (s.layout === undefined || s.floorMs >= s.layout.epochMs) ? { floorMs: Number(s.floorMs) } : {}),
+    ...(!s.detailsRedacted && s.floorMs > 0n && (s.layout === undefined || s.floorMs >= s.layout.epochMs)
+      ? { floorMs: Number(s.floorMs) }
+      : {}),
     ...(!s.detailsRedacted && s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
     advertiseAddress: s.advertiseAddress,
     maxCount: s.maxCount,

@@ -1,6 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
-import { DEFAULT_PREFIX, isLeaseError, resolveConnection, type EtcdConnectionOptions, type LeaseConfigError } from '@idgen/lease';
+import {
+  DEFAULT_PREFIX,
+  isLeaseError,
+  resolveConnection,
+  type EtcdConnectionOptions,
+  type LeaseConfigError,
+} from '@idgen/lease';
 import { usageError } from './exit-codes.js';
 
 /** The etcd flags, as commander parses them. */
@@ -61,7 +67,8 @@ export function etcdConnection(flags: EtcdFlags): EtcdConnection {
     .split(',')
     .map((s) => s.trim())
     .filter((s) => s !== '');
-  if ((flags.etcdCert === undefined) !== (flags.etcdKey === undefined)) throw usageError('--etcd-cert and --etcd-key go together');
+  if ((flags.etcdCert === undefined) !== (flags.etcdKey === undefined))
+    throw usageError('--etcd-cert and --etcd-key go together');
   if ((flags.etcdUser === undefined) !== (flags.etcdPasswordFile === undefined)) {
     throw usageError('--etcd-user and --etcd-password-file go together');
   }
@@ -70,14 +77,21 @@ export function etcdConnection(flags: EtcdFlags): EtcdConnection {
   const key = readFileOption('--etcd-key', flags.etcdKey);
   const tls = ca !== undefined || cert !== undefined ? { ca, cert, key } : undefined;
   const password = readFileOption('--etcd-password-file', flags.etcdPasswordFile)?.replace(/\r?\n$/, '');
-  const auth = flags.etcdUser !== undefined && password !== undefined ? { username: flags.etcdUser, password } : undefined;
-  const options: EtcdConnectionOptions = { endpoints, prefix: flags.etcdPrefix, ...(tls ? { tls } : {}), ...(auth ? { auth } : {}) };
+  const auth =
+    flags.etcdUser !== undefined && password !== undefined ? { username: flags.etcdUser, password } : undefined;
+  const options: EtcdConnectionOptions = {
+    endpoints,
+    prefix: flags.etcdPrefix,
+    ...(tls ? { tls } : {}),
+    ...(auth ? { auth } : {}),
+  };
   try {
     const { prefix } = resolveConnection(options);
     // The lease package writes under '' for the prefix '/' (its keys then start with '/regions').
     return { options, keyPrefix: prefix === '/' ? '' : prefix };
   } catch (e) {
-    if (isLeaseError(e) && e.code === 'config') throw usageError(`invalid etcd options: ${(e as LeaseConfigError).problems.join('; ')}`);
+    if (isLeaseError(e) && e.code === 'config')
+      throw usageError(`invalid etcd options: ${(e as LeaseConfigError).problems.join('; ')}`);
     throw e;
   }
 }
@@ -99,7 +113,12 @@ export function serverUrl(text: string): string {
   } catch {
     throw usageError(`--server ${JSON.stringify(text)} is not a node URL like http://127.0.0.1:8080`);
   }
-  if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.hostname === '' || url.search !== '' || url.username !== '') {
+  if (
+    (url.protocol !== 'http:' && url.protocol !== 'https:') ||
+    url.hostname === '' ||
+    url.search !== '' ||
+    url.username !== ''
+  ) {
     throw usageError(`--server ${JSON.stringify(text)} is not a node URL like http://127.0.0.1:8080`);
   }
   return `${url.protocol}//${url.host}${url.pathname.replace(/\/$/, '')}`;

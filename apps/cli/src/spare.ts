@@ -19,7 +19,12 @@ import {
   type SpareCodeRecord,
 } from '@idgen/lease';
 import type { Etcd3 } from 'etcd3';
-import { EtcdAuthenticationFailedError, EtcdPermissionDeniedError, EtcdRoleNotGrantedError, EtcdUserNotFoundError } from 'etcd3';
+import {
+  EtcdAuthenticationFailedError,
+  EtcdPermissionDeniedError,
+  EtcdRoleNotGrantedError,
+  EtcdUserNotFoundError,
+} from 'etcd3';
 import type { VerbContext } from './context.js';
 import { unreachableAfter } from './etcd-state.js';
 import { CliError, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
@@ -30,11 +35,18 @@ import { isoTime, renderTable } from './table.js';
  * Reads the spare-code records of an etcd (for `decode --etcd` and `leases`): by code. Read-only; garbage records are
  * left out and named in `problems`.
  */
-export async function readSpareNotes(flags: EtcdFlags & { timeoutMs: string }): Promise<{ notes: Map<number, SpareCodeRecord>; problems: string[] }> {
+export async function readSpareNotes(
+  flags: EtcdFlags & { timeoutMs: string },
+): Promise<{ notes: Map<number, SpareCodeRecord>; problems: string[] }> {
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const connection = etcdConnection(flags);
   const { options } = connection;
-  const client = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+  const client = createEtcdClient({
+    endpoints: options.endpoints,
+    tls: options.tls,
+    auth: options.auth,
+    retryReads: true,
+  });
   const where = `etcd ${options.endpoints.join(',')}`;
   try {
     const layoutKey = leaseKeys.layout(connection.keyPrefix);
@@ -87,7 +99,11 @@ export interface AdoptFlags extends SpareFlags {
 }
 
 /** A connected writer on one etcd; `run` maps etcd's refusals and timeouts to the CLI's exit codes. */
-async function withEtcd<T>(flags: SpareFlags, verb: string, fn: (io: { client: Etcd3; prefix: string; timeoutMs: number; layout: Layout }) => Promise<T>): Promise<T> {
+async function withEtcd<T>(
+  flags: SpareFlags,
+  verb: string,
+  fn: (io: { client: Etcd3; prefix: string; timeoutMs: number; layout: Layout }) => Promise<T>,
+): Promise<T> {
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const connection: EtcdConnection = etcdConnection(flags);
   const { options } = connection;
@@ -117,7 +133,10 @@ function asCliError(e: unknown, verb: string, where: string): unknown {
     );
   }
   if (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError) {
-    return new CliError(EXIT_PROBLEM, `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`);
+    return new CliError(
+      EXIT_PROBLEM,
+      `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`,
+    );
   }
   const message = (e as Error).message?.split(/ Resolution note|\n/)[0]?.trim() ?? String(e);
   return new CliError(EXIT_UNREACHABLE, `${where}: ${message}`);
@@ -128,7 +147,8 @@ function codeArg(text: string, layout: Layout = DEFAULT_LAYOUT): number {
 }
 
 function describeRecord(r: SpareCodeRecord): string {
-  if (r.state === 'adopted') return `adopted (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before, reclaimed ${r.adoptedFrom?.reclaimedAt ?? '?'})`;
+  if (r.state === 'adopted')
+    return `adopted (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before, reclaimed ${r.adoptedFrom?.reclaimedAt ?? '?'})`;
   return `${r.state}, lent to region ${r.lentTo}`;
 }
 
@@ -157,7 +177,10 @@ export async function runSpareReclaim(code: string, flags: ReclaimFlags, ctx: Ve
   const file = flags.handover;
   const outcome = await withEtcd(flags, 'reclaim', async (io) => {
     const record = await beginReclaim({ ...io, now: ctx.nowMs }, c);
-    if (!flags.json) ctx.io.err(`idgen spare reclaim: code ${c} is ${record.state} (lent to region ${record.lentTo}): no new claims under it`);
+    if (!flags.json)
+      ctx.io.err(
+        `idgen spare reclaim: code ${c} is ${record.state} (lent to region ${record.lentTo}): no new claims under it`,
+      );
     const end = Date.now() + waitMs;
     let held = await heldSlotsUnder(io, c);
     while (held.length > 0 && Date.now() < end) {
@@ -180,13 +203,25 @@ export async function runSpareReclaim(code: string, flags: ReclaimFlags, ctx: Ve
     writeFileSync(tmp, `${JSON.stringify(handover, null, 2)}\n`, { mode: 0o644 });
     renameSync(tmp, file);
   } catch (e) {
-    throw new CliError(EXIT_PROBLEM, `writing ${file}: ${(e as Error).message} (the code is reclaimed: run reclaim again to write the file)`);
+    throw new CliError(
+      EXIT_PROBLEM,
+      `writing ${file}: ${(e as Error).message} (the code is reclaimed: run reclaim again to write the file)`,
+    );
   }
-  if (flags.json) ctx.io.out(JSON.stringify({ code: c, state: 'reclaimed', handover: file, workers: handover.workers }));
+  if (flags.json)
+    ctx.io.out(JSON.stringify({ code: c, state: 'reclaimed', handover: file, workers: handover.workers }));
   else {
-    ctx.io.out(`spare code ${c}: reclaimed from region ${handover.lentTo}; handover written to ${file} (${handover.workers.length} worker(s))`);
-    const rows = handover.workers.map((w) => [String(w.worker), isoTime(w.lastMs), String(w.lastMs), w.source.released ? 'clean' : `unclean: last-ms + TTL + ${handover.clockBoundMs} ms`]);
-    if (rows.length > 0) for (const l of renderTable(['WORKER', 'LAST-MS (NEW HOLDER MINTS ABOVE)', 'MS', 'FROM'], rows)) ctx.io.out(l);
+    ctx.io.out(
+      `spare code ${c}: reclaimed from region ${handover.lentTo}; handover written to ${file} (${handover.workers.length} worker(s))`,
+    );
+    const rows = handover.workers.map((w) => [
+      String(w.worker),
+      isoTime(w.lastMs),
+      String(w.lastMs),
+      w.source.released ? 'clean' : `unclean: last-ms + TTL + ${handover.clockBoundMs} ms`,
+    ]);
+    if (rows.length > 0)
+      for (const l of renderTable(['WORKER', 'LAST-MS (NEW HOLDER MINTS ABOVE)', 'MS', 'FROM'], rows)) ctx.io.out(l);
   }
   return EXIT_OK;
 }
@@ -208,7 +243,9 @@ export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbCo
     throw usageError((e as Error).message);
   }
   if (handover.code !== c) throw usageError(`${flags.handover} hands over code ${handover.code}, not ${c}`);
-  const { record, written, changed } = await withEtcd(flags, 'adopt', (io) => adoptSpareCode({ ...io, now: ctx.nowMs }, handover));
+  const { record, written, changed } = await withEtcd(flags, 'adopt', (io) =>
+    adoptSpareCode({ ...io, now: ctx.nowMs }, handover),
+  );
   if (flags.json) ctx.io.out(JSON.stringify({ record, written, changed }));
   else {
     ctx.io.out(
@@ -230,7 +267,12 @@ export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise
     const out = [];
     for (const code of codes) {
       const e = entries.find((x) => x.record.code === code);
-      out.push({ code, spare: spares.includes(code), record: e?.record ?? null, held: (await heldSlotsUnder(io, code)).map((h) => h.worker) });
+      out.push({
+        code,
+        spare: spares.includes(code),
+        record: e?.record ?? null,
+        held: (await heldSlotsUnder(io, code)).map((h) => h.worker),
+      });
     }
     return out;
   });
@@ -239,7 +281,11 @@ export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise
     const table = rows.map((r) => [
       String(r.code),
       r.record?.state ?? (r.spare ? 'spare' : ''),
-      r.record?.lentTo === undefined ? (r.record?.adoptedFrom === undefined ? '' : `(was ${r.record.adoptedFrom.lentTo})`) : String(r.record.lentTo),
+      r.record?.lentTo === undefined
+        ? r.record?.adoptedFrom === undefined
+          ? ''
+          : `(was ${r.record.adoptedFrom.lentTo})`
+        : String(r.record.lentTo),
       String(r.held.length),
       r.record?.at ?? '',
     ]);
@@ -254,4 +300,3 @@ export function spareNote(r: SpareCodeRecord): string {
     ? `code ${r.code}, adopted here (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before)`
     : `code ${r.code}, lent to region ${r.lentTo}${r.state === 'lent' ? '' : ` (${r.state})`}`;
 }
-

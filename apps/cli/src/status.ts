@@ -51,7 +51,8 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
           registered: t.registered || (seen?.registered ?? false),
         });
       };
-      for (const n of snapshot.nodes) add(n.address, { nodeId: n.nodeId, region: n.region, worker: n.worker, registered: true });
+      for (const n of snapshot.nodes)
+        add(n.address, { nodeId: n.nodeId, region: n.region, worker: n.worker, registered: true });
       for (const s of snapshot.slots) {
         if (s.holder?.kind !== 'service') continue;
         add(s.holder.address, { nodeId: s.holder.nodeId, region: s.region, worker: s.worker, registered: false });
@@ -72,7 +73,9 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
     const known = s.state === 'unreachable' ? { nodeId: t.nodeId, region: t.region, worker: t.worker } : {};
     return { ...s, ...known, registered: t.registered };
   });
-  rows.sort((a, b) => (a.region ?? -1) - (b.region ?? -1) || (a.worker ?? -1) - (b.worker ?? -1) || a.url.localeCompare(b.url));
+  rows.sort(
+    (a, b) => (a.region ?? -1) - (b.region ?? -1) || (a.worker ?? -1) - (b.worker ?? -1) || a.url.localeCompare(b.url),
+  );
   const notServing = rows.filter((s) => s.state !== 'serving');
   if (flags.server !== undefined && notServing[0]?.state === 'unreachable') {
     throw new CliError(EXIT_UNREACHABLE, `${notServing[0].url}: ${notServing[0].error ?? 'no answer'}`);
@@ -80,7 +83,9 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
   if (flags.json) ctx.io.out(JSON.stringify({ nodes: rows }));
   else for (const line of renderStatusTable(rows, flags.server === undefined, ctx.nowMs())) ctx.io.out(line);
   if (rows.length === 0) {
-    ctx.io.err(`idgen status: no nodes found in etcd${flags.region === undefined ? '' : ` for region ${flags.region}`}`);
+    ctx.io.err(
+      `idgen status: no nodes found in etcd${flags.region === undefined ? '' : ` for region ${flags.region}`}`,
+    );
     return EXIT_PROBLEM;
   }
   return notServing.length > 0 ? EXIT_PROBLEM : EXIT_OK;
@@ -90,7 +95,19 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
 type StatusRow = NodeStatus & { readonly registered?: boolean };
 
 function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs: number): string[] {
-  const headers = ['NODE', 'ADDRESS', 'REGION', 'WORKER', 'STATE', 'READINESS', 'FENCE', 'KEEPALIVE', 'CLOCK', 'FLOOR', 'LAST-MINTED'];
+  const headers = [
+    'NODE',
+    'ADDRESS',
+    'REGION',
+    'WORKER',
+    'STATE',
+    'READINESS',
+    'FENCE',
+    'KEEPALIVE',
+    'CLOCK',
+    'FLOOR',
+    'LAST-MINTED',
+  ];
   if (fromEtcd) headers.push('DISCOVERY');
   const cells = rows.map((s) => {
     const r = [
@@ -104,7 +121,11 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
       s.keepAliveAgeSeconds === undefined ? '' : `${s.keepAliveAgeSeconds.toFixed(1)}s ago`,
       clockCell(s),
       s.detailsRedacted === true ? 'redacted' : s.floorMs === undefined ? '' : isoTime(s.floorMs),
-      s.detailsRedacted === true ? 'redacted' : s.lastMintedMs === undefined ? '' : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
+      s.detailsRedacted === true
+        ? 'redacted'
+        : s.lastMintedMs === undefined
+          ? ''
+          : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
     ];
     if (fromEtcd) r.push(s.registered === true ? 'yes' : 'no');
     return r;

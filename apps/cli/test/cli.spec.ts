@@ -15,7 +15,17 @@ let nodeA: ServerNode;
 let nodeB: ServerNode;
 
 interface StatusJson {
-  nodes: { url: string; nodeId?: string; state: string; region?: number; worker?: number; fenceReason?: string; registered?: boolean; keepAliveAgeSeconds?: number; readinessReason?: string }[];
+  nodes: {
+    url: string;
+    nodeId?: string;
+    state: string;
+    region?: number;
+    worker?: number;
+    fenceReason?: string;
+    registered?: boolean;
+    keepAliveAgeSeconds?: number;
+    readinessReason?: string;
+  }[];
 }
 interface LeasesJson {
   slots: {
@@ -49,7 +59,9 @@ describe('against two serving nodes', () => {
     expect(table.stderr).toBe('');
     expect(table.code).toBe(0);
     const lines = table.stdout.trim().split('\n');
-    expect(lines[0]).toMatch(/^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+READINESS\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY$/);
+    expect(lines[0]).toMatch(
+      /^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+READINESS\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY$/,
+    );
     expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 5))).toEqual([
       ['node-a', nodeA.url.replace('http://', ''), '2', '3', 'serving'],
       ['node-b', nodeB.url.replace('http://', ''), '2', '4', 'serving'],
@@ -75,7 +87,7 @@ describe('against two serving nodes', () => {
     expect(json.nodes[0]).not.toHaveProperty('registered');
   });
 
-  it('next -n 5 through etcd discovery prints 5 distinct IDs that decode to region 2 and a node\'s slot', async () => {
+  it("next -n 5 through etcd discovery prints 5 distinct IDs that decode to region 2 and a node's slot", async () => {
     const r = await idgen(['next', '-n', '5', ...etcdArgs(), '--region', String(REGION)]);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
@@ -84,7 +96,10 @@ describe('against two serving nodes', () => {
     expect(new Set(ids).size).toBe(5);
     const decoded = await idgen(['decode'], r.stdout);
     expect(decoded.code).toBe(0);
-    const fields = decoded.stdout.trim().split('\n').map((l) => JSON.parse(l) as { id: string; region: number; worker: number });
+    const fields = decoded.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; region: number; worker: number });
     expect(fields.map((f) => f.id)).toEqual(ids);
     for (const f of fields) {
       expect(f.region).toBe(REGION);
@@ -97,13 +112,19 @@ describe('against two serving nodes', () => {
     expect(code).toBe(0);
     expect(json.ids).toHaveLength(3);
     const decoded = await idgen(['decode', ...json.ids]);
-    for (const line of decoded.stdout.trim().split('\n')) expect(JSON.parse(line)).toMatchObject({ region: REGION, worker: 4 });
+    for (const line of decoded.stdout.trim().split('\n'))
+      expect(JSON.parse(line)).toMatchObject({ region: REGION, worker: 4 });
   });
 
   it('layout prints the record the nodes wrote (docs/design.md §1 defaults)', async () => {
     const { code, json } = await idgenJson<Record<string, unknown>>(['layout', ...etcdArgs()]);
     expect(code).toBe(0);
-    expect(json).toMatchObject({ ...DEFAULT_LAYOUT.toRecord(), epoch: '2024-01-01T00:00:00.000Z', maxRegion: 7, maxWorker: 127 });
+    expect(json).toMatchObject({
+      ...DEFAULT_LAYOUT.toRecord(),
+      epoch: '2024-01-01T00:00:00.000Z',
+      maxRegion: 7,
+      maxWorker: 127,
+    });
     const table = await idgen(['layout', ...etcdArgs()]);
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^epoch\s+2024-01-01T00:00:00\.000Z \(1704067200000 Unix ms\)$/m);
@@ -113,7 +134,9 @@ describe('against two serving nodes', () => {
   it('leases shows each slot held, its TTL, in discovery, last-ms fresh and not released, exit 0', async () => {
     const { code, json } = await idgenJson<LeasesJson>(['leases', ...etcdArgs(), '--region', String(REGION)]);
     expect(code).toBe(0);
-    expect(json.slots.map((s) => [s.worker, s.holder?.nodeId, s.holder?.kind, s.holder?.address, s.holder?.registered])).toEqual([
+    expect(
+      json.slots.map((s) => [s.worker, s.holder?.nodeId, s.holder?.kind, s.holder?.address, s.holder?.registered]),
+    ).toEqual([
       [3, 'node-a', 'service', nodeA.url.replace('http://', ''), true],
       [4, 'node-b', 'service', nodeB.url.replace('http://', ''), true],
     ]);
@@ -124,7 +147,9 @@ describe('against two serving nodes', () => {
     }
     const table = await idgen(['leases', ...etcdArgs(), '--region', String(REGION)]);
     expect(table.code).toBe(0);
-    expect(table.stdout.split('\n')[0]).toMatch(/^REGION\s+WORKER\s+HOLDER\s+KIND\s+ADDRESS\s+TTL\s+DISCOVERY\s+LAST-MS\s+AGE\s+RELEASED\s+FLAGS$/);
+    expect(table.stdout.split('\n')[0]).toMatch(
+      /^REGION\s+WORKER\s+HOLDER\s+KIND\s+ADDRESS\s+TTL\s+DISCOVERY\s+LAST-MS\s+AGE\s+RELEASED\s+FLAGS$/,
+    );
     expect(table.stdout).toMatch(/^2\s+3\s+node-a\s+service\s+\S+\s+\ds\s+yes\s+\S+Z\s+\d+\.\ds ago\s+no\s+-$/m);
   });
 });
@@ -135,11 +160,17 @@ describe('faults', () => {
     const key = leaseKeys.lastMs('/idgen', 5, 9);
     try {
       const ms = Date.now() + 3_600_000;
-      await client.put(key).value(JSON.stringify({ ms, released: true, nodeId: 'forger', at: new Date().toISOString() }));
+      await client
+        .put(key)
+        .value(JSON.stringify({ ms, released: true, nodeId: 'forger', at: new Date().toISOString() }));
       const { code, json, stderr } = await idgenJson<LeasesJson>(['leases', ...etcdArgs()]);
       expect(code).toBe(1);
       const slot = json.slots.find((s) => s.region === 5 && s.worker === 9);
-      expect(slot).toMatchObject({ holder: null, lastMs: { ms, released: true, verdict: 'poisoned' }, flags: ['poisoned'] });
+      expect(slot).toMatchObject({
+        holder: null,
+        lastMs: { ms, released: true, verdict: 'poisoned' },
+        flags: ['poisoned'],
+      });
       expect(stderr).toMatch(/region 5 worker 9: poisoned/);
       const table = await idgen(['leases', ...etcdArgs(), '--region', '5']);
       expect(table.code).toBe(1);
@@ -160,7 +191,14 @@ describe('faults', () => {
   it('a paused node (SIGSTOP) shows unreachable (exit 1); past its TTL its slot is free and not released; woken, it serves again', async () => {
     nodeB.process.signal('SIGSTOP');
     // Asked within the TTL (6 s) the paused node is still in etcd; node-a has 2.5 s to answer on a loaded machine.
-    const paused = await idgenJson<StatusJson>(['status', ...etcdArgs(), '--region', String(REGION), '--timeout-ms', '2500']);
+    const paused = await idgenJson<StatusJson>([
+      'status',
+      ...etcdArgs(),
+      '--region',
+      String(REGION),
+      '--timeout-ms',
+      '2500',
+    ]);
     expect(paused.code).toBe(1);
     expect(paused.json.nodes.map((n) => [n.nodeId, n.state])).toEqual([
       ['node-a', 'serving'],
@@ -169,7 +207,7 @@ describe('faults', () => {
 
     // etcd expires the paused node's lease: worker key and discovery record go, last-ms stays, not released.
     let slots: LeasesJson['slots'] = [];
-    await waitFor('etcd to expire the paused node\'s lease', async () => {
+    await waitFor("etcd to expire the paused node's lease", async () => {
       slots = (await idgenJson<LeasesJson>(['leases', ...etcdArgs(), '--region', String(REGION)])).json.slots;
       return slots.find((s) => s.worker === 4)?.holder === null;
     });
@@ -180,10 +218,14 @@ describe('faults', () => {
 
     // Woken, node-b finds its lease gone, claims its slot again, waits out the floor, serves.
     nodeB.process.signal('SIGCONT');
-    await waitFor('node-b to serve again', async () => {
-      const r = await idgenJson<StatusJson>(['status', ...etcdArgs(), '--region', String(REGION)]);
-      return r.code === 0 && r.json.nodes.length === 2;
-    }, 30_000);
+    await waitFor(
+      'node-b to serve again',
+      async () => {
+        const r = await idgenJson<StatusJson>(['status', ...etcdArgs(), '--region', String(REGION)]);
+        return r.code === 0 && r.json.nodes.length === 2;
+      },
+      30_000,
+    );
   });
 
   it('exit 3 when etcd or the node cannot be reached', async () => {

@@ -21,7 +21,12 @@ interface LeasesJson {
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  source = createEmbeddedIdSource({ etcd: { endpoints: [etcd.clientUrl] }, region: 2, nodeId: 'orders-embedded-1', timeSource: 'none' });
+  source = createEmbeddedIdSource({
+    etcd: { endpoints: [etcd.clientUrl] },
+    region: 2,
+    nodeId: 'orders-embedded-1',
+    timeSource: 'none',
+  });
   await source.ready();
 });
 
@@ -37,13 +42,28 @@ it('leases shows an embedded holder as kind embedded, with no address and not in
 
   const { code, json } = await idgenJson<LeasesJson>(['leases', '--etcd', etcd.clientUrl, '--region', '2']);
   expect(code).toBe(0);
-  expect(json.slots.map((s) => [s.region, s.worker, s.holder?.nodeId, s.holder?.kind, s.holder?.address, s.holder?.registered, s.flags])).toEqual([
-    [2, worker, 'orders-embedded-1', 'embedded', '', false, []],
-  ]);
+  expect(
+    json.slots.map((s) => [
+      s.region,
+      s.worker,
+      s.holder?.nodeId,
+      s.holder?.kind,
+      s.holder?.address,
+      s.holder?.registered,
+      s.flags,
+    ]),
+  ).toEqual([[2, worker, 'orders-embedded-1', 'embedded', '', false, []]]);
   expect(json.slots[0]?.lastMs).toMatchObject({ released: false, verdict: 'ok' });
 
   const table = await idgen(['leases', '--etcd', etcd.clientUrl, '--region', '2']);
   expect(table.code).toBe(0);
-  expect(table.stdout.split('\n')[0]).toMatch(/^REGION\s+WORKER\s+HOLDER\s+KIND\s+ADDRESS\s+TTL\s+DISCOVERY\s+LAST-MS\s+AGE\s+RELEASED\s+FLAGS$/);
-  expect(table.stdout).toMatch(new RegExp(`^2\\s+${worker}\\s+orders-embedded-1\\s+embedded\\s+-\\s+\\ds\\s+no\\s+\\S+Z\\s+\\d+\\.\\ds ago\\s+no\\s+-$`, 'm'));
+  expect(table.stdout.split('\n')[0]).toMatch(
+    /^REGION\s+WORKER\s+HOLDER\s+KIND\s+ADDRESS\s+TTL\s+DISCOVERY\s+LAST-MS\s+AGE\s+RELEASED\s+FLAGS$/,
+  );
+  expect(table.stdout).toMatch(
+    new RegExp(
+      `^2\\s+${worker}\\s+orders-embedded-1\\s+embedded\\s+-\\s+\\ds\\s+no\\s+\\S+Z\\s+\\d+\\.\\ds ago\\s+no\\s+-$`,
+      'm',
+    ),
+  );
 });

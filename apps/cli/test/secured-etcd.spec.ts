@@ -50,7 +50,9 @@ describe('etcd with authentication (a read-only operator role on the prefix)', (
   beforeAll(async () => {
     url = (await startEtcd()).clientUrl;
     etcdctl(url, ['put', '/idgen/layout', LAYOUT]);
-    enableEtcdAuth(url, 'root-pw', [{ name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' }]);
+    enableEtcdAuth(url, 'root-pw', [
+      { name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' },
+    ]);
     secrets = tempDirSync('cli-etcd-secrets').path;
   });
 
@@ -61,7 +63,14 @@ describe('etcd with authentication (a read-only operator role on the prefix)', (
   };
 
   it('reads the layout and the leases as the operator, the password from a file', async () => {
-    const auth = ['--etcd', url, '--etcd-user', 'operator', '--etcd-password-file', passwordFile('operator', 'operator-pw')];
+    const auth = [
+      '--etcd',
+      url,
+      '--etcd-user',
+      'operator',
+      '--etcd-password-file',
+      passwordFile('operator', 'operator-pw'),
+    ];
     const layout = await idgenJson<Record<string, unknown>>(['layout', ...auth]);
     expect(layout.code).toBe(0);
     expect(layout.json).toMatchObject(DEFAULT_LAYOUT.toRecord());
@@ -69,7 +78,17 @@ describe('etcd with authentication (a read-only operator role on the prefix)', (
   });
 
   it('exits 3 on a wrong password or none', async () => {
-    const wrong = await idgen(['layout', '--etcd', url, '--etcd-user', 'operator', '--etcd-password-file', passwordFile('wrong', 'nope'), '--timeout-ms', '3000']);
+    const wrong = await idgen([
+      'layout',
+      '--etcd',
+      url,
+      '--etcd-user',
+      'operator',
+      '--etcd-password-file',
+      passwordFile('wrong', 'nope'),
+      '--timeout-ms',
+      '3000',
+    ]);
     expect(wrong.code).toBe(3);
     expect(wrong.stderr).toMatch(/^idgen layout: etcd http:/m);
     const none = await idgen(['layout', '--etcd', url, '--timeout-ms', '3000']);

@@ -36,7 +36,11 @@ function target(): LeaseTarget & { assignment?: WorkerAssignment } {
   return t;
 }
 
-function startLease(endpoint: string, extra: { workers: string; kind?: 'embedded'; borrowSpare?: boolean }, t: LeaseTarget): Promise<void> {
+function startLease(
+  endpoint: string,
+  extra: { workers: string; kind?: 'embedded'; borrowSpare?: boolean },
+  t: LeaseTarget,
+): Promise<void> {
   const l = createEtcdLease(
     {
       endpoints: [endpoint],
@@ -55,7 +59,13 @@ function startLease(endpoint: string, extra: { workers: string; kind?: 'embedded
 }
 
 interface SlotsJson {
-  slots: { region: number; worker: number; holder: { kind: string } | null; lastMs: { released: boolean } | null; flags: string[] }[];
+  slots: {
+    region: number;
+    worker: number;
+    holder: { kind: string } | null;
+    lastMs: { released: boolean } | null;
+    flags: string[];
+  }[];
 }
 
 describe('idgen spare, across two etcd clusters', () => {
@@ -71,7 +81,14 @@ describe('idgen spare, across two etcd clusters', () => {
 
     const lent = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
     expect(lent).toMatchObject({ code: 0, stdout: 'spare code 5: lent, lent to region 2\n' });
-    const again = await idgenJson<{ changed: boolean; record: Record<string, unknown> }>(['spare', 'lend', '5', '--to-region', '2', ...two]);
+    const again = await idgenJson<{ changed: boolean; record: Record<string, unknown> }>([
+      'spare',
+      'lend',
+      '5',
+      '--to-region',
+      '2',
+      ...two,
+    ]);
     expect(again.json).toMatchObject({ changed: false, record: { code: 5, state: 'lent', lentTo: 2 } });
 
     // Region 2's one home slot is taken; an embedded borrower claims under code 5.
@@ -83,18 +100,31 @@ describe('idgen spare, across two etcd clusters', () => {
 
     const leasesRun = await idgenJson<SlotsJson>(['leases', ...two, '--region', '5']);
     expect(leasesRun.code).toBe(0);
-    expect(leasesRun.json.slots).toMatchObject([{ region: 5, worker, holder: { kind: 'embedded' }, flags: ['borrowed: code 5, lent to region 2'] }]);
+    expect(leasesRun.json.slots).toMatchObject([
+      { region: 5, worker, holder: { kind: 'embedded' }, flags: ['borrowed: code 5, lent to region 2'] },
+    ]);
     const table = await idgen(['leases', ...two, '--region', '5']);
-    expect(table.stdout).toMatch(new RegExp(`^5\\s+${worker}\\s+\\S+\\s+embedded\\s.*borrowed: code 5, lent to region 2$`, 'm'));
+    expect(table.stdout).toMatch(
+      new RegExp(`^5\\s+${worker}\\s+\\S+\\s+embedded\\s.*borrowed: code 5, lent to region 2$`, 'm'),
+    );
 
     const id = DEFAULT_LAYOUT.compose({ timestampMs: 1000, region: 5, worker, sequence: 7 }).toString();
     const decoded = await idgen(['decode', id, ...two]);
     expect(decoded.code).toBe(0);
-    expect(JSON.parse(decoded.stdout)).toMatchObject({ region: 5, worker, sequence: 7, spare: 'code 5, lent to region 2' });
+    expect(JSON.parse(decoded.stdout)).toMatchObject({
+      region: 5,
+      worker,
+      sequence: 7,
+      spare: 'code 5, lent to region 2',
+    });
     // Without --etcd, decode stays offline and says nothing of loans.
     expect(JSON.parse((await idgen(['decode', id])).stdout)).not.toHaveProperty('spare');
 
-    const list = await idgenJson<{ codes: { code: number; record: { state: string } | null; held: number[] }[] }>(['spare', 'list', ...two]);
+    const list = await idgenJson<{ codes: { code: number; record: { state: string } | null; held: number[] }[] }>([
+      'spare',
+      'list',
+      ...two,
+    ]);
     expect(list.json.codes).toEqual([
       { code: 5, spare: true, record: expect.objectContaining({ state: 'lent', lentTo: 2 }), held: [worker] },
       { code: 6, spare: true, record: null, held: [] },
@@ -104,12 +134,23 @@ describe('idgen spare, across two etcd clusters', () => {
     // Reclaim: with no time to wait the slot is still held (exit 1, run again); then the handover.
     const file = join(dir, 'code-5.json');
     const early = await idgen(['spare', 'reclaim', '5', '--handover', file, '--wait-ms', '0', ...two]);
-    if (early.code === 1) expect(early.stderr).toMatch(/1 slot\(s\) still held after 0 ms \(workers \d+\); no handover yet: run reclaim again/);
+    if (early.code === 1)
+      expect(early.stderr).toMatch(
+        /1 slot\(s\) still held after 0 ms \(workers \d+\); no handover yet: run reclaim again/,
+      );
     else expect(early.code).toBe(0); // the borrower gave its slot back before the first look
     const reclaimed = await idgen(['spare', 'reclaim', '5', '--handover', file, '--wait-ms', '20000', ...two]);
     expect(reclaimed.code).toBe(0);
-    const handover = JSON.parse(readFileSync(file, 'utf8')) as { code: number; workers: { worker: number; lastMs: number; source: { released: boolean; ms: number } }[] };
-    expect(reclaimed.stdout).toMatch(new RegExp(`^spare code 5: reclaimed from region 2; handover written to .*code-5.json \\(${handover.workers.length} worker\\(s\\)\\)$`, 'm'));
+    const handover = JSON.parse(readFileSync(file, 'utf8')) as {
+      code: number;
+      workers: { worker: number; lastMs: number; source: { released: boolean; ms: number } }[];
+    };
+    expect(reclaimed.stdout).toMatch(
+      new RegExp(
+        `^spare code 5: reclaimed from region 2; handover written to .*code-5.json \\(${handover.workers.length} worker\\(s\\)\\)$`,
+        'm',
+      ),
+    );
     expect(handover).toMatchObject({ code: 5, lentTo: 2 });
     // Every worker ever claimed under code 5 is handed over: the borrower's, and another one if its lease was lost
     // on this busy machine (TTL 2 s) and it claimed again while the code was still lent.
@@ -121,23 +162,45 @@ describe('idgen spare, across two etcd clusters', () => {
       else expect(w.lastMs).toBeGreaterThan(w.source.ms);
     }
     // Nothing may claim under it in region 2 any more, and it is not lent again.
-    expect((await idgen(['spare', 'lend', '5', '--to-region', '2', ...two])).stderr).toMatch(/already recorded here as reclaimed/);
+    expect((await idgen(['spare', 'lend', '5', '--to-region', '2', ...two])).stderr).toMatch(
+      /already recorded here as reclaimed/,
+    );
 
     // Adopt: refused in the etcd that lent it, with another code, or a bad file; done in the new region's.
-    expect((await idgen(['spare', 'adopt', '5', '--handover', file, ...two])).stderr).toMatch(/records spare code 5 as reclaimed.*adopt into the new region's own etcd/);
+    expect((await idgen(['spare', 'adopt', '5', '--handover', file, ...two])).stderr).toMatch(
+      /records spare code 5 as reclaimed.*adopt into the new region's own etcd/,
+    );
     expect((await idgen(['spare', 'adopt', '6', '--handover', file, '--etcd', newRegion])).code).toBe(2);
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{"format":"something else"}');
     const badRun = await idgen(['spare', 'adopt', '5', '--handover', bad, '--etcd', newRegion]);
     expect(badRun.code).toBe(2);
     expect(badRun.stderr).toMatch(/bad.json: format is not "idgen-spare-handover\/1"/);
-    const adopted = await idgenJson<{ changed: boolean; written: number; record: { state: string } }>(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion]);
-    expect(adopted).toMatchObject({ code: 0, json: { changed: true, written: handover.workers.length, record: { state: 'adopted' } } });
-    expect((await idgen(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion])).stdout).toMatch(/already adopted here; 0 last-ms record\(s\) written/);
+    const adopted = await idgenJson<{ changed: boolean; written: number; record: { state: string } }>([
+      'spare',
+      'adopt',
+      '5',
+      '--handover',
+      file,
+      '--etcd',
+      newRegion,
+    ]);
+    expect(adopted).toMatchObject({
+      code: 0,
+      json: { changed: true, written: handover.workers.length, record: { state: 'adopted' } },
+    });
+    expect((await idgen(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion])).stdout).toMatch(
+      /already adopted here; 0 last-ms record\(s\) written/,
+    );
     const slots = await idgenJson<SlotsJson>(['leases', '--etcd', newRegion, '--region', '5']);
-    expect(slots.json.slots.map((slot) => slot.worker).sort((a, b) => a - b)).toEqual([...handedOver].sort((a, b) => a - b));
-    for (const slot of slots.json.slots) expect(slot).toMatchObject({ region: 5, holder: null, lastMs: { released: true }, flags: [] });
-    expect(JSON.parse((await idgen(['decode', id, '--etcd', newRegion])).stdout)).toMatchObject({ spare: 'code 5, adopted here (lent to region 2 before)' });
+    expect(slots.json.slots.map((slot) => slot.worker).sort((a, b) => a - b)).toEqual(
+      [...handedOver].sort((a, b) => a - b),
+    );
+    for (const slot of slots.json.slots)
+      expect(slot).toMatchObject({ region: 5, holder: null, lastMs: { released: true }, flags: [] });
+    expect(JSON.parse((await idgen(['decode', id, '--etcd', newRegion])).stdout)).toMatchObject({
+      spare: 'code 5, adopted here (lent to region 2 before)',
+    });
 
     // Every verb explains itself.
     for (const v of ['lend', 'reclaim', 'adopt', 'list']) {
@@ -149,10 +212,24 @@ describe('idgen spare, across two etcd clusters', () => {
 
   it('a read-only operator cannot lend: exit 1 saying which keys need a writing role', async () => {
     const url = (await startEtcd()).clientUrl;
-    enableEtcdAuth(url, 'root-pw', [{ name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' }]);
+    enableEtcdAuth(url, 'root-pw', [
+      { name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' },
+    ]);
     const pw = join(dir, 'operator-pw');
     writeFileSync(pw, 'operator-pw\n', { mode: 0o600 });
-    const r = await idgen(['spare', 'lend', '5', '--to-region', '2', '--etcd', url, '--etcd-user', 'operator', '--etcd-password-file', pw]);
+    const r = await idgen([
+      'spare',
+      'lend',
+      '5',
+      '--to-region',
+      '2',
+      '--etcd',
+      url,
+      '--etcd-user',
+      'operator',
+      '--etcd-password-file',
+      pw,
+    ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^idgen spare lend: etcd denied it .*writes \{prefix\}\/spare-codes\//m);
   });

@@ -24,28 +24,45 @@ export interface ServerNode {
  * Starts `idgen-server` on a free port in `region` on etcd, holding only slot `worker` (so tests know which
  * slot is whose), with no clock check (there is no chrony here) and no metrics listener.
  */
-export async function startNode(etcdUrl: string, o: { region: number; worker: number; nodeId: string; ttlSeconds: number }): Promise<ServerNode> {
-  if (!existsSync(SERVER_MAIN_JS)) throw new Error(`${SERVER_MAIN_JS} is missing: build it (npx nx run @idgen/server:build)`);
+export async function startNode(
+  etcdUrl: string,
+  o: { region: number; worker: number; nodeId: string; ttlSeconds: number },
+): Promise<ServerNode> {
+  if (!existsSync(SERVER_MAIN_JS))
+    throw new Error(`${SERVER_MAIN_JS} is missing: build it (npx nx run @idgen/server:build)`);
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) env[k] = v;
   const proc = spawnProcess(
     process.execPath,
     [
       ...serverLaunchArgs(SERVER_MAIN_JS),
-      '--etcd', etcdUrl,
-      '--status-details', 'full',
-      '--region', String(o.region),
-      '--workers', String(o.worker),
-      '--node-id', o.nodeId,
-      '--lease-ttl', String(o.ttlSeconds),
-      '--time-source', 'none',
-      '--listen', '127.0.0.1:0',
-      '--metrics-listen', 'off',
+      '--etcd',
+      etcdUrl,
+      '--status-details',
+      'full',
+      '--region',
+      String(o.region),
+      '--workers',
+      String(o.worker),
+      '--node-id',
+      o.nodeId,
+      '--lease-ttl',
+      String(o.ttlSeconds),
+      '--time-source',
+      'none',
+      '--listen',
+      '127.0.0.1:0',
+      '--metrics-listen',
+      'off',
     ],
     { env },
   );
   const open = JSON.parse(await proc.waitForLine(/"msg":"serving port open/, 15_000)) as { listen?: string };
-  const port = Number(String(open.listen ?? '').split(':').pop());
+  const port = Number(
+    String(open.listen ?? '')
+      .split(':')
+      .pop(),
+  );
   return {
     process: proc,
     nodeId: o.nodeId,

@@ -1,6 +1,10 @@
 import type * as http2 from 'node:http2';
 import { createClient, type Client } from '@connectrpc/connect';
-import { Http2SessionManager, createConnectTransport as createConnectNodeTransport, createGrpcTransport } from '@connectrpc/connect-node';
+import {
+  Http2SessionManager,
+  createConnectTransport as createConnectNodeTransport,
+  createGrpcTransport,
+} from '@connectrpc/connect-node';
 import { IdGenerator } from '@idgen/proto';
 import type { IdBlock } from './id-buffer.js';
 import type { AttemptOptions, IdTransport, NodeTarget } from './transport.js';
@@ -70,7 +74,9 @@ export function createConnectTransport(target: NodeTarget, options: ConnectTrans
   );
   const common = { baseUrl: target.url, httpVersion: '2' as const, sessionManager };
   const transport =
-    options.protocol === 'grpc' ? createGrpcTransport(common) : createConnectNodeTransport({ ...common, useBinaryFormat: true });
+    options.protocol === 'grpc'
+      ? createGrpcTransport(common)
+      : createConnectNodeTransport({ ...common, useBinaryFormat: true });
   const client: Client<typeof IdGenerator> = createClient(IdGenerator, transport);
   return {
     async nextIds(count: number, attempt: AttemptOptions): Promise<readonly IdBlock[]> {

@@ -41,7 +41,12 @@ export class FakeNode {
     const per = Math.ceil(count / this.blocksPerAnswer);
     for (let left = count; left > 0; left -= per) {
       const n = Math.min(per, left);
-      const first = DEFAULT_LAYOUT.compose({ timestampMs: this.ms++, region: this.region, worker: this.worker, sequence: 0 });
+      const first = DEFAULT_LAYOUT.compose({
+        timestampMs: this.ms++,
+        region: this.region,
+        worker: this.worker,
+        sequence: 0,
+      });
       blocks.push({ first, count: n });
     }
     return blocks;

@@ -3,7 +3,13 @@ import { IdBuffer } from './id-buffer.js';
 describe('IdBuffer', () => {
   it('hands out each block in increasing order, blocks in arrival order, each ID once', () => {
     const b = new IdBuffer(1000);
-    b.push([{ first: 100n, count: 3 }, { first: 200n, count: 2 }], 0);
+    b.push(
+      [
+        { first: 100n, count: 3 },
+        { first: 200n, count: 2 },
+      ],
+      0,
+    );
     b.push([{ first: 50n, count: 1 }], 5);
     const out: bigint[] = [];
     for (let id = b.take(); id !== undefined; id = b.take()) out.push(id);
@@ -28,7 +34,13 @@ describe('IdBuffer', () => {
 
   it('ignores empty blocks and clears', () => {
     const b = new IdBuffer(1000);
-    b.push([{ first: 1n, count: 0 }, { first: 5n, count: 2 }], 0);
+    b.push(
+      [
+        { first: 1n, count: 0 },
+        { first: 5n, count: 2 },
+      ],
+      0,
+    );
     expect(b.available).toBe(2);
     expect(b.clear()).toBe(2);
     expect(b.take()).toBeUndefined();

@@ -383,7 +383,13 @@ describe('discovery', () => {
     net.add('n1', 5);
     net.add('n2', 5);
     const d = fakeDiscovery([]);
-    const client = createIdClient({ region: 5, discovery: d.discovery, clock, transport: net.factory, random: () => 0 });
+    const client = createIdClient({
+      region: 5,
+      discovery: d.discovery,
+      clock,
+      transport: net.factory,
+      random: () => 0,
+    });
     clients.push(client);
     const waiting = outcome(client.nextId());
     await clock.advance(100);
@@ -391,7 +397,10 @@ describe('discovery', () => {
     d.publish([{ address: 'n1:8080', region: 5 }]);
     await clock.advance(1);
     expect(typeof waiting.value).toBe('bigint');
-    d.publish([{ address: 'n2:8080', region: 5 }, { address: 'other:8080', region: 6 }]);
+    d.publish([
+      { address: 'n2:8080', region: 5 },
+      { address: 'other:8080', region: 6 },
+    ]);
     await flush();
     expect(net.closed).toEqual(['http://n1:8080']);
     expect(client.stats().nodes.map((n) => n.url)).toEqual(['http://n2:8080']);

@@ -16,7 +16,14 @@ import {
   type ClientCounters,
   type ClientInstruments,
 } from './metrics.js';
-import { NodeGroup, toBaseUrl, type BackoffOptions, type DiscoveredNode, type NodeDiscovery, type NodeState } from './node-pool.js';
+import {
+  NodeGroup,
+  toBaseUrl,
+  type BackoffOptions,
+  type DiscoveredNode,
+  type NodeDiscovery,
+  type NodeState,
+} from './node-pool.js';
 import { classifyFailure, type IdTransport, type IdTransportFactory } from './transport.js';
 
 /** Where a region's nodes come from: a static list of addresses, or discovery. */
@@ -218,7 +225,8 @@ class BufferedIdClient implements IdClient {
     this.regions = [options, ...(options.fallbackRegions ?? [])].map((r, i) => {
       const what = i === 0 ? 'the home region' : `fallback region ${r.region}`;
       integerIn(i === 0 ? 'region' : 'fallbackRegions[].region', r.region, 0, 1023);
-      if (seen.has(r.region)) throw new RangeError(`region ${r.region} is listed twice (home and fallbacks must differ)`);
+      if (seen.has(r.region))
+        throw new RangeError(`region ${r.region} is listed twice (home and fallbacks must differ)`);
       seen.add(r.region);
       const group = new NodeGroup(r.region, options.backoff ?? {}, random, (node) => this.closeTransport(node));
       if ((r.nodes === undefined) === (r.discovery === undefined)) {
@@ -257,7 +265,9 @@ class BufferedIdClient implements IdClient {
 
   nextIds(count: number, options?: CallOptions): Promise<bigint[]> {
     if (!Number.isInteger(count) || count < 1 || count > MAX_NEXT_IDS) {
-      return Promise.reject(new RangeError(`nextIds(count): count must be an integer from 1 to ${MAX_NEXT_IDS}, got ${String(count)}`));
+      return Promise.reject(
+        new RangeError(`nextIds(count): count must be an integer from 1 to ${MAX_NEXT_IDS}, got ${String(count)}`),
+      );
     }
     if (this.closed) return Promise.reject(closedError());
     if (this.liveWaiters === 0) {
@@ -332,7 +342,8 @@ class BufferedIdClient implements IdClient {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const deadlineMs = options?.deadlineMs ?? this.deadlineMs;
-    if (!(deadlineMs > 0)) return Promise.reject(new RangeError(`deadlineMs must be above 0, got ${String(deadlineMs)}`));
+    if (!(deadlineMs > 0))
+      return Promise.reject(new RangeError(`deadlineMs must be above 0, got ${String(deadlineMs)}`));
     this.counters.misses++;
     this.demanded += count;
     return new Promise<bigint | bigint[]>((resolve, reject) => {
@@ -348,7 +359,10 @@ class BufferedIdClient implements IdClient {
         reject,
         cleanup: () => undefined,
       };
-      const cancelTimer = this.clock.schedule(() => this.settle(waiter, this.unavailableError(waiter), true), deadlineMs);
+      const cancelTimer = this.clock.schedule(
+        () => this.settle(waiter, this.unavailableError(waiter), true),
+        deadlineMs,
+      );
       const onAbort = (): void => this.settle(waiter, signal?.reason, true);
       signal?.addEventListener('abort', onAbort, { once: true });
       waiter.cleanup = () => {
@@ -595,7 +609,13 @@ class BufferedIdClient implements IdClient {
     } catch (e) {
       const now = this.clock.monoMs();
       const c = classifyFailure(e);
-      const failure: AttemptFailure = { node: node.url, region: node.region, code: c.code, message: c.message, atMonoMs: now };
+      const failure: AttemptFailure = {
+        node: node.url,
+        region: node.region,
+        code: c.code,
+        message: c.message,
+        atMonoMs: now,
+      };
       if (!this.closed) {
         this.recentFailures.push(failure);
         if (this.recentFailures.length > FAILURES_KEPT) this.recentFailures.shift();
@@ -604,9 +624,14 @@ class BufferedIdClient implements IdClient {
         // Every node would say the same: not retried elsewhere (issue 6), the callers get the reason.
         return {
           kind: 'rejected',
-          error: new IdClientError('rejected', `${node.url} rejected NextIds(${count}): ${c.code}: ${c.message}`, false, {
-            cause: e,
-          }),
+          error: new IdClientError(
+            'rejected',
+            `${node.url} rejected NextIds(${count}): ${c.code}: ${c.message}`,
+            false,
+            {
+              cause: e,
+            },
+          ),
         };
       }
       if (!this.closed) group.markFailed(node, now, failure);
@@ -649,7 +674,9 @@ class BufferedIdClient implements IdClient {
     });
     const apply = (nodes: readonly DiscoveredNode[]): void => {
       if (this.closed) return;
-      const urls = nodes.filter((n) => n.region === undefined || n.region === group.region).map((n) => toBaseUrl(n.address, tls));
+      const urls = nodes
+        .filter((n) => n.region === undefined || n.region === group.region)
+        .map((n) => toBaseUrl(n.address, tls));
       // A new node may be what a sleeping refill waits for.
       if (group.setUrls(urls)) this.wake?.();
     };
@@ -694,7 +721,10 @@ function checkBlocks(blocks: readonly IdBlock[], count: number): void {
     }
     const last = b.first + BigInt(b.count) - 1n;
     if (b.first <= previousLast || b.first < 0n || last > MAX_ID) {
-      throw new ConnectError(`invalid response: block ${b.first}+${b.count} overlaps or is out of range`, Code.Internal);
+      throw new ConnectError(
+        `invalid response: block ${b.first}+${b.count} overlaps or is out of range`,
+        Code.Internal,
+      );
     }
     previousLast = last;
     total += b.count;
@@ -709,7 +739,8 @@ function closedError(): IdClientError {
 }
 
 function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) throw new RangeError(`${name} must be an integer of at least 1, got ${String(value)}`);
+  if (!Number.isInteger(value) || value < 1)
+    throw new RangeError(`${name} must be an integer of at least 1, got ${String(value)}`);
   return value;
 }
 

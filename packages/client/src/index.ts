@@ -12,7 +12,12 @@ export type { AttemptFailure, IdClientErrorCode } from './errors.js';
 export { systemClientClock } from './clock.js';
 export type { ClientClock } from './clock.js';
 export { createConnectTransport } from './connect-transport.js';
-export type { ClientProtocol, ClientTlsOptions, ConnectTransportOptions, KeepAliveOptions } from './connect-transport.js';
+export type {
+  ClientProtocol,
+  ClientTlsOptions,
+  ConnectTransportOptions,
+  KeepAliveOptions,
+} from './connect-transport.js';
 export { classifyFailure } from './transport.js';
 export type { AttemptOptions, ClassifiedFailure, IdTransport, IdTransportFactory, NodeTarget } from './transport.js';
 export type { BackoffOptions, DiscoveredNode, NodeDiscovery } from './node-pool.js';

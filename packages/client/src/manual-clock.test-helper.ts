@@ -48,7 +48,8 @@ export class ManualClock implements ClientClock {
       this.timers = this.timers.filter((t) => !t.cancelled);
       let next: Timer | undefined;
       for (const t of this.timers) {
-        if (t.at <= target && (next === undefined || t.at < next.at || (t.at === next.at && t.seq < next.seq))) next = t;
+        if (t.at <= target && (next === undefined || t.at < next.at || (t.at === next.at && t.seq < next.seq)))
+          next = t;
       }
       if (next === undefined) break;
       this.now = Math.max(this.now, next.at);

@@ -1,4 +1,10 @@
-import { createNoopMeter, type Attributes, type BatchObservableCallback, type Meter, type Observable } from '@opentelemetry/api';
+import {
+  createNoopMeter,
+  type Attributes,
+  type BatchObservableCallback,
+  type Meter,
+  type Observable,
+} from '@opentelemetry/api';
 import { FakeNetwork } from './fake-transport.test-helper.js';
 import { ManualClock } from './manual-clock.test-helper.js';
 import { createIdClient } from './id-client.js';
@@ -62,8 +68,16 @@ describe('client metrics', () => {
       [CLIENT_METRIC_NAMES.bufferDiscarded]: 99,
       [CLIENT_METRIC_NAMES.retries]: 1,
     });
-    expect(records).toContainEqual({ name: CLIENT_METRIC_NAMES.failovers, value: 1, attributes: { 'idgen.region': 3 } });
-    expect(records).toContainEqual({ name: CLIENT_METRIC_NAMES.refillLatency, value: 0, attributes: { 'idgen.region': 3 } });
+    expect(records).toContainEqual({
+      name: CLIENT_METRIC_NAMES.failovers,
+      value: 1,
+      attributes: { 'idgen.region': 3 },
+    });
+    expect(records).toContainEqual({
+      name: CLIENT_METRIC_NAMES.refillLatency,
+      value: 0,
+      attributes: { 'idgen.region': 3 },
+    });
     await client.close();
     expect(callbacks.size).toBe(0);
   });

@@ -64,9 +64,7 @@ export function createClientInstruments(meter: Meter, counters: ClientCounters):
     'Failed attempts on a node that were retried on another node or after a backoff.',
   );
   const batch = [hits, misses, discarded, retries];
-  const callback = (result: {
-    observe(o: ObservableCounter, value: number): void;
-  }): void => {
+  const callback = (result: { observe(o: ObservableCounter, value: number): void }): void => {
     result.observe(hits, counters.hits);
     result.observe(misses, counters.misses);
     result.observe(discarded, counters.discarded);

@@ -1,7 +1,15 @@
 import { createDiscoveryReader, type DiscoveryReader } from '@idgen/discovery';
 import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, type IdClient } from '../src/index.js';
-import { IdLedger, regionOf, requireServerBuild, startServer, waitUntil, workerOf, type ServerNode } from './harness.js';
+import {
+  IdLedger,
+  regionOf,
+  requireServerBuild,
+  startServer,
+  waitUntil,
+  workerOf,
+  type ServerNode,
+} from './harness.js';
 
 // Against a real etcd and real idgen-server processes: the client follows the region's serving
 // nodes as @idgen/discovery's reader lists them (issue 6, docs/design.md §5 "nodes" keys).
@@ -28,7 +36,11 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-const urls = (): string[] => client.stats().nodes.map((n) => n.url).sort();
+const urls = (): string[] =>
+  client
+    .stats()
+    .nodes.map((n) => n.url)
+    .sort();
 
 /** Takes IDs (in batches that force refills) until `n` distinct workers have served. */
 async function drawUntilWorkers(n: number): Promise<Set<number>> {

@@ -35,15 +35,38 @@ export async function startServer(options: {
   requireServerBuild();
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
-  const args = [...serverLaunchArgs(SERVER_MAIN), '--time-source', 'none', '--region', String(options.region), '--listen', address, '--metrics-listen', 'off'];
+  const args = [
+    ...serverLaunchArgs(SERVER_MAIN),
+    '--time-source',
+    'none',
+    '--region',
+    String(options.region),
+    '--listen',
+    address,
+    '--metrics-listen',
+    'off',
+  ];
   if (options.etcd !== undefined) args.push('--etcd', options.etcd);
   // Without etcd: standalone by name, on a state file of its own.
   else args.push('--standalone', '--state-file', join(tempDirSync('client-standalone').path, 'state.json'));
-  if (options.tls !== undefined) args.push('--tls-cert', options.tls.certFile, '--tls-key', options.tls.keyFile, '--tls-client-ca', options.tls.clientCaFile);
+  if (options.tls !== undefined)
+    args.push(
+      '--tls-cert',
+      options.tls.certFile,
+      '--tls-key',
+      options.tls.keyFile,
+      '--tls-client-ca',
+      options.tls.clientCaFile,
+    );
   if (options.leaseTtl !== undefined) args.push('--lease-ttl', String(options.leaseTtl));
   const child = spawnProcess(process.execPath, args);
   await child.waitForLine(/"msg":"ready"/, 30_000);
-  return { region: options.region, address, url: `${options.tls === undefined ? 'http' : 'https'}://${address}`, process: child };
+  return {
+    region: options.region,
+    address,
+    url: `${options.tls === undefined ? 'http' : 'https'}://${address}`,
+    process: child,
+  };
 }
 
 /** Every ID a suite collects, to check that none was handed out twice (docs/design.md §8.1). */
@@ -76,7 +99,11 @@ export function workerOf(id: bigint): number {
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Polls `check` every 50 ms until it returns true; throws `what` after `timeoutMs`. */
-export async function waitUntil(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<void> {
+export async function waitUntil(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 20_000,
+): Promise<void> {
   const until = performance.now() + timeoutMs;
   while (!(await check())) {
     if (performance.now() > until) throw new Error(`timed out after ${timeoutMs} ms waiting until ${what}`);
@@ -96,7 +123,10 @@ export interface LoadReport {
  * Callers that each call `nextId()` then pause `pauseMs`, round the given clients, until stopped:
  * a steady stream of calls, every ID recorded in the ledger.
  */
-export function steadyLoad(clients: readonly IdClient[], options: { callersPerClient: number; pauseMs: number; ledger: IdLedger }) {
+export function steadyLoad(
+  clients: readonly IdClient[],
+  options: { callersPerClient: number; pauseMs: number; ledger: IdLedger },
+) {
   let stopped = false;
   const report: LoadReport = { calls: 0, failures: [], maxLatencyMs: 0, regions: new Map() };
   const loops = clients.flatMap((client) =>

@@ -14,7 +14,10 @@ let server: ServerNode;
 beforeAll(async () => {
   pki = makeTestPki({ clients: ['orders-service'], name: 'client-tls' });
   foreign = makeTestPki({ clients: ['orders-service'], name: 'client-tls-foreign' });
-  server = await startServer({ region: 3, tls: { certFile: pki.server.certFile, keyFile: pki.server.keyFile, clientCaFile: pki.caFile } });
+  server = await startServer({
+    region: 3,
+    tls: { certFile: pki.server.certFile, keyFile: pki.server.keyFile, clientCaFile: pki.caFile },
+  });
 });
 
 afterAll(async () => {

@@ -263,7 +263,13 @@ describe('GuardedMinter', () => {
     it('refuses an assignment without a ceiling', () => {
       const { guard, clock } = setup();
       expect(() =>
-        guard.assign({ region: 2, worker: 1, floorMs: T0 - 1, deadlineMonoMs: clock.monoMs() + 1_000, ceilingMs: Number.NaN }),
+        guard.assign({
+          region: 2,
+          worker: 1,
+          floorMs: T0 - 1,
+          deadlineMonoMs: clock.monoMs() + 1_000,
+          ceilingMs: Number.NaN,
+        }),
       ).toThrow(/ceilingMs must be a number/);
     });
   });
@@ -392,7 +398,10 @@ describe('GuardedMinter properties', () => {
     { weight: 3, arbitrary: fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 3000 }) }) },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('jump' as const), ms: fc.integer({ min: -5000, max: 50 }) }) },
     // The wall clock running ahead of the monotonic one: a frozen-and-resumed VM, a clock stepped forward.
-    { weight: 1, arbitrary: fc.record({ op: fc.constant('wallStep' as const), ms: fc.integer({ min: 1, max: 8000 }) }) },
+    {
+      weight: 1,
+      arbitrary: fc.record({ op: fc.constant('wallStep' as const), ms: fc.integer({ min: 1, max: 8000 }) }),
+    },
     { weight: 2, arbitrary: fc.record({ op: fc.constant('keepalive' as const) }) },
     { weight: 1, arbitrary: fc.record({ op: fc.constant('timeSource' as const), healthy: fc.boolean() }) },
     {
@@ -439,7 +448,13 @@ describe('GuardedMinter properties', () => {
               floor = Math.max(floor, clock.nowMs() + o.floorAhead);
               deadline = clock.monoMs() + 3_000;
               ceiling = clock.nowMs() + 3_000;
-              guard.assign({ region: 1, worker: o.worker, floorMs: floor, deadlineMonoMs: deadline, ceilingMs: ceiling });
+              guard.assign({
+                region: 1,
+                worker: o.worker,
+                floorMs: floor,
+                deadlineMonoMs: deadline,
+                ceilingMs: ceiling,
+              });
               break;
             case 'mint': {
               let blocks;

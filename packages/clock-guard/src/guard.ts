@@ -1,5 +1,12 @@
 import { metrics, type Meter } from '@opentelemetry/api';
-import { DEFAULT_LAYOUT, Minter, type Layout, type MintVerdict, type MintedBlock, type SequenceExhausted } from '@idgen/core';
+import {
+  DEFAULT_LAYOUT,
+  Minter,
+  type Layout,
+  type MintVerdict,
+  type MintedBlock,
+  type SequenceExhausted,
+} from '@idgen/core';
 import { systemClock, type ClockSource } from './clock.js';
 import { FencedError, type FenceReason } from './errors.js';
 import { registerGuardMetrics, type GuardCounters } from './metrics.js';
@@ -234,7 +241,10 @@ export class GuardedMinter {
    * Mints up to `count` IDs into `blocks` until done (undefined) or the current millisecond's sequence is spent
    * (the verdict and how many are left). Checks the fences, the deadline and the ceiling for every block.
    */
-  private mintAvailable(count: number, blocks: MintedBlock[]): { verdict: SequenceExhausted; left: number } | undefined {
+  private mintAvailable(
+    count: number,
+    blocks: MintedBlock[],
+  ): { verdict: SequenceExhausted; left: number } | undefined {
     if (!Number.isInteger(count) || count < 1 || count > MAX_BLOCK_REQUEST) {
       throw new RangeError(`count must be an integer from 1 to ${MAX_BLOCK_REQUEST}, got ${String(count)}`);
     }
@@ -511,7 +521,8 @@ export class GuardedMinter {
     let next: FencedError | undefined;
     if (this.draining) next = this.fence('draining', 'the node is shutting down');
     else if (!this.assigned) next = this.fence(this.unassignedBecause.reason, this.unassignedBecause.message);
-    else if (!this.timeSource.healthy) next = this.fence('time-source', `time source unhealthy: ${this.timeSource.message}`);
+    else if (!this.timeSource.healthy)
+      next = this.fence('time-source', `time source unhealthy: ${this.timeSource.message}`);
     else if (this.clockFence !== undefined) next = this.fence(this.clockFence.reason, this.clockFence.message);
     this.blocked = next;
     if (next !== undefined) this.checkedMs = Number.NaN;

@@ -39,8 +39,9 @@ export interface GuardCounters {
 
 /** Registers the guard's observable instruments on `meter`, reading `read()` at each collection. */
 export function registerGuardMetrics(meter: Meter, read: () => GuardCounters): void {
-  const observe = (fn: (c: GuardCounters, r: ObservableResult<Attributes>) => void) => (r: ObservableResult<Attributes>) =>
-    fn(read(), r);
+  const observe =
+    (fn: (c: GuardCounters, r: ObservableResult<Attributes>) => void) => (r: ObservableResult<Attributes>) =>
+      fn(read(), r);
   meter
     .createObservableCounter(ClockGuardMetrics.rollbacks, {
       description: 'Wall-clock rollbacks seen while minting: waited out when small, fenced when large.',

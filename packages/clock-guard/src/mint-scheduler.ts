@@ -157,7 +157,13 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
     },
   };
 
-  function enqueue(owner: object, count: number, left: number, blocks: MintedBlock[], abandoned: (() => boolean) | undefined): Promise<MintedBlock[]> {
+  function enqueue(
+    owner: object,
+    count: number,
+    left: number,
+    blocks: MintedBlock[],
+    abandoned: (() => boolean) | undefined,
+  ): Promise<MintedBlock[]> {
     return new Promise<MintedBlock[]>((resolve, reject) => {
       let line = lines.get(owner);
       if (line === undefined) {

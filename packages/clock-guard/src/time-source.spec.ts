@@ -16,8 +16,10 @@ import { DEFAULT_TIME_SOURCE_INTERVAL_MS, SPAWN_RETRY_DELAYS_MS } from './time-s
 // Lines as `chronyc -c tracking` prints them (chrony 4.3, Debian bookworm).
 const SYNCED =
   'A9FEA97B,169.254.169.123,4,1732871400.123456789,0.000001234,-0.000000815,0.000012030,-12.345,0.001,0.021,0.000298147,0.000158216,64.4,Normal';
-const UNSYNCED = '7F7F0101,,10,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000000000,0.000000000,0.0,Not synchronised';
-const NO_REFERENCE = '00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,1.000000000,1.000000000,0.0,Not synchronised';
+const UNSYNCED =
+  '7F7F0101,,10,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000000000,0.000000000,0.0,Not synchronised';
+const NO_REFERENCE =
+  '00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,1.000000000,1.000000000,0.0,Not synchronised';
 const LARGE_OFFSET =
   'C0A80101,192.168.1.1,3,1732871400.000000000,-0.025300000,-0.001000000,0.000200000,-10.000,0.001,0.030,0.000300000,0.000200000,64.0,Normal';
 const LEAP_INSERT =
@@ -26,7 +28,12 @@ const LEAP_INSERT =
 describe('parseChronyTracking and judgeTracking', () => {
   it('reads a synchronised line as healthy, with its offset', () => {
     const t = parseChronyTracking(`${SYNCED}\n`);
-    expect(t).toMatchObject({ referenceId: 'A9FEA97B', referenceName: '169.254.169.123', stratum: 4, leapStatus: 'Normal' });
+    expect(t).toMatchObject({
+      referenceId: 'A9FEA97B',
+      referenceName: '169.254.169.123',
+      stratum: 4,
+      leapStatus: 'Normal',
+    });
     expect(t.systemTimeOffsetSeconds).toBeCloseTo(0.000001234, 12);
     const r = judgeTracking(t);
     expect(r.healthy).toBe(true);
@@ -38,7 +45,12 @@ describe('parseChronyTracking and judgeTracking', () => {
   it.each([
     ['unsynchronised (local reference)', UNSYNCED, /not synchronised/, 'not-synchronised'],
     ['no reference at all', NO_REFERENCE, /not synchronised/, 'not-synchronised'],
-    ['an offset beyond the 10 ms bound', LARGE_OFFSET, /-25\.300 ms off its reference, more than the 10 ms bound/, 'offset-too-large'],
+    [
+      'an offset beyond the 10 ms bound',
+      LARGE_OFFSET,
+      /-25\.300 ms off its reference, more than the 10 ms bound/,
+      'offset-too-large',
+    ],
   ])('judges %s unhealthy, saying why', (_name, line, message, problem) => {
     const r = judgeTracking(parseChronyTracking(line));
     expect(r.healthy).toBe(false);
@@ -73,7 +85,10 @@ describe('readChrony (real processes)', () => {
   /** A stand-in `chronyc` that prints `out` and exits with `code`. */
   function fakeChronyc(name: string, out: string, code = 0): string {
     const path = join(dir, name);
-    writeFileSync(path, `#!/bin/sh\n[ "$1 $2" = "-c tracking" ] || { echo "bad args: $*" >&2; exit 9; }\nprintf '%s\\n' '${out}'\nexit ${code}\n`);
+    writeFileSync(
+      path,
+      `#!/bin/sh\n[ "$1 $2" = "-c tracking" ] || { echo "bad args: $*" >&2; exit 9; }\nprintf '%s\\n' '${out}'\nexit ${code}\n`,
+    );
     chmodSync(path, 0o755);
     return path;
   }
@@ -87,7 +102,9 @@ describe('readChrony (real processes)', () => {
     const r = await readChrony({ chronycPath: join(dir, 'no-such-chronyc') });
     expect(r.healthy).toBe(false);
     expect(r.problem).toBe('chronyc-missing');
-    expect(r.message).toMatch(/no-such-chronyc not found: install chrony \(apt-get install chrony\), or run with --time-source none/);
+    expect(r.message).toMatch(
+      /no-such-chronyc not found: install chrony \(apt-get install chrony\), or run with --time-source none/,
+    );
   });
 
   it('says so when chronyc exits non-zero', async () => {
@@ -105,7 +122,10 @@ describe('readChrony (real processes)', () => {
   });
 
   /** node's execFile, except that the first `failures` runs fail to start with `code`, as spawn reports it. */
-  function failingSpawns(failures: number, code: string): { runs: () => number; execFile: NonNullable<Parameters<typeof readChrony>[0]>['execFile'] } {
+  function failingSpawns(
+    failures: number,
+    code: string,
+  ): { runs: () => number; execFile: NonNullable<Parameters<typeof readChrony>[0]>['execFile'] } {
     let runs = 0;
     return {
       runs: () => runs,
@@ -121,16 +141,27 @@ describe('readChrony (real processes)', () => {
     };
   }
 
-  it.each(['EMFILE', 'ENFILE', 'EAGAIN'])('tries again when chronyc could not be started (%s), and reads it', async (code) => {
-    const spawns = failingSpawns(2, code);
-    const r = await readChrony({ chronycPath: fakeChronyc(`ok-${code}`, SYNCED), execFile: spawns.execFile, spawnRetryDelaysMs: [10, 10, 10] });
-    expect(r).toMatchObject({ healthy: true });
-    expect(spawns.runs()).toBe(3);
-  });
+  it.each(['EMFILE', 'ENFILE', 'EAGAIN'])(
+    'tries again when chronyc could not be started (%s), and reads it',
+    async (code) => {
+      const spawns = failingSpawns(2, code);
+      const r = await readChrony({
+        chronycPath: fakeChronyc(`ok-${code}`, SYNCED),
+        execFile: spawns.execFile,
+        spawnRetryDelaysMs: [10, 10, 10],
+      });
+      expect(r).toMatchObject({ healthy: true });
+      expect(spawns.runs()).toBe(3);
+    },
+  );
 
   it('gives up after its retries: unhealthy (chronyc-failed), saying why and how often it tried', async () => {
     const spawns = failingSpawns(Number.POSITIVE_INFINITY, 'EMFILE');
-    const r = await readChrony({ chronycPath: fakeChronyc('never-starts', SYNCED), execFile: spawns.execFile, spawnRetryDelaysMs: [10, 10] });
+    const r = await readChrony({
+      chronycPath: fakeChronyc('never-starts', SYNCED),
+      execFile: spawns.execFile,
+      spawnRetryDelaysMs: [10, 10],
+    });
     expect(r.healthy).toBe(false);
     expect(r.problem).toBe('chronyc-failed');
     expect(r.message).toMatch(/never-starts could not be started: EMFILE .* \(3 attempts\)$/);
@@ -139,10 +170,14 @@ describe('readChrony (real processes)', () => {
 
   it('does not retry a chronyc that is missing or fails by itself', async () => {
     const missing = failingSpawns(0, 'EMFILE');
-    expect((await readChrony({ chronycPath: join(dir, 'no-such-chronyc'), execFile: missing.execFile })).problem).toBe('chronyc-missing');
+    expect((await readChrony({ chronycPath: join(dir, 'no-such-chronyc'), execFile: missing.execFile })).problem).toBe(
+      'chronyc-missing',
+    );
     expect(missing.runs()).toBe(1);
     const failing = failingSpawns(0, 'EMFILE');
-    expect((await readChrony({ chronycPath: fakeChronyc('fails-once', 'no', 1), execFile: failing.execFile })).problem).toBe('chronyc-failed');
+    expect(
+      (await readChrony({ chronycPath: fakeChronyc('fails-once', 'no', 1), execFile: failing.execFile })).problem,
+    ).toBe('chronyc-failed');
     expect(failing.runs()).toBe(1);
   });
 
@@ -155,7 +190,13 @@ describe('readChrony (real processes)', () => {
   it('fences the guard while unhealthy and lifts the fence when healthy again', async () => {
     const clock = createTestClock();
     const guard = createGuardedMinter({ region: 0, clock, checkIntervalMs: 0 });
-    guard.assign({ region: 0, worker: 1, floorMs: clock.nowMs() - 1, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
+    guard.assign({
+      region: 0,
+      worker: 1,
+      floorMs: clock.nowMs() - 1,
+      deadlineMonoMs: Number.POSITIVE_INFINITY,
+      ceilingMs: Number.POSITIVE_INFINITY,
+    });
     const path = join(dir, 'switchable');
     writeFileSync(path, `#!/bin/sh\nprintf '%s\\n' '${UNSYNCED}'\n`);
     chmodSync(path, 0o755);

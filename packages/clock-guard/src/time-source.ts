@@ -71,7 +71,8 @@ export function parseChronyTracking(output: string): ChronyTracking {
     return n;
   };
   const referenceId = f[0] ?? '';
-  if (!/^[0-9A-Fa-f]{1,8}$/.test(referenceId)) throw new Error(`field 1 (reference ID) is not hex: ${clip(referenceId)}`);
+  if (!/^[0-9A-Fa-f]{1,8}$/.test(referenceId))
+    throw new Error(`field 1 (reference ID) is not hex: ${clip(referenceId)}`);
   const leapStatus = (f[13] ?? '').trim();
   if (!LEAP_STATUSES.has(leapStatus)) throw new Error(`field 14 (leap status) is unknown: ${clip(leapStatus)}`);
   return {
@@ -95,7 +96,12 @@ export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSE
   const where = `reference ${t.referenceName || t.referenceId}, stratum ${t.stratum}, offset ${offsetMs.toFixed(3)} ms`;
   const base = { offsetSeconds: t.systemTimeOffsetSeconds, tracking: t };
   if (t.leapStatus === 'Not synchronised' || t.stratum === 0 || t.stratum >= 16 || /^0+$/.test(t.referenceId)) {
-    return { healthy: false, problem: 'not-synchronised', message: `chrony is not synchronised (${where}, leap status ${t.leapStatus})`, ...base };
+    return {
+      healthy: false,
+      problem: 'not-synchronised',
+      message: `chrony is not synchronised (${where}, leap status ${t.leapStatus})`,
+      ...base,
+    };
   }
   if (Math.abs(offsetMs) > maxOffsetMs) {
     return {
@@ -158,12 +164,20 @@ function readChronyOnce(options: ReadChronyOptions): Promise<{ reading: TimeSour
   const path = options.chronycPath ?? 'chronyc';
   const run = options.execFile ?? (execFile as unknown as ExecFileFn);
   return new Promise((resolveWith) => {
-    const resolve = (reading: TimeSourceReading, spawnError?: string): void => resolveWith(spawnError === undefined ? { reading } : { reading, spawnError });
+    const resolve = (reading: TimeSourceReading, spawnError?: string): void =>
+      resolveWith(spawnError === undefined ? { reading } : { reading, spawnError });
     const done = (err: Error | null, stdout: string, stderr: string): void => {
       if (err !== null) {
         const e = err as NodeJS.ErrnoException & { killed?: boolean; code?: string | number };
         if (typeof e.code === 'string' && TRANSIENT_SPAWN_ERRORS.has(e.code)) {
-          resolve({ healthy: false, problem: 'chronyc-failed', message: `${path} could not be started: ${e.code} (${e.message})` }, e.code);
+          resolve(
+            {
+              healthy: false,
+              problem: 'chronyc-failed',
+              message: `${path} could not be started: ${e.code} (${e.message})`,
+            },
+            e.code,
+          );
         } else if (e.code === 'ENOENT') {
           resolve({
             healthy: false,
@@ -171,7 +185,11 @@ function readChronyOnce(options: ReadChronyOptions): Promise<{ reading: TimeSour
             message: `${path} not found: install chrony (apt-get install chrony), or run with --time-source none for development`,
           });
         } else if (e.killed === true) {
-          resolve({ healthy: false, problem: 'chronyc-timeout', message: `${path} -c tracking did not answer within ${options.timeoutMs ?? 2_000} ms` });
+          resolve({
+            healthy: false,
+            problem: 'chronyc-timeout',
+            message: `${path} -c tracking did not answer within ${options.timeoutMs ?? 2_000} ms`,
+          });
         } else {
           resolve({
             healthy: false,
@@ -184,7 +202,11 @@ function readChronyOnce(options: ReadChronyOptions): Promise<{ reading: TimeSour
       try {
         resolve(judgeTracking(parseChronyTracking(stdout), options.maxOffsetMs));
       } catch (parseError) {
-        resolve({ healthy: false, problem: 'unparseable', message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}` });
+        resolve({
+          healthy: false,
+          problem: 'unparseable',
+          message: `could not parse ${path} -c tracking output: ${(parseError as Error).message}`,
+        });
       }
     };
     try {
@@ -251,7 +273,10 @@ export function createTimeSourceCheck(options: TimeSourceCheckOptions): TimeSour
   const readNow = (): Promise<TimeSourceReading> => {
     if (options.mode === 'none') {
       return Promise.resolve(
-        report({ healthy: true, message: 'time-source check turned off (--time-source none): development only, the clock is trusted blindly' }),
+        report({
+          healthy: true,
+          message: 'time-source check turned off (--time-source none): development only, the clock is trusted blindly',
+        }),
       );
     }
     // One read at a time: a slow chronyc must not pile up processes.

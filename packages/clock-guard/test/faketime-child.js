@@ -11,7 +11,13 @@ const say = (o) => process.stdout.write(`${JSON.stringify({ ...o, wallMs: Date.n
 
 const guard = createGuardedMinter({ region: 3, maxFenceMs: 60_000, checkIntervalMs: 20 });
 guard.on('state', (s) => say({ event: 'state', state: s.state, reason: s.reason, message: s.message }));
-guard.assign({ region: 3, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
+guard.assign({
+  region: 3,
+  worker: 9,
+  floorMs: Date.now() - 1,
+  deadlineMonoMs: Number.POSITIVE_INFINITY,
+  ceilingMs: Number.POSITIVE_INFINITY,
+});
 
 const chunks = [];
 let minted = 0;

@@ -10,7 +10,7 @@ function libfaketime(): string {
   const listed = spawnSync('dpkg', ['-L', 'libfaketime'], { encoding: 'utf8' });
   const path = (listed.stdout ?? '').split('\n').find((l) => l.endsWith('/libfaketime.so.1'));
   if (path === undefined || !existsSync(path)) {
-    throw new Error('libfaketime.so.1 not found: install Debian\'s faketime package (apt-get install faketime)');
+    throw new Error("libfaketime.so.1 not found: install Debian's faketime package (apt-get install faketime)");
   }
   return path;
 }
@@ -75,7 +75,13 @@ describe('a real wall-clock jump back in a real process (libfaketime)', () => {
       last = first + BigInt(count) - 1n;
       ids += count;
       const ms = DEFAULT_LAYOUT.unixMsOf(first);
-      if (firstMsAfter === 0 && ms > maxMsBefore && maxMsBefore > 0 && jumpAt !== undefined && ms > jumpAt.wallMs + 1500) {
+      if (
+        firstMsAfter === 0 &&
+        ms > maxMsBefore &&
+        maxMsBefore > 0 &&
+        jumpAt !== undefined &&
+        ms > jumpAt.wallMs + 1500
+      ) {
         firstMsAfter = ms;
       }
       maxMsBefore = Math.max(maxMsBefore, ms);

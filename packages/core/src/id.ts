@@ -38,7 +38,11 @@ const MAX_DIGITS = MAX_ID.toString().length;
  */
 export function parseId(text: string): bigint {
   if (typeof text !== 'string') {
-    throw new InvalidIdError('not-decimal', String(text), `an ID must be given as a decimal string, got ${typeof text}`);
+    throw new InvalidIdError(
+      'not-decimal',
+      String(text),
+      `an ID must be given as a decimal string, got ${typeof text}`,
+    );
   }
   const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
   if (text.length === 0) throw new InvalidIdError('empty', text, 'an ID must not be empty');

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import {
   DEFAULT_EPOCH_MS,
   DEFAULT_LAYOUT,
-  InvalidIdError,
+  type InvalidIdError,
   MAX_ID,
   createLayout,
   formatId,
@@ -13,8 +13,23 @@ import {
 } from './index.js';
 
 interface Vectors {
-  layout: { epoch: string; epochMs: number; timestampBits: number; regionBits: number; workerBits: number; sequenceBits: number };
-  valid: { id: string; timestampMs: number; time: string; region: number; worker: number; sequence: number; note: string }[];
+  layout: {
+    epoch: string;
+    epochMs: number;
+    timestampBits: number;
+    regionBits: number;
+    workerBits: number;
+    sequenceBits: number;
+  };
+  valid: {
+    id: string;
+    timestampMs: number;
+    time: string;
+    region: number;
+    worker: number;
+    sequence: number;
+    note: string;
+  }[];
   invalid: { input: string; why: string }[];
 }
 
@@ -110,9 +125,17 @@ describe('field edges (table-driven)', () => {
     { name: 'max sequence', f: { timestampMs: 0, region: 0, worker: 0, sequence: 4095 }, id: 4095n },
     { name: 'max worker', f: { timestampMs: 0, region: 0, worker: 127, sequence: 0 }, id: 127n << 12n },
     { name: 'max region', f: { timestampMs: 0, region: 7, worker: 0, sequence: 0 }, id: 7n << 19n },
-    { name: 'max timestamp', f: { timestampMs: 2 ** 41 - 1, region: 0, worker: 0, sequence: 0 }, id: (2n ** 41n - 1n) << 22n },
+    {
+      name: 'max timestamp',
+      f: { timestampMs: 2 ** 41 - 1, region: 0, worker: 0, sequence: 0 },
+      id: (2n ** 41n - 1n) << 22n,
+    },
     { name: '2^53', f: { timestampMs: 2 ** 31, region: 0, worker: 0, sequence: 0 }, id: 2n ** 53n },
-    { name: '2^53 + 1 (not a safe number)', f: { timestampMs: 2 ** 31, region: 0, worker: 0, sequence: 1 }, id: 2n ** 53n + 1n },
+    {
+      name: '2^53 + 1 (not a safe number)',
+      f: { timestampMs: 2 ** 31, region: 0, worker: 0, sequence: 1 },
+      id: 2n ** 53n + 1n,
+    },
     { name: '2^63 − 1', f: { timestampMs: 2 ** 41 - 1, region: 7, worker: 127, sequence: 4095 }, id: MAX_ID },
   ];
   it.each(edges)('$name composes and decomposes exactly', ({ f, id }) => {
@@ -122,7 +145,10 @@ describe('field edges (table-driven)', () => {
   });
 
   it.each([
-    [{ timestampMs: -1, region: 0, worker: 0, sequence: 0 }, /timestampMs must be an integer from 0 to 2199023255551, got -1/],
+    [
+      { timestampMs: -1, region: 0, worker: 0, sequence: 0 },
+      /timestampMs must be an integer from 0 to 2199023255551, got -1/,
+    ],
     [{ timestampMs: 2 ** 41, region: 0, worker: 0, sequence: 0 }, /timestampMs .* 0 to 2199023255551/],
     [{ timestampMs: 0, region: 8, worker: 0, sequence: 0 }, /region must be an integer from 0 to 7, got 8/],
     [{ timestampMs: 0, region: 0, worker: 128, sequence: 0 }, /worker must be an integer from 0 to 127, got 128/],
@@ -161,7 +187,10 @@ describe('custom layouts', () => {
     [{ timestampBits: 40 }, /must total 63 .*= 62/],
     [{ sequenceBits: 13 }, /must total 63 .*= 64/],
     [{ timestampBits: 0 }, /timestampBits must be an integer from 1 to 52/],
-    [{ timestampBits: 53, regionBits: 0, workerBits: 0, sequenceBits: 10 }, /timestampBits must be an integer from 1 to 52/],
+    [
+      { timestampBits: 53, regionBits: 0, workerBits: 0, sequenceBits: 10 },
+      /timestampBits must be an integer from 1 to 52/,
+    ],
     [{ regionBits: -1 }, /regionBits must be an integer from 0 to 62/],
     [{ workerBits: 1.5 }, /workerBits/],
     [{ epochMs: -1 }, /epochMs must be an integer from 0 to/],

@@ -18,7 +18,12 @@ describe('Minter, one ID at a time', () => {
     const m = createMinter({ region: 2, worker: 17 });
     const ids = Array.from({ length: 6 }, () => expectId(m.mintOne(T0)));
     expect(ids[5]).toBe(104148763141017605n);
-    expect(DEFAULT_LAYOUT.decompose(ids[0] as bigint)).toEqual({ timestampMs: 24831000123, region: 2, worker: 17, sequence: 0 });
+    expect(DEFAULT_LAYOUT.decompose(ids[0] as bigint)).toEqual({
+      timestampMs: 24831000123,
+      region: 2,
+      worker: 17,
+      sequence: 0,
+    });
   });
 
   it('restarts the sequence at 0 in a new millisecond', () => {
@@ -79,7 +84,12 @@ describe('Minter, one ID at a time', () => {
   it("never mints in the epoch's own millisecond, so 0 is never an ID", () => {
     const m = createMinter({ region: 0, worker: 0, floorMs: -5 });
     expect(m.mintOne(DEFAULT_EPOCH_MS)).toMatchObject({ kind: 'below-floor', retryAtMs: DEFAULT_EPOCH_MS + 1 });
-    expect(DEFAULT_LAYOUT.decompose(expectId(m.mintOne(DEFAULT_EPOCH_MS + 1)))).toEqual({ timestampMs: 1, region: 0, worker: 0, sequence: 0 });
+    expect(DEFAULT_LAYOUT.decompose(expectId(m.mintOne(DEFAULT_EPOCH_MS + 1)))).toEqual({
+      timestampMs: 1,
+      region: 0,
+      worker: 0,
+      sequence: 0,
+    });
   });
 
   it('throws on a reading that is not an integer, a programming error', () => {
@@ -98,7 +108,11 @@ describe('Minter, blocks', () => {
   it('returns consecutive IDs as one block', () => {
     const m = createMinter({ region: 2, worker: 17 });
     const b = expectBlock(m.mintBlock(T0, 100));
-    expect(b).toEqual({ first: DEFAULT_LAYOUT.compose({ timestampMs: 24831000123, region: 2, worker: 17, sequence: 0 }), count: 100, unixMs: T0 });
+    expect(b).toEqual({
+      first: DEFAULT_LAYOUT.compose({ timestampMs: 24831000123, region: 2, worker: 17, sequence: 0 }),
+      count: 100,
+      unixMs: T0,
+    });
     expect(expectId(m.mintOne(T0))).toBe(b.first + 100n);
   });
 
@@ -212,7 +226,16 @@ describe('Minter properties', () => {
 describe('Minter: any input, never a foreign or zero ID (issue 12)', () => {
   /** Any number a caller could pass as a clock reading, including the sentinels a minter keeps internally. */
   const anyMs = fc.oneof(
-    fc.constantFrom(-1, 0, 1, DEFAULT_EPOCH_MS - 1, DEFAULT_EPOCH_MS, T0, Number.MAX_SAFE_INTEGER, -Number.MAX_SAFE_INTEGER),
+    fc.constantFrom(
+      -1,
+      0,
+      1,
+      DEFAULT_EPOCH_MS - 1,
+      DEFAULT_EPOCH_MS,
+      T0,
+      Number.MAX_SAFE_INTEGER,
+      -Number.MAX_SAFE_INTEGER,
+    ),
     fc.integer({ min: -10, max: 10 }),
     fc.integer({ min: DEFAULT_EPOCH_MS - 5, max: DEFAULT_EPOCH_MS + 5 }),
     fc.integer({ min: T0 - 50, max: T0 + 50 }),
@@ -228,7 +251,8 @@ describe('Minter: any input, never a foreign or zero ID (issue 12)', () => {
         fc.option(fc.integer({ min: -1, max: T0 + 10 }), { nil: undefined }),
         fc.array(call, { minLength: 1, maxLength: 50 }),
         (region, worker, floorMs, calls) => {
-          const m = floorMs === undefined ? createMinter({ region, worker }) : createMinter({ region, worker, floorMs });
+          const m =
+            floorMs === undefined ? createMinter({ region, worker }) : createMinter({ region, worker, floorMs });
           for (const c of calls) {
             let r: bigint | MintedBlock | MintVerdict;
             try {

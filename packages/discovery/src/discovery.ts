@@ -1,5 +1,12 @@
 import type { Etcd3, Watcher } from 'etcd3';
-import { LeaseConfigError, createEtcdClient, leaseKeys, parseServingNode, resolveConnection, silentLogger } from '@idgen/lease';
+import {
+  LeaseConfigError,
+  createEtcdClient,
+  leaseKeys,
+  parseServingNode,
+  resolveConnection,
+  silentLogger,
+} from '@idgen/lease';
 import type { EtcdConnectionOptions, LeaseLogger, ServingNode } from '@idgen/lease';
 
 /** Races `p` against a timer; the timer is cleared either way. */
@@ -54,14 +61,23 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
   const logger = options.logger ?? silentLogger;
   const timeout = options.requestTimeoutMs ?? 5000;
   const dir = leaseKeys.nodes(prefix, options.region);
-  let client: Etcd3 | undefined = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+  let client: Etcd3 | undefined = createEtcdClient({
+    endpoints,
+    tls: options.tls,
+    auth: options.auth,
+    retryReads: true,
+  });
   const watchers = new Set<Watcher>();
   /** Cancels of unsubscribed watches, awaited by close() before the client closes. */
   const cancels = new Set<Promise<unknown>>();
 
   const list = async (): Promise<ServingNode[]> => {
     if (client === undefined) throw new Error('discovery reader closed');
-    const all = await withTimeout(client.getAll().prefix(dir).options(deadlineIn(timeout)).strings(), timeout, 'discovery list');
+    const all = await withTimeout(
+      client.getAll().prefix(dir).options(deadlineIn(timeout)).strings(),
+      timeout,
+      'discovery list',
+    );
     const nodes: ServingNode[] = [];
     for (const [key, raw] of Object.entries(all)) {
       try {

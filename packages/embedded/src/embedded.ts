@@ -114,7 +114,8 @@ export interface CallOptions {
 }
 
 /** Where an embedded source is in its life. */
-export type EmbeddedState = 'starting' | 'waiting-for-time-source' | 'waiting-for-slot' | 'claiming' | 'running' | 'failed' | 'closed';
+export type EmbeddedState =
+  'starting' | 'waiting-for-time-source' | 'waiting-for-slot' | 'claiming' | 'running' | 'failed' | 'closed';
 
 /** What {@link EmbeddedIdSource.status} reports. */
 export interface EmbeddedStatus {
@@ -225,9 +226,14 @@ class LeasedIdSource implements EmbeddedIdSource {
     this.timeSourceRetryMs = positive('timeSourceRetryMs', options.timeSourceRetryMs ?? 2000);
     this.backoffMaxMs = options.backoff?.maxMs ?? 2000;
     const mode = options.timeSource ?? 'chrony';
-    if (mode !== 'chrony' && mode !== 'none') throw new RangeError(`timeSource must be "chrony" or "none", got ${JSON.stringify(mode)}`);
-    if (typeof options.etcd !== 'object' || options.etcd === null) throw new TypeError('etcd must be the connection options ({ endpoints: [...] })');
-    this.workers = typeof options.workers === 'string' ? parseWorkerRange(options.workers) : (options.workers ?? DEFAULT_EMBEDDED_WORKERS);
+    if (mode !== 'chrony' && mode !== 'none')
+      throw new RangeError(`timeSource must be "chrony" or "none", got ${JSON.stringify(mode)}`);
+    if (typeof options.etcd !== 'object' || options.etcd === null)
+      throw new TypeError('etcd must be the connection options ({ endpoints: [...] })');
+    this.workers =
+      typeof options.workers === 'string'
+        ? parseWorkerRange(options.workers)
+        : (options.workers ?? DEFAULT_EMBEDDED_WORKERS);
 
     this.guard = createGuardedMinter({
       region: options.region,
@@ -249,7 +255,21 @@ class LeasedIdSource implements EmbeddedIdSource {
           ...(Number.isInteger(options.ttlSeconds) && options.keepAliveIntervalMs === undefined
             ? { keepAliveIntervalMs: Math.min(2000, Math.floor(((options.ttlSeconds as number) * 1000) / 3)) }
             : {}),
-          ...pick(options, ['nodeId', 'ttlSeconds', 'keepAliveIntervalMs', 'keepAliveTimeoutMs', 'fenceMarginMs', 'clockBoundMs', 'requestTimeoutMs', 'backoff', 'layout', 'meter', 'logger', 'clock', 'borrowSpare']),
+          ...pick(options, [
+            'nodeId',
+            'ttlSeconds',
+            'keepAliveIntervalMs',
+            'keepAliveTimeoutMs',
+            'fenceMarginMs',
+            'clockBoundMs',
+            'requestTimeoutMs',
+            'backoff',
+            'layout',
+            'meter',
+            'logger',
+            'clock',
+            'borrowSpare',
+          ]),
         },
         this.guard,
       );
@@ -264,7 +284,10 @@ class LeasedIdSource implements EmbeddedIdSource {
       ...(options.chronycPath === undefined ? {} : { chronycPath: options.chronycPath }),
       logger: this.logger,
     });
-    const onFatal = options.onFatal ?? ((reason: string) => this.logger.error({ reason }, 'embedded: clock fenced past maxFenceMs; the source stays fenced'));
+    const onFatal =
+      options.onFatal ??
+      ((reason: string) =>
+        this.logger.error({ reason }, 'embedded: clock fenced past maxFenceMs; the source stays fenced'));
     const offFatal = this.guard.on('fatal', onFatal);
     const offState = this.guard.on('state', (s) => {
       if (s.state === 'serving') this.serveWaiters();
@@ -350,7 +373,8 @@ class LeasedIdSource implements EmbeddedIdSource {
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(signal.reason);
     const deadlineMs = options?.deadlineMs ?? this.deadlineMs;
-    if (!(deadlineMs > 0)) return Promise.reject(new RangeError(`deadlineMs must be above 0, got ${String(deadlineMs)}`));
+    if (!(deadlineMs > 0))
+      return Promise.reject(new RangeError(`deadlineMs must be above 0, got ${String(deadlineMs)}`));
     return new Promise<bigint[]>((resolve, reject) => {
       const startedMs = performance.now();
       const waiter: Waiter = {
@@ -429,10 +453,13 @@ class LeasedIdSource implements EmbeddedIdSource {
       return;
     }
     const untilDeadline = Math.min(...this.waiters.map((x) => x.deadlineAt)) - performance.now();
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      this.serveWaiters();
-    }, Math.max(0, Math.min(RETRY_MS, untilDeadline)));
+    this.retryTimer = setTimeout(
+      () => {
+        this.retryTimer = undefined;
+        this.serveWaiters();
+      },
+      Math.max(0, Math.min(RETRY_MS, untilDeadline)),
+    );
   }
 
   // ---- life cycle ----------------------------------------------------------------------------------
@@ -444,7 +471,10 @@ class LeasedIdSource implements EmbeddedIdSource {
       let reading: TimeSourceReading = await this.timeSource.start();
       while (!reading.healthy) {
         this.state = 'waiting-for-time-source';
-        this.logger.error({ problem: reading.problem, timeSource: reading.message }, 'embedded: time source unhealthy, not minting; re-checking');
+        this.logger.error(
+          { problem: reading.problem, timeSource: reading.message },
+          'embedded: time source unhealthy, not minting; re-checking',
+        );
         await sleep(this.timeSourceRetryMs, signal);
         reading = await this.timeSource.readNow();
       }
@@ -457,10 +487,15 @@ class LeasedIdSource implements EmbeddedIdSource {
       if (this.closed) throw closedError();
       this.failure = isIdClientError(e)
         ? e
-        : new IdsUnavailableError(`the embedded source could not start: ${e instanceof Error ? e.message : String(e)}`, 'start-failed', 0, {
-            cause: e,
-            retryable: isLeaseError(e) ? e.retryable : true,
-          });
+        : new IdsUnavailableError(
+            `the embedded source could not start: ${e instanceof Error ? e.message : String(e)}`,
+            'start-failed',
+            0,
+            {
+              cause: e,
+              retryable: isLeaseError(e) ? e.retryable : true,
+            },
+          );
       this.state = 'failed';
       this.logger.error({ err: this.failure.message }, 'embedded: start failed');
       for (const w of [...this.waiters]) this.settle(w, this.failure);
@@ -482,7 +517,10 @@ class LeasedIdSource implements EmbeddedIdSource {
         if (waited >= this.slotWaitMs) throw this.rangeFull(e, waited);
         if (attempt === 0) {
           this.state = 'waiting-for-slot';
-          this.logger.warn({ region: this.region, workers: `${this.workers.first}-${this.workers.last}`, holders: e.holders.length }, 'embedded: every slot of the range is held; waiting');
+          this.logger.warn(
+            { region: this.region, workers: `${this.workers.first}-${this.workers.last}`, holders: e.holders.length },
+            'embedded: every slot of the range is held; waiting',
+          );
         }
         await sleep(Math.min(delay, this.slotWaitMs - waited), signal);
         delay = Math.min(delay * 2, this.backoffMaxMs);
@@ -569,12 +607,14 @@ function checkCount(count: number): void {
 }
 
 function positive(name: string, v: number): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new RangeError(`${name} must be a number above 0, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+    throw new RangeError(`${name} must be a number above 0, got ${String(v)}`);
   return v;
 }
 
 function nonNegative(name: string, v: number): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0) throw new RangeError(`${name} must be a number of at least 0, got ${String(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < 0)
+    throw new RangeError(`${name} must be a number of at least 0, got ${String(v)}`);
   return v;
 }
 
@@ -594,10 +634,13 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
       clearTimeout(t);
       reject(signal.reason);
     };
-    const t = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const t = setTimeout(
+      () => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, ms),
+    );
     signal.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -68,7 +68,12 @@ export class IdsUnavailableError extends IdClientError {
     readonly waitedMs: number,
     options?: { cause?: unknown; retryable?: boolean },
   ) {
-    super('ids-unavailable', message, options?.retryable ?? true, options?.cause === undefined ? undefined : { cause: options.cause });
+    super(
+      'ids-unavailable',
+      message,
+      options?.retryable ?? true,
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
   }
 }
 

@@ -8,8 +8,20 @@
  * @packageDocumentation
  */
 export { DEFAULT_DEADLINE_MS, DEFAULT_SLOT_WAIT_MS, MAX_NEXT_IDS, createEmbeddedIdSource } from './embedded.js';
-export type { CallOptions, EmbeddedIdSource, EmbeddedIdSourceOptions, EmbeddedState, EmbeddedStatus } from './embedded.js';
-export { IdClientError, IdsUnavailableError, RangeFullError, isIdClientError, isIdsUnavailableError } from './errors.js';
+export type {
+  CallOptions,
+  EmbeddedIdSource,
+  EmbeddedIdSourceOptions,
+  EmbeddedState,
+  EmbeddedStatus,
+} from './embedded.js';
+export {
+  IdClientError,
+  IdsUnavailableError,
+  RangeFullError,
+  isIdClientError,
+  isIdsUnavailableError,
+} from './errors.js';
 export type { AttemptFailure, IdClientErrorCode, UnavailableReason } from './errors.js';
 export { DEFAULT_EMBEDDED_WORKERS, DEFAULT_NODE_WORKERS, slotBudget } from './slot-budget.js';
 export type { SlotBudget } from './slot-budget.js';

@@ -25,14 +25,27 @@ export interface SlotBudget {
  * plus all slots of each borrowed spare code. With the defaults, 18-127 is 110; lending the three spare codes adds
  * 3 × 128 = 384, 494 in all. Arithmetic only: borrowing itself is the lease's.
  */
-export function slotBudget(options: { workers?: WorkerRange | string; borrowedCodes?: number; layout?: Layout } = {}): SlotBudget {
+export function slotBudget(
+  options: { workers?: WorkerRange | string; borrowedCodes?: number; layout?: Layout } = {},
+): SlotBudget {
   const layout = options.layout ?? DEFAULT_LAYOUT;
-  const range = typeof options.workers === 'string' ? parseWorkerRange(options.workers) : (options.workers ?? DEFAULT_EMBEDDED_WORKERS);
+  const range =
+    typeof options.workers === 'string'
+      ? parseWorkerRange(options.workers)
+      : (options.workers ?? DEFAULT_EMBEDDED_WORKERS);
   const borrowedCodes = options.borrowedCodes ?? 0;
   if (!Number.isInteger(borrowedCodes) || borrowedCodes < 0 || borrowedCodes > layout.maxRegion) {
-    throw new RangeError(`borrowedCodes must be an integer from 0 to ${layout.maxRegion}, got ${String(borrowedCodes)}`);
+    throw new RangeError(
+      `borrowedCodes must be an integer from 0 to ${layout.maxRegion}, got ${String(borrowedCodes)}`,
+    );
   }
-  if (!Number.isInteger(range.first) || !Number.isInteger(range.last) || range.first < 0 || range.last > layout.maxWorker || range.first > range.last) {
+  if (
+    !Number.isInteger(range.first) ||
+    !Number.isInteger(range.last) ||
+    range.first < 0 ||
+    range.last > layout.maxWorker ||
+    range.first > range.last
+  ) {
     throw new RangeError(`workers must be a range within 0-${layout.maxWorker}, got ${range.first}-${range.last}`);
   }
   const home = range.last - range.first + 1;

@@ -29,11 +29,18 @@ it('the budget is derived from the configuration: 110 slots by default, 110 + 3 
   expect(slotBudget()).toEqual({ home: 110, borrowed: 0, total: 110 });
   expect(slotBudget({ borrowedCodes: 3 })).toEqual({ home: 110, borrowed: 384, total: 494 });
   expect(slotBudget({ workers: '0-17' }).total).toBe(18); // the nodes' default share
-  expect(slotBudget({ workers: { first: 100, last: 127 }, borrowedCodes: 1 })).toEqual({ home: 28, borrowed: 128, total: 156 });
+  expect(slotBudget({ workers: { first: 100, last: 127 }, borrowedCodes: 1 })).toEqual({
+    home: 28,
+    borrowed: 128,
+    total: 156,
+  });
   expect(() => slotBudget({ workers: '18-128' })).toThrow(RangeError);
   for (const readme of ['README.md', 'packages/embedded/README.md']) {
     const text = readFileSync(join(ROOT, readme), 'utf8');
-    expect({ readme, figures: text.includes('110 + 3 × 128 = 494') && /\*\*110\*\*/.test(text) }).toEqual({ readme, figures: true });
+    expect({ readme, figures: text.includes('110 + 3 × 128 = 494') && /\*\*110\*\*/.test(text) }).toEqual({
+      readme,
+      figures: true,
+    });
   }
 });
 
@@ -63,7 +70,9 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
   for (const e of refused) {
     expect(e).toBeInstanceOf(RangeFullError);
     expect(e).toMatchObject({ reason: 'range-full', region: 3, range: { first: 18, last: 127 }, holders: 110 });
-    expect((e as Error).message).toMatch(/^no free worker slot in region 3's range 18-127 \(110 slots\): 110 held by other holders, still after waiting \d+ ms \(slotWaitMs 5000\)/);
+    expect((e as Error).message).toMatch(
+      /^no free worker slot in region 3's range 18-127 \(110 slots\): 110 held by other holders, still after waiting \d+ ms \(slotWaitMs 5000\)/,
+    );
   }
 
   // Every holder mints, and the 110 sources' IDs never collide.
@@ -72,9 +81,13 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
   expect(new Set(ids.map((id) => DEFAULT_LAYOUT.decompose(id).worker)).size).toBe(110);
 
   // etcd agrees: 110 worker keys, every one kind embedded, none of them in discovery.
-  const records = Object.values(await kv.getAll().prefix(`${prefix}/regions/3/workers/`).strings()).map((v) => JSON.parse(v) as { kind: string });
+  const records = Object.values(await kv.getAll().prefix(`${prefix}/regions/3/workers/`).strings()).map(
+    (v) => JSON.parse(v) as { kind: string },
+  );
   expect(records).toHaveLength(110);
   expect(new Set(records.map((r) => r.kind))).toEqual(new Set(['embedded']));
   expect(await kv.getAll().prefix(`${prefix}/regions/3/nodes/`).keys()).toEqual([]);
-  console.log(`capacity: ${held.length} of 128 sources hold a slot of 18-127; ${refused.length} refused with range-full after slotWaitMs 5000`);
+  console.log(
+    `capacity: ${held.length} of 128 sources hold a slot of 18-127; ${refused.length} refused with range-full after slotWaitMs 5000`,
+  );
 });

@@ -113,12 +113,22 @@ describe('minting in-process', () => {
     expect(worker).toBeLessThanOrEqual(127);
 
     const all = await keys(p);
-    expect(JSON.parse(all[leaseKeys.worker(p, 2, worker)] ?? '{}')).toMatchObject({ nodeId: 'orders-7', kind: 'embedded', address: '' });
+    expect(JSON.parse(all[leaseKeys.worker(p, 2, worker)] ?? '{}')).toMatchObject({
+      nodeId: 'orders-7',
+      kind: 'embedded',
+      address: '',
+    });
     expect(Object.keys(all).filter((k) => k.includes('/nodes/'))).toEqual([]); // no serving address, no discovery record
-    expect(s.status()).toMatchObject({ state: 'running', region: 2, workers: { first: 18, last: 127 }, canMint: true, minted: 14_005 });
+    expect(s.status()).toMatchObject({
+      state: 'running',
+      region: 2,
+      workers: { first: 18, last: 127 },
+      canMint: true,
+      minted: 14_005,
+    });
   });
 
-  it('has the client\'s calls: code written against IdClient takes an embedded source, and the client\'s guards know its errors', async () => {
+  it("has the client's calls: code written against IdClient takes an embedded source, and the client's guards know its errors", async () => {
     const s = source(prefix('shape'), { workers: '0' });
     type Common = Pick<IdClient, 'nextId' | 'nextIds' | 'nextIdString' | 'tryNextId' | 'close'>;
     const asClient: Common = s; // compile-time: the same names and signatures
@@ -141,11 +151,18 @@ describe('minting in-process', () => {
     expect(() => createEmbeddedIdSource({ ...base, region: 2, workers: '18-128' })).toThrow(LeaseConfigError);
     expect(() => createEmbeddedIdSource({ ...base, region: 2, ttlSeconds: 1 })).toThrow(/ttlSeconds/);
     expect(() => createEmbeddedIdSource({ ...base, region: 2, deadlineMs: 0 })).toThrow(/deadlineMs/);
-    expect(() => createEmbeddedIdSource({ etcd: { endpoints: ['etcd:2379'] }, region: 2, timeSource: 'none' })).toThrow(/etcd client URL/);
+    expect(() => createEmbeddedIdSource({ etcd: { endpoints: ['etcd:2379'] }, region: 2, timeSource: 'none' })).toThrow(
+      /etcd client URL/,
+    );
   });
 
   it('derives the keep-alive interval from a short TTL as the server does (a third, at most 2 s)', async () => {
-    const s = source(prefix('ttl3'), { ttlSeconds: 3, keepAliveIntervalMs: undefined, keepAliveTimeoutMs: undefined, fenceMarginMs: undefined });
+    const s = source(prefix('ttl3'), {
+      ttlSeconds: 3,
+      keepAliveIntervalMs: undefined,
+      keepAliveTimeoutMs: undefined,
+      fenceMarginMs: undefined,
+    });
     await s.ready();
     expect(typeof s.nextIdSync()).toBe('bigint');
   });
@@ -184,8 +201,16 @@ describe('refusing rather than guessing', () => {
     const c = source(p, { workers: '41-42', slotWaitMs: 1500 });
     const err = await c.ready().catch((e: unknown) => e);
     expect(err).toBeInstanceOf(RangeFullError);
-    expect(err).toMatchObject({ code: 'ids-unavailable', reason: 'range-full', region: 2, range: { first: 41, last: 42 }, holders: 2 });
-    expect((err as Error).message).toMatch(/no free worker slot in region 2's range 41-42 \(2 slots\): 2 held by other holders, still after waiting \d+ ms \(slotWaitMs 1500\)/);
+    expect(err).toMatchObject({
+      code: 'ids-unavailable',
+      reason: 'range-full',
+      region: 2,
+      range: { first: 41, last: 42 },
+      holders: 2,
+    });
+    expect((err as Error).message).toMatch(
+      /no free worker slot in region 2's range 41-42 \(2 slots\): 2 held by other holders, still after waiting \d+ ms \(slotWaitMs 1500\)/,
+    );
     expect(await c.nextId().catch((e: unknown) => e)).toBe(err);
     expect(caught(() => c.nextIdSync())).toBe(err);
     expect(c.status()).toMatchObject({ state: 'failed', failure: (err as Error).message });
@@ -197,7 +222,7 @@ describe('refusing rather than guessing', () => {
     expect([41, 42]).toContain(d.status().worker);
   });
 
-  it('a layout that differs from etcd\'s stops the start for good (not retryable)', async () => {
+  it("a layout that differs from etcd's stops the start for good (not retryable)", async () => {
     const p = prefix('layout');
     const a = source(p, { workers: '3' });
     await a.ready();

@@ -38,7 +38,12 @@ it('the README example runs and prints IDs it minted in its own process from a s
     });
     const exit = await child.exited;
     expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(20) }).toEqual({ code: 0, output: '' });
-    const printed = JSON.parse(child.stdoutLines.join('\n')) as { id: string; hot: string; batch: string[]; worker: number };
+    const printed = JSON.parse(child.stdoutLines.join('\n')) as {
+      id: string;
+      hot: string;
+      batch: string[];
+      worker: number;
+    };
     const ids = [printed.id, printed.hot, ...printed.batch].map((s) => BigInt(s));
     expect(new Set(ids).size).toBe(5);
     expect(ids.map((id) => DEFAULT_LAYOUT.decompose(id))).toEqual(

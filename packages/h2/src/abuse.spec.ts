@@ -72,11 +72,19 @@ describe('H2Connection against frame floods', () => {
     [
       'empty DATA',
       'empty-frame-flood',
-      () => Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST), repeat(5_000, () => frame(FrameType.DATA, 0, 1))]),
+      () =>
+        Buffer.concat([
+          frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST),
+          repeat(5_000, () => frame(FrameType.DATA, 0, 1)),
+        ]),
     ],
     ['WINDOW_UPDATE', 'window-update-flood', () => repeat(5_000, () => frame(FrameType.WINDOW_UPDATE, 0, 0, words(1)))],
     ['unknown-type', 'ignored-frame-flood', () => repeat(5_000, () => frame(0x42, 0, 0, Buffer.alloc(4)))],
-    ['PRIORITY', 'ignored-frame-flood', () => repeat(5_000, (i) => frame(FrameType.PRIORITY, 0, 2 * i + 1, Buffer.from([0, 0, 0, 0, 16])))],
+    [
+      'PRIORITY',
+      'ignored-frame-flood',
+      () => repeat(5_000, (i) => frame(FrameType.PRIORITY, 0, 2 * i + 1, Buffer.from([0, 0, 0, 0, 16]))),
+    ],
   ];
   it.each(floods)('ends a %s flood with GOAWAY ENHANCE_YOUR_CALM (%s)', async (_, reason, bytes) => {
     server = await start();
@@ -96,7 +104,9 @@ describe('H2Connection against frame floods', () => {
     const n = 2_500;
     for (let i = 0; i < n; i += 100) {
       // 100 requests at a time (under the 128-stream limit), each answer followed by a connection WINDOW_UPDATE.
-      raw.send(repeat(100, (k) => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 2 * (i + k) + 1, REQUEST)));
+      raw.send(
+        repeat(100, (k) => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 2 * (i + k) + 1, REQUEST)),
+      );
       const last = 2 * (i + 99) + 1;
       await raw.waitFor((f) => f.type === FrameType.DATA && f.stream === last);
       raw.send(repeat(100, () => frame(FrameType.WINDOW_UPDATE, 0, 0, words(2))));
@@ -120,7 +130,10 @@ describe('H2Connection limits applied as frames arrive', () => {
   it('ends a flood of empty CONTINUATION frames after its 16th (no buffer per frame)', async () => {
     server = await start();
     raw = await RawClient.open(server.port);
-    raw.send(frame(FrameType.HEADERS, 0, 1, REQUEST.subarray(0, 1)), repeat(10_000, () => frame(FrameType.CONTINUATION, 0, 1)));
+    raw.send(
+      frame(FrameType.HEADERS, 0, 1, REQUEST.subarray(0, 1)),
+      repeat(10_000, () => frame(FrameType.CONTINUATION, 0, 1)),
+    );
     expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
     expect(server.refusals).toEqual(['continuation-flood']);
     await stillServes(server.port);
@@ -129,7 +142,10 @@ describe('H2Connection limits applied as frames arrive', () => {
   it('ends a header block past 64 KiB as its bytes arrive', async () => {
     server = await start({ maxContinuationFrames: 100 });
     raw = await RawClient.open(server.port);
-    raw.send(frame(FrameType.HEADERS, 0, 1, Buffer.alloc(16_384)), repeat(8, () => frame(FrameType.CONTINUATION, 0, 1, Buffer.alloc(16_384))));
+    raw.send(
+      frame(FrameType.HEADERS, 0, 1, Buffer.alloc(16_384)),
+      repeat(8, () => frame(FrameType.CONTINUATION, 0, 1, Buffer.alloc(16_384))),
+    );
     expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
     expect(server.refusals).toEqual(['header-block-too-large']);
   });
@@ -137,7 +153,14 @@ describe('H2Connection limits applied as frames arrive', () => {
   it('ends a SETTINGS frame of 2,730 entries', async () => {
     server = await start();
     raw = await RawClient.open(server.port);
-    raw.send(frame(FrameType.SETTINGS, 0, 0, repeat(2_730, () => Buffer.from([0, 4, 0, 0, 0xff, 0xff]))));
+    raw.send(
+      frame(
+        FrameType.SETTINGS,
+        0,
+        0,
+        repeat(2_730, () => Buffer.from([0, 4, 0, 0, 0xff, 0xff])),
+      ),
+    );
     expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
     expect(server.refusals).toEqual(['settings-entries']);
   });
@@ -150,7 +173,13 @@ describe('H2Connection limits applied as frames arrive', () => {
     // Stream 1 puts a 4,000-byte value in the dynamic table (literal with incremental indexing, new name).
     const name = Buffer.from('x-bomb');
     const value = Buffer.alloc(4_000, 0x61);
-    const insert = Buffer.concat([Buffer.from([0x40]), encodeInteger(name.length, 7), name, encodeInteger(value.length, 7), value]);
+    const insert = Buffer.concat([
+      Buffer.from([0x40]),
+      encodeInteger(name.length, 7),
+      name,
+      encodeInteger(value.length, 7),
+      value,
+    ]);
     raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 1, Buffer.concat([REQUEST, insert])));
     await raw.waitFor((f) => f.type === FrameType.HEADERS && f.stream === 1);
     // Streams 3..41: the request, then index 62 (that entry) 16,000 times across HEADERS + CONTINUATION.
@@ -186,7 +215,9 @@ describe('H2Connection limits applied as frames arrive', () => {
     raw = await RawClient.open(server.port);
     raw.send(repeat(1_000, (i) => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 2 * i + 1, REQUEST)));
     expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
-    const refused = raw.frames.filter((f) => f.type === FrameType.RST_STREAM && f.payload.readUInt32BE(0) === ErrorCode.REFUSED_STREAM);
+    const refused = raw.frames.filter(
+      (f) => f.type === FrameType.RST_STREAM && f.payload.readUInt32BE(0) === ErrorCode.REFUSED_STREAM,
+    );
     expect(refused).toHaveLength(100);
     expect(server.refusals.filter((r) => r === 'stream-limit')).toHaveLength(101);
     expect(server.refusals).toContain('refused-stream-flood');
@@ -198,7 +229,14 @@ describe('H2Connection limits applied as frames arrive', () => {
       started++;
     });
     raw = await RawClient.open(server.port);
-    raw.send(repeat(1_000, (i) => Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, 2 * i + 1, POST), frame(FrameType.WINDOW_UPDATE, 0, 2 * i + 1, words(0))])));
+    raw.send(
+      repeat(1_000, (i) =>
+        Buffer.concat([
+          frame(FrameType.HEADERS, Flag.END_HEADERS, 2 * i + 1, POST),
+          frame(FrameType.WINDOW_UPDATE, 0, 2 * i + 1, words(0)),
+        ]),
+      ),
+    );
     expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
     expect(server.refusals).toEqual(['stream-error-flood']);
     expect(started).toBeLessThanOrEqual(201);

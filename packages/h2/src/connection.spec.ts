@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { connect, constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+} from 'node:http2';
 import fc from 'fast-check';
 import type { H2Connection, H2Stream } from './connection.js';
 import { RawClient, frame, startH2Server, words } from './connection.test-helper.js';
@@ -31,7 +37,10 @@ interface Answer {
 
 function request(client: ClientHttp2Session, headers: Record<string, string>, body?: Buffer): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req: ClientHttp2Stream = client.request({ ':method': body === undefined ? 'GET' : 'POST', ...headers }, { endStream: body === undefined });
+    const req: ClientHttp2Stream = client.request(
+      { ':method': body === undefined ? 'GET' : 'POST', ...headers },
+      { endStream: body === undefined },
+    );
     let answer: IncomingHttpHeaders = {};
     let trailers: IncomingHttpHeaders = {};
     const chunks: Buffer[] = [];
@@ -82,7 +91,9 @@ describe('H2Connection with node:http2 as the client', () => {
 
   it('keeps 300 requests apart on one connection, more than its 128 concurrent streams', async () => {
     const answers = await Promise.all(
-      Array.from({ length: 300 }, (_, i) => request(client, { ':path': `/n/${i}`, 'x-i': String(i) }, Buffer.from(String(i)))),
+      Array.from({ length: 300 }, (_, i) =>
+        request(client, { ':path': `/n/${i}`, 'x-i': String(i) }, Buffer.from(String(i))),
+      ),
     );
     answers.forEach((a, i) => {
       expect(a.headers['x-path']).toBe(`/n/${i}`);
@@ -104,7 +115,9 @@ describe('H2Connection with node:http2 as the client', () => {
     client = connect(`http://127.0.0.1:${server.port}`);
     client.on('error', () => undefined);
     const value = fc
-      .array(fc.oneof(fc.integer({ min: 0x21, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(0x20)), { maxLength: 200 })
+      .array(fc.oneof(fc.integer({ min: 0x21, max: 0x7e }), fc.integer({ min: 0x80, max: 0xff }), fc.constant(0x20)), {
+        maxLength: 200,
+      })
       .map((codes) => String.fromCharCode(...codes).trim());
     const name = fc.stringMatching(/^x-[a-z0-9-]{1,30}$/);
     await fc.assert(
@@ -124,7 +137,10 @@ describe('H2Connection with node:http2 as the client', () => {
       stream.end(Buffer.from('ok'), { 'x-big-trailer': big });
     });
     client.destroy();
-    client = connect(`http://127.0.0.1:${server.port}`, { maxHeaderListPairs: 10, settings: { maxHeaderListSize: 200_000 } });
+    client = connect(`http://127.0.0.1:${server.port}`, {
+      maxHeaderListPairs: 10,
+      settings: { maxHeaderListSize: 200_000 },
+    });
     client.on('error', () => undefined);
     const answer = await request(client, { ':path': '/big-headers' });
     expect(answer.headers['x-big']).toBe(big);
@@ -206,11 +222,14 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
   let server: Awaited<ReturnType<typeof startH2Server>>;
   let raw: RawClient;
   beforeEach(async () => {
-    server = await startH2Server((stream) => {
-      stream.onend = () => {
-        stream.respond(200, { 'content-length': 0 }, true);
-      };
-    }, { maxConcurrentStreams: 2 });
+    server = await startH2Server(
+      (stream) => {
+        stream.onend = () => {
+          stream.respond(200, { 'content-length': 0 }, true);
+        };
+      },
+      { maxConcurrentStreams: 2 },
+    );
   });
   afterEach(async () => {
     raw?.close();
@@ -219,24 +238,80 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
 
   const connectionErrors: [string, () => Buffer[], number][] = [
     ['a bad preface', () => [Buffer.from('PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n')], ErrorCode.PROTOCOL_ERROR],
-    ['a first frame other than SETTINGS', () => [frame(FrameType.PING, 0, 0, Buffer.alloc(8))], ErrorCode.PROTOCOL_ERROR],
-    ['a frame over 16 KiB', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.DATA, 0, 1, Buffer.alloc(16385))], ErrorCode.FRAME_SIZE_ERROR],
-    ['DATA on an idle stream', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.DATA, 0, 1, Buffer.from('x'))], ErrorCode.PROTOCOL_ERROR],
-    ['HEADERS on an even stream', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.HEADERS, Flag.END_HEADERS, 2, REQUEST)], ErrorCode.PROTOCOL_ERROR],
-    ['an undecodable header block', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.HEADERS, Flag.END_HEADERS, 1, Buffer.from([0x80]))], ErrorCode.COMPRESSION_ERROR],
-    ['SETTINGS of a wrong length', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(5))], ErrorCode.FRAME_SIZE_ERROR],
-    ['an initial window over 2^31-1', () => [frame(FrameType.SETTINGS, 0, 0, Buffer.from([0, 4, 0x80, 0, 0, 0]))], ErrorCode.FLOW_CONTROL_ERROR],
-    ['a connection WINDOW_UPDATE of 0', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.WINDOW_UPDATE, 0, 0, words(0))], ErrorCode.PROTOCOL_ERROR],
-    ['a connection window over 2^31-1', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.WINDOW_UPDATE, 0, 0, words(0x7fffffff))], ErrorCode.FLOW_CONTROL_ERROR],
-    ['PUSH_PROMISE from a client', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.PUSH_PROMISE, 0, 1, Buffer.alloc(4))], ErrorCode.PROTOCOL_ERROR],
-    ['CONTINUATION without HEADERS', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.CONTINUATION, Flag.END_HEADERS, 1, REQUEST)], ErrorCode.PROTOCOL_ERROR],
     [
-      'another frame inside a header block',
-      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.HEADERS, 0, 1, REQUEST), frame(FrameType.PING, 0, 0, Buffer.alloc(8))],
+      'a first frame other than SETTINGS',
+      () => [frame(FrameType.PING, 0, 0, Buffer.alloc(8))],
       ErrorCode.PROTOCOL_ERROR,
     ],
-    ['a PING of 7 bytes', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.PING, 0, 0, Buffer.alloc(7))], ErrorCode.FRAME_SIZE_ERROR],
-    ['RST_STREAM on stream 0', () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.RST_STREAM, 0, 0, words(8))], ErrorCode.PROTOCOL_ERROR],
+    [
+      'a frame over 16 KiB',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.DATA, 0, 1, Buffer.alloc(16385))],
+      ErrorCode.FRAME_SIZE_ERROR,
+    ],
+    [
+      'DATA on an idle stream',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.DATA, 0, 1, Buffer.from('x'))],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'HEADERS on an even stream',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.HEADERS, Flag.END_HEADERS, 2, REQUEST)],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'an undecodable header block',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.HEADERS, Flag.END_HEADERS, 1, Buffer.from([0x80]))],
+      ErrorCode.COMPRESSION_ERROR,
+    ],
+    [
+      'SETTINGS of a wrong length',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.SETTINGS, 0, 0, Buffer.alloc(5))],
+      ErrorCode.FRAME_SIZE_ERROR,
+    ],
+    [
+      'an initial window over 2^31-1',
+      () => [frame(FrameType.SETTINGS, 0, 0, Buffer.from([0, 4, 0x80, 0, 0, 0]))],
+      ErrorCode.FLOW_CONTROL_ERROR,
+    ],
+    [
+      'a connection WINDOW_UPDATE of 0',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.WINDOW_UPDATE, 0, 0, words(0))],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'a connection window over 2^31-1',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.WINDOW_UPDATE, 0, 0, words(0x7fffffff))],
+      ErrorCode.FLOW_CONTROL_ERROR,
+    ],
+    [
+      'PUSH_PROMISE from a client',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.PUSH_PROMISE, 0, 1, Buffer.alloc(4))],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'CONTINUATION without HEADERS',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.CONTINUATION, Flag.END_HEADERS, 1, REQUEST)],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'another frame inside a header block',
+      () => [
+        frame(FrameType.SETTINGS, 0, 0),
+        frame(FrameType.HEADERS, 0, 1, REQUEST),
+        frame(FrameType.PING, 0, 0, Buffer.alloc(8)),
+      ],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
+    [
+      'a PING of 7 bytes',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.PING, 0, 0, Buffer.alloc(7))],
+      ErrorCode.FRAME_SIZE_ERROR,
+    ],
+    [
+      'RST_STREAM on stream 0',
+      () => [frame(FrameType.SETTINGS, 0, 0), frame(FrameType.RST_STREAM, 0, 0, words(8))],
+      ErrorCode.PROTOCOL_ERROR,
+    ],
   ];
   it.each(connectionErrors)('ends the connection with GOAWAY on %s', async (_, bytes, code) => {
     raw = await RawClient.open(server.port, false);
@@ -253,14 +328,74 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
 
   const fieldsOf = (pairs: [string, string][]): Buffer => encodeHeaders(pairs);
   const malformed: [string, [string, string][]][] = [
-    ['no :path', [[':method', 'GET'], [':scheme', 'http']]],
-    ['an unknown pseudo-header', [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], [':protocol', 'x']]],
-    ['a pseudo-header after a regular field', [[':method', 'GET'], ['x-a', '1'], [':scheme', 'http'], [':path', '/']]],
-    ['a repeated :path', [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], [':path', '/b']]],
-    ['an uppercase name', [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], ['X-Up', '1']]],
-    ['a connection header', [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], ['connection', 'keep-alive']]],
-    ['te: gzip', [[':method', 'GET'], [':scheme', 'http'], [':path', '/'], ['te', 'gzip']]],
-    ['CONNECT', [[':method', 'CONNECT'], [':authority', 'a:1']]],
+    [
+      'no :path',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+      ],
+    ],
+    [
+      'an unknown pseudo-header',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+        [':path', '/'],
+        [':protocol', 'x'],
+      ],
+    ],
+    [
+      'a pseudo-header after a regular field',
+      [
+        [':method', 'GET'],
+        ['x-a', '1'],
+        [':scheme', 'http'],
+        [':path', '/'],
+      ],
+    ],
+    [
+      'a repeated :path',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+        [':path', '/'],
+        [':path', '/b'],
+      ],
+    ],
+    [
+      'an uppercase name',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+        [':path', '/'],
+        ['X-Up', '1'],
+      ],
+    ],
+    [
+      'a connection header',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+        [':path', '/'],
+        ['connection', 'keep-alive'],
+      ],
+    ],
+    [
+      'te: gzip',
+      [
+        [':method', 'GET'],
+        [':scheme', 'http'],
+        [':path', '/'],
+        ['te', 'gzip'],
+      ],
+    ],
+    [
+      'CONNECT',
+      [
+        [':method', 'CONNECT'],
+        [':authority', 'a:1'],
+      ],
+    ],
   ];
   it.each(malformed)('resets a request with %s (PROTOCOL_ERROR) and keeps the connection', async (_, pairs) => {
     raw = await RawClient.open(server.port);
@@ -274,7 +409,12 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
 
   it('answers 431 to a header list over its limit, and keeps the connection', async () => {
     raw = await RawClient.open(server.port);
-    const big = fieldsOf([[':method', 'GET'], [':scheme', 'http'], [':path', '/'], ...Array.from({ length: 70 }, (_, i): [string, string] => [`x-${i}`, 'v'])]);
+    const big = fieldsOf([
+      [':method', 'GET'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      ...Array.from({ length: 70 }, (_, i): [string, string] => [`x-${i}`, 'v']),
+    ]);
     raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 1, big));
     const answer = await raw.waitFor((f) => f.type === FrameType.HEADERS && f.stream === 1);
     expect(statusOf(answer)).toBe('431');
@@ -293,8 +433,16 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
 
   it('resets a stream whose body does not match its content-length', async () => {
     raw = await RawClient.open(server.port);
-    const post = fieldsOf([[':method', 'POST'], [':scheme', 'http'], [':path', '/'], ['content-length', '3']]);
-    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, post), frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('four')));
+    const post = fieldsOf([
+      [':method', 'POST'],
+      [':scheme', 'http'],
+      [':path', '/'],
+      ['content-length', '3'],
+    ]);
+    raw.send(
+      frame(FrameType.HEADERS, Flag.END_HEADERS, 1, post),
+      frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('four')),
+    );
     const rst = await raw.waitFor((f) => f.type === FrameType.RST_STREAM && f.stream === 1);
     expect(rst.payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
   });
@@ -303,7 +451,18 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
     await server.close();
     server = await startH2Server(() => undefined, { initialWindowSize: 1000 });
     raw = await RawClient.open(server.port);
-    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, fieldsOf([[':method', 'POST'], [':scheme', 'http'], [':path', '/']])));
+    raw.send(
+      frame(
+        FrameType.HEADERS,
+        Flag.END_HEADERS,
+        1,
+        fieldsOf([
+          [':method', 'POST'],
+          [':scheme', 'http'],
+          [':path', '/'],
+        ]),
+      ),
+    );
     await raw.waitFor((f) => f.type === FrameType.SETTINGS && (f.flags & Flag.ACK) !== 0);
     raw.send(frame(FrameType.SETTINGS, Flag.ACK, 0), frame(FrameType.DATA, 0, 1, Buffer.alloc(1001)));
     const rst = await raw.waitFor((f) => f.type === FrameType.RST_STREAM && f.stream === 1);
@@ -319,7 +478,10 @@ describe('H2Connection refuses what RFC 9113 says to refuse', () => {
     expect((await raw.waitFor((f) => f.type === FrameType.SETTINGS && f.flags === Flag.ACK)).payload.length).toBe(0);
     // HEADERS padded with 3 bytes and split in two, then CONTINUATION.
     const padded = Buffer.concat([Buffer.from([3]), REQUEST.subarray(0, 2), Buffer.alloc(3)]);
-    raw.send(frame(FrameType.HEADERS, Flag.PADDED | Flag.END_STREAM, 1, padded), frame(FrameType.CONTINUATION, Flag.END_HEADERS, 1, REQUEST.subarray(2)));
+    raw.send(
+      frame(FrameType.HEADERS, Flag.PADDED | Flag.END_STREAM, 1, padded),
+      frame(FrameType.CONTINUATION, Flag.END_HEADERS, 1, REQUEST.subarray(2)),
+    );
     expect(statusOf(await raw.waitFor((f) => f.type === FrameType.HEADERS && f.stream === 1))).toBe('200');
   });
 });
@@ -328,7 +490,11 @@ describe('H2Connection against rapid reset (CVE-2023-44487)', () => {
   it('ends a connection whose peer resets more open streams a second than allowed, not one within it', async () => {
     const server = await startH2Server(() => undefined, { maxResetsPerSecond: 10 });
     const openAndReset = (raw: RawClient, ids: number[]): void => {
-      for (const id of ids) raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, id, REQUEST), frame(FrameType.RST_STREAM, 0, id, words(ErrorCode.CANCEL)));
+      for (const id of ids)
+        raw.send(
+          frame(FrameType.HEADERS, Flag.END_HEADERS, id, REQUEST),
+          frame(FrameType.RST_STREAM, 0, id, words(ErrorCode.CANCEL)),
+        );
     };
     try {
       const calm = await RawClient.open(server.port);
@@ -370,7 +536,11 @@ describe('H2Connection under random frames', () => {
       const types = fc.oneof(fc.integer({ min: 0, max: 9 }), fc.integer({ min: 10, max: 255 }));
       const frameArb = fc.record({
         type: types,
-        flags: fc.oneof(fc.constant(0), fc.constant(Flag.END_HEADERS | Flag.END_STREAM), fc.integer({ min: 0, max: 255 })),
+        flags: fc.oneof(
+          fc.constant(0),
+          fc.constant(Flag.END_HEADERS | Flag.END_STREAM),
+          fc.integer({ min: 0, max: 255 }),
+        ),
         stream: fc.constantFrom(0, 1, 3, 5, 2, 0x7fffffff),
         payload: fc.oneof(
           fc.uint8Array({ maxLength: 64 }).map((a) => Buffer.from(a)),
@@ -386,10 +556,13 @@ describe('H2Connection under random frames', () => {
             raw.send(...frames.map((f) => frame(f.type, f.flags, f.stream, f.payload)));
             raw.send(frame(FrameType.PING, 0, 0, Buffer.from('liveness')));
             // Either the connection is still served (our PING answered) or it ended after a GOAWAY.
-            const answered = (): boolean => raw.frames.some((f) => f.type === FrameType.PING && f.payload.toString() === 'liveness');
+            const answered = (): boolean =>
+              raw.frames.some((f) => f.type === FrameType.PING && f.payload.toString() === 'liveness');
             await waitUntil(() => answered() || raw.ended);
             // Ended: with our GOAWAY, unless the random frames held one of the client's (then ending is the answer).
-            const clientWentAway = frames.some((f) => f.type === FrameType.GOAWAY && f.stream === 0 && f.payload.length >= 8);
+            const clientWentAway = frames.some(
+              (f) => f.type === FrameType.GOAWAY && f.stream === 0 && f.payload.length >= 8,
+            );
             if (!answered() && !clientWentAway) expect(raw.frames.some((f) => f.type === FrameType.GOAWAY)).toBe(true);
           } finally {
             raw.close();
@@ -437,7 +610,8 @@ describe('H2Connection stream states (RFC 9113 §5.1)', () => {
     raw.close();
     await server.close();
   });
-  const rstOn = (id: number) => (f: { type: number; stream: number }) => f.type === FrameType.RST_STREAM && f.stream === id;
+  const rstOn = (id: number) => (f: { type: number; stream: number }) =>
+    f.type === FrameType.RST_STREAM && f.stream === id;
 
   it('applies END_STREAM of HEADERS before the handler answers: no RST_STREAM, and a later DATA is STREAM_CLOSED', async () => {
     raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 1, REQUEST));
@@ -456,7 +630,10 @@ describe('H2Connection stream states (RFC 9113 §5.1)', () => {
     raw.send(frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.from('five!')));
     expect((await raw.waitFor(rstOn(1))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
     // A well-formed one closes quietly when its body ends.
-    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 3, POST), frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')));
+    raw.send(
+      frame(FrameType.HEADERS, Flag.END_HEADERS, 3, POST),
+      frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')),
+    );
     raw.send(frame(FrameType.PING, 0, 0, Buffer.from('afterall')));
     await raw.waitFor((f) => f.type === FrameType.PING);
     expect(raw.frames.some(rstOn(3))).toBe(false);
@@ -464,21 +641,30 @@ describe('H2Connection stream states (RFC 9113 §5.1)', () => {
   });
 
   it('treats frames after the client’s RST_STREAM as STREAM_CLOSED, and ignores those after its own', async () => {
-    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST), frame(FrameType.RST_STREAM, 0, 1, words(ErrorCode.CANCEL)));
+    raw.send(
+      frame(FrameType.HEADERS, Flag.END_HEADERS, 1, POST),
+      frame(FrameType.RST_STREAM, 0, 1, words(ErrorCode.CANCEL)),
+    );
     raw.send(frame(FrameType.DATA, 0, 1, Buffer.from('four')));
     expect((await raw.waitFor(rstOn(1))).payload.readUInt32BE(0)).toBe(ErrorCode.STREAM_CLOSED);
     // Stream 3 is reset by the server (a WINDOW_UPDATE of 0 is a stream error): what the client sent after it may
     // have crossed that RST_STREAM, and is ignored.
     raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS, 3, POST), frame(FrameType.WINDOW_UPDATE, 0, 3, words(0)));
     expect((await raw.waitFor(rstOn(3))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
-    raw.send(frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')), frame(FrameType.PING, 0, 0, Buffer.from('ignored?')));
+    raw.send(
+      frame(FrameType.DATA, Flag.END_STREAM, 3, Buffer.from('four')),
+      frame(FrameType.PING, 0, 0, Buffer.from('ignored?')),
+    );
     await raw.waitFor((f) => f.type === FrameType.PING);
     expect(raw.frames.filter(rstOn(3))).toHaveLength(1);
     expect(raw.frames.some((f) => f.type === FrameType.GOAWAY)).toBe(false);
   });
 
   it('refuses HEADERS on a stream below the last one opened (PROTOCOL_ERROR)', async () => {
-    raw.send(frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 5, REQUEST), frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 3, REQUEST));
+    raw.send(
+      frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 5, REQUEST),
+      frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 3, REQUEST),
+    );
     expect(await raw.goawayCode()).toBe(ErrorCode.PROTOCOL_ERROR);
   });
 
@@ -510,7 +696,10 @@ describe('H2Connection reading frames in pieces', () => {
         [':scheme', 'http'],
         [':path', '/drip'],
       ]);
-      const bytes = Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, 1, post), frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.alloc(3_000, 0x64))]);
+      const bytes = Buffer.concat([
+        frame(FrameType.HEADERS, Flag.END_HEADERS, 1, post),
+        frame(FrameType.DATA, Flag.END_STREAM, 1, Buffer.alloc(3_000, 0x64)),
+      ]);
       for (let at = 0; at < bytes.length; at += 7) {
         raw.send(bytes.subarray(at, at + 7));
         if (at % 700 === 0) await new Promise((r) => setImmediate(r)); // let some reads see a part of a frame

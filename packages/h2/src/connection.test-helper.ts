@@ -142,7 +142,9 @@ export class RawClient {
   }
 
   describe(): string {
-    return JSON.stringify(this.frames.map((f) => ({ type: f.type, flags: f.flags, stream: f.stream, length: f.payload.length })));
+    return JSON.stringify(
+      this.frames.map((f) => ({ type: f.type, flags: f.flags, stream: f.stream, length: f.payload.length })),
+    );
   }
 
   close(): void {

@@ -197,7 +197,12 @@ export class H2Stream {
 
   /** Ends the response: optional last bytes, then trailers (a record, or a block from {@link encodeHeaders}) or END_STREAM. */
   end(data?: Uint8Array, trailers?: H2ResponseHeaders): void {
-    this.connection.sendData(this, data ?? EMPTY, true, trailers === undefined ? undefined : this.connection.encodeFields(trailers));
+    this.connection.sendData(
+      this,
+      data ?? EMPTY,
+      true,
+      trailers === undefined ? undefined : this.connection.encodeFields(trailers),
+    );
   }
 
   /** Resets the stream (RST_STREAM `code`, default CANCEL) and closes it. */
@@ -355,7 +360,9 @@ export class H2Connection {
     // A peer that connects and never says it speaks HTTP/2 (preface and SETTINGS) holds a socket for nothing.
     this.prefaceTimer = setTimeout(() => {
       if (!this.settingsSeen && !this.dead) {
-        this.fail(new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'no preface and SETTINGS in time', 'preface-timeout'));
+        this.fail(
+          new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'no preface and SETTINGS in time', 'preface-timeout'),
+        );
         this.socket.destroy();
       }
     }, options.prefaceTimeoutMs ?? 4_000);
@@ -440,7 +447,8 @@ export class H2Connection {
       if (!this.parse(whole)) return;
       data = data.subarray(n);
     }
-    if (data.length === 0 || this.parse(this.input.length === 0 ? data : Buffer.concat([this.input, data]))) this.flush();
+    if (data.length === 0 || this.parse(this.input.length === 0 ? data : Buffer.concat([this.input, data])))
+      this.flush();
   }
 
   /** Parses the frames in `input`, keeps a partial one for the next read; false when the connection ended. */
@@ -458,7 +466,8 @@ export class H2Connection {
       }
       while (input.length - at >= FRAME_HEADER_LENGTH) {
         const length = input.readUIntBE(at, 3);
-        if (length > DEFAULT_MAX_FRAME_SIZE) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
+        if (length > DEFAULT_MAX_FRAME_SIZE)
+          throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, `frame of ${length} bytes`);
         if (input.length - at - FRAME_HEADER_LENGTH < length) {
           // The rest of this frame comes in later reads: into a buffer of its size.
           this.frameBuf = Buffer.allocUnsafe(FRAME_HEADER_LENGTH + length);
@@ -512,7 +521,8 @@ export class H2Connection {
       case FrameType.PING:
         if (id !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
         if (end - start !== 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING of the wrong size');
-        if (++this.counts.pings > this.limits.pings) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'PING flood', 'ping-flood');
+        if (++this.counts.pings > this.limits.pings)
+          throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'PING flood', 'ping-flood');
         if ((flags & Flag.ACK) === 0) this.writer.frame(FrameType.PING, Flag.ACK, 0, buf, start, end);
         return;
       case FrameType.GOAWAY:
@@ -582,7 +592,8 @@ export class H2Connection {
       throw new H2ConnectionError(ErrorCode.STREAM_CLOSED, `frame of type ${type} on a stream the client ended`);
     }
     // Closed long ago (or never opened, below a newer stream).
-    if (type === FrameType.HEADERS) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}, below the last one opened`);
+    if (type === FrameType.HEADERS)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `HEADERS on stream ${id}, below the last one opened`);
     if (type === FrameType.DATA) this.streamErrorOnClosed(id, ErrorCode.STREAM_CLOSED);
   }
 
@@ -591,7 +602,8 @@ export class H2Connection {
     const length = end - start;
     // The whole frame counts against the windows, padding included (RFC 9113 §6.9.1), whatever its stream.
     this.connRecvWindow -= length;
-    if (this.connRecvWindow < 0) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
+    if (this.connRecvWindow < 0)
+      throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'DATA past the connection window');
     this.connRecvUnacked += length;
     if (this.connRecvUnacked >= this.connectionWindow >>> 1) {
       this.writer.frameWords(FrameType.WINDOW_UPDATE, 0, 0, this.connRecvUnacked);
@@ -602,7 +614,8 @@ export class H2Connection {
     let dataEnd = end;
     if ((flags & Flag.PADDED) !== 0) {
       const pad = buf[start] ?? 0;
-      if (length === 0 || pad >= length) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
+      if (length === 0 || pad >= length)
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'padding longer than the frame');
       dataStart = start + 1;
       dataEnd = end - pad;
     }
@@ -626,7 +639,10 @@ export class H2Connection {
       return;
     }
     stream.received += dataEnd - dataStart;
-    if (stream.declaredLength >= 0 && (stream.received > stream.declaredLength || (endStream && stream.received !== stream.declaredLength))) {
+    if (
+      stream.declaredLength >= 0 &&
+      (stream.received > stream.declaredLength || (endStream && stream.received !== stream.declaredLength))
+    ) {
       this.streamError(stream, ErrorCode.PROTOCOL_ERROR); // content-length does not match the body (RFC 9113 §8.1.1)
       return;
     }
@@ -685,12 +701,18 @@ export class H2Connection {
   }
 
   private onContinuation(flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (this.block.stream === 0 || this.block.stream !== id) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
+    if (this.block.stream === 0 || this.block.stream !== id)
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without HEADERS');
     const wrong = this.block.add(buf, start, end);
     if (wrong === 'too-many') {
-      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block in too many CONTINUATION frames', 'continuation-flood');
+      throw new H2ConnectionError(
+        ErrorCode.ENHANCE_YOUR_CALM,
+        'header block in too many CONTINUATION frames',
+        'continuation-flood',
+      );
     }
-    if (wrong === 'too-large') throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large', 'header-block-too-large');
+    if (wrong === 'too-large')
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'header block too large', 'header-block-too-large');
     if ((flags & Flag.END_HEADERS) === 0) return;
     const endStream = this.block.endStream;
     const { block, length } = this.block.take();
@@ -705,7 +727,8 @@ export class H2Connection {
       // Decoded in full (the table is connection state) but kept only up to the limits.
       listSize = this.decoder.decode(buf, start, end, fields, this.maxHeaderListSize, this.maxHeaderPairs + 1);
     } catch (e) {
-      if (e instanceof HpackError) throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, `header compression: ${e.message}`);
+      if (e instanceof HpackError)
+        throw new H2ConnectionError(ErrorCode.COMPRESSION_ERROR, `header compression: ${e.message}`);
       throw e;
     }
     const existing = this.streams.get(id);
@@ -714,7 +737,8 @@ export class H2Connection {
       this.activeAt = this.readAt;
       if (existing.state === 'half-closed (remote)') this.streamError(existing, ErrorCode.STREAM_CLOSED);
       else if (!endStream || hasPseudo(fields)) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
-      else if (existing.declaredLength >= 0 && existing.received !== existing.declaredLength) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
+      else if (existing.declaredLength >= 0 && existing.received !== existing.declaredLength)
+        this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
       else this.remoteEnd(existing);
       return;
     }
@@ -731,19 +755,25 @@ export class H2Connection {
     if (this.streams.size >= this.maxConcurrent) {
       this.refused('stream-limit');
       if (++this.counts.refusedStreams > this.limits.refusedStreams) {
-        throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams over the limit', 'refused-stream-flood');
+        throw new H2ConnectionError(
+          ErrorCode.ENHANCE_YOUR_CALM,
+          'too many streams over the limit',
+          'refused-stream-flood',
+        );
       }
       this.refuse(id);
       return;
     }
     const pseudo = { method: '', path: '', authority: '', scheme: '' };
     const headers: H2Headers = {};
-    const tooLarge = this.decoder.truncated || fields.length / 2 > this.maxHeaderPairs || listSize > this.maxHeaderListSize;
+    const tooLarge =
+      this.decoder.truncated || fields.length / 2 > this.maxHeaderPairs || listSize > this.maxHeaderListSize;
     const malformed = tooLarge ? undefined : parseRequestFields(fields, pseudo, headers);
     const length = headers['content-length'];
     const declaredLength = length === undefined ? -1 : Number(length);
     const badLength =
-      length !== undefined && (!(declaredLength >= 0 && Number.isSafeInteger(declaredLength)) || (endStream && declaredLength > 0))
+      length !== undefined &&
+      (!(declaredLength >= 0 && Number.isSafeInteger(declaredLength)) || (endStream && declaredLength > 0))
         ? 'a content-length the body does not match'
         : undefined;
     if (malformed !== undefined || badLength !== undefined) {
@@ -817,7 +847,8 @@ export class H2Connection {
 
   private onSettings(flags: number, id: number, buf: Buffer, start: number, end: number): void {
     if (id !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
-    if (++this.counts.settings > this.limits.settings) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'SETTINGS flood', 'settings-flood');
+    if (++this.counts.settings > this.limits.settings)
+      throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'SETTINGS flood', 'settings-flood');
     if ((flags & Flag.ACK) !== 0) {
       if (end !== start) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
       return;
@@ -830,12 +861,15 @@ export class H2Connection {
     for (let at = start; at < end; at += 6) {
       const setting = buf.readUInt16BE(at);
       const value = buf.readUInt32BE(at + 2);
-      if (setting === Setting.ENABLE_PUSH && value > 1) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH above 1');
+      if (setting === Setting.ENABLE_PUSH && value > 1)
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'ENABLE_PUSH above 1');
       if (setting === Setting.INITIAL_WINDOW_SIZE) {
-        if (value > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE above 2^31-1');
+        if (value > MAX_WINDOW)
+          throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'INITIAL_WINDOW_SIZE above 2^31-1');
         initialWindow = value; // the last one in the frame counts: applied once, below
       } else if (setting === Setting.MAX_FRAME_SIZE) {
-        if (value < DEFAULT_MAX_FRAME_SIZE || value > 0xff_ffff) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
+        if (value < DEFAULT_MAX_FRAME_SIZE || value > 0xff_ffff)
+          throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'MAX_FRAME_SIZE out of range');
         this.peerMaxFrame = value;
       }
       // HEADER_TABLE_SIZE: we never index responses (and say so in our first block); the rest is advisory.
@@ -849,7 +883,8 @@ export class H2Connection {
     if (delta === 0) return;
     this.streams.forEach((stream) => {
       stream.sendWindow += delta;
-      if (stream.sendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
+      if (stream.sendWindow > MAX_WINDOW)
+        throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
     });
     if (delta > 0) this.streams.forEach((stream) => this.pump(stream));
   }
@@ -863,7 +898,8 @@ export class H2Connection {
     if (id === 0) {
       if (increment === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE of 0');
       this.connSendWindow += increment;
-      if (this.connSendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+      if (this.connSendWindow > MAX_WINDOW)
+        throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
       const blocked = this.blocked;
       this.blocked = [];
       for (const stream of blocked) this.pump(stream);
@@ -1012,7 +1048,11 @@ export class H2Connection {
       this.writer.frameWords(FrameType.RST_STREAM, 0, stream.id, code);
       this.queueFlush();
     }
-    this.closeStream(stream, code === ErrorCode.NO_ERROR && how === ClosedHow.resetByPeer ? ErrorCode.CANCEL : code, how);
+    this.closeStream(
+      stream,
+      code === ErrorCode.NO_ERROR && how === ClosedHow.resetByPeer ? ErrorCode.CANCEL : code,
+      how,
+    );
   }
 
   /** The handler's part ends: `onclose` once, and the callbacks let go. */
@@ -1118,7 +1158,8 @@ function parseRequestFields(
     const value = fields[i + 1] ?? '';
     if (name.charCodeAt(0) === 0x3a) {
       if (regular) return `pseudo-header ${name} after regular fields`;
-      const bit = name === ':method' ? 1 : name === ':path' ? 2 : name === ':scheme' ? 4 : name === ':authority' ? 8 : 0;
+      const bit =
+        name === ':method' ? 1 : name === ':path' ? 2 : name === ':scheme' ? 4 : name === ':authority' ? 8 : 0;
       if (bit === 0) return `unknown pseudo-header ${name}`;
       if ((seen & bit) !== 0) return `repeated ${name}`;
       seen |= bit;

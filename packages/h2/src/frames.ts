@@ -83,7 +83,14 @@ export class FrameWriter {
   }
 
   /** A frame header followed by `payload` (or by `payloadLength` bytes the caller writes next). */
-  frame(type: number, flags: number, stream: number, payload?: Uint8Array, payloadStart = 0, payloadEnd = payload?.length ?? 0): void {
+  frame(
+    type: number,
+    flags: number,
+    stream: number,
+    payload?: Uint8Array,
+    payloadStart = 0,
+    payloadEnd = payload?.length ?? 0,
+  ): void {
     const length = payloadEnd - payloadStart;
     this.room(FRAME_HEADER_LENGTH + length);
     const b = this.buf;

@@ -28,11 +28,28 @@ export interface H2specResult {
  * Runs h2spec against `127.0.0.1:port` with `path` as every request's `:path` (its cases send GET), all cases
  * or `cases` (e.g. `http2/5.1`), `--strict` when asked, and reads its JUnit report.
  */
-export async function runH2spec(port: number, path: string, options: { strict?: boolean; cases?: string[] } = {}): Promise<H2specResult> {
+export async function runH2spec(
+  port: number,
+  path: string,
+  options: { strict?: boolean; cases?: string[] } = {},
+): Promise<H2specResult> {
   const dir = mkdtempSync(join(tmpdir(), 'h2spec-'));
   try {
     const report = join(dir, 'report.xml');
-    const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-o', '5', '-j', report, ...(options.strict === true ? ['--strict'] : []), ...(options.cases ?? [])];
+    const args = [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(port),
+      '-P',
+      path,
+      '-o',
+      '5',
+      '-j',
+      report,
+      ...(options.strict === true ? ['--strict'] : []),
+      ...(options.cases ?? []),
+    ];
     const exit = await new Promise<{ code: number; output: string }>((done) => {
       execFile(h2specBinary(), args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
@@ -53,11 +70,19 @@ export async function runH2spec(port: number, path: string, options: { strict?: 
       total++;
       const body = m[4] ?? '';
       const id = `${m[1]} ${m[2]}`;
-      if (/<(error|failure)/.test(body)) failed.push(`${id}: ${body.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim()}`);
+      if (/<(error|failure)/.test(body))
+        failed.push(
+          `${id}: ${body
+            .replace(/<[^>]+>/g, ' ')
+            .replace(/\s+/g, ' ')
+            .trim()}`,
+        );
       else if (/<skipped/.test(body)) skipped.push(id);
     }
     if (total === 0 || (exit.code !== 0 && failed.length === 0)) {
-      throw new Error(`h2spec exited ${exit.code} with ${total} cases read from its report:\n${exit.output.slice(-2000)}`);
+      throw new Error(
+        `h2spec exited ${exit.code} with ${total} cases read from its report:\n${exit.output.slice(-2000)}`,
+      );
     }
     return { total, failed, skipped };
   } finally {

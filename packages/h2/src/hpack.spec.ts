@@ -201,7 +201,12 @@ const requestTables: Field[][] = [
 ];
 
 const C3: Step[] = [
-  { block: '8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d', fields: request1, table: requestTables[0] ?? [], size: 57 },
+  {
+    block: '8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d',
+    fields: request1,
+    table: requestTables[0] ?? [],
+    size: 57,
+  },
   { block: '8286 84be 5808 6e6f 2d63 6163 6865', fields: request2, table: requestTables[1] ?? [], size: 110 },
   {
     block: '8287 85bf 400a 6375 7374 6f6d 2d6b 6579 0c63 7573 746f 6d2d 7661 6c75 65',
@@ -654,11 +659,18 @@ const headerList: fc.Arbitrary<Field[]> = fc.array(
 describe('encodeHeaders', () => {
   it('uses the static table: exact matches indexed, name matches with an indexed name', () => {
     expect(encodeHeaders([[':status', '200']]).toString('hex')).toBe('88');
-    expect(encodeHeaders([[':method', 'POST'], [':authority', '']]).toString('hex')).toBe('8381');
+    expect(
+      encodeHeaders([
+        [':method', 'POST'],
+        [':authority', ''],
+      ]).toString('hex'),
+    ).toBe('8381');
     expect(encodeHeaders([[':status', '201']]).toString('hex')).toBe('0803323031');
     // content-type is index 31: 4-bit prefix 15, continuation 16.
     const ascii = (s: string): string => Buffer.from(s).toString('hex');
-    expect(encodeHeaders([['content-type', 'application/grpc']]).toString('hex')).toBe(`0f1010${ascii('application/grpc')}`);
+    expect(encodeHeaders([['content-type', 'application/grpc']]).toString('hex')).toBe(
+      `0f1010${ascii('application/grpc')}`,
+    );
     expect(encodeHeaders([['grpc-status', '0']]).toString('hex')).toBe(`000b${ascii('grpc-status')}0130`);
     expect(encodeHeaders([]).length).toBe(0);
   });
@@ -830,10 +842,16 @@ async function captureNghttp2(
 describe("cross-check with nghttp2's encoder (node:http2 client)", () => {
   const requestArb = fc.record({
     path: fc.stringMatching(/^\/[a-z0-9/._-]{0,30}$/),
-    extra: fc.uniqueArray(fc.tuple(headerName.map((n) => `x-${n}`), headerValue), {
-      maxLength: 12,
-      selector: ([n]) => n,
-    }),
+    extra: fc.uniqueArray(
+      fc.tuple(
+        headerName.map((n) => `x-${n}`),
+        headerValue,
+      ),
+      {
+        maxLength: 12,
+        selector: ([n]) => n,
+      },
+    ),
   });
   const toHeaders = (r: { path: string; extra: [string, string][] }): Record<string, string> => ({
     ':method': 'POST',

@@ -316,7 +316,14 @@ export class HpackDecoder {
    * table stays in step with the peer's) and {@link truncated} is true. A block of 4 KB that references one
    * large table entry thousands of times (an "HPACK bomb") so costs a walk over its bytes, not a list of it.
    */
-  decode(block: Buffer, start: number, end: number, out: string[], maxListSize = Infinity, maxFields = Infinity): number {
+  decode(
+    block: Buffer,
+    start: number,
+    end: number,
+    out: string[],
+    maxListSize = Infinity,
+    maxFields = Infinity,
+  ): number {
     if (start < 0 || start > end || end > block.length) {
       throw new RangeError(`HPACK: block range [${start}, ${end}) outside a buffer of ${block.length} octets`);
     }

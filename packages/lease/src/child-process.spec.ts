@@ -45,7 +45,9 @@ function options(prefix: string, workers: string, nodeId: string): EtcdLeaseOpti
 }
 
 function child(o: EtcdLeaseOptions): ProcessHandle {
-  return spawnProcess(process.execPath, tsNodeArgs(CHILD), { env: { ...process.env, IDGEN_TEST_LEASE: JSON.stringify(o) } });
+  return spawnProcess(process.execPath, tsNodeArgs(CHILD), {
+    env: { ...process.env, IDGEN_TEST_LEASE: JSON.stringify(o) },
+  });
 }
 
 interface ChildEvent {
@@ -130,7 +132,9 @@ describe('holders in child processes', () => {
     for (const l of losers) expect(l['message']).toMatch(/all 5 slots/);
     for (const p of procs) expect(p.lines.filter((l) => l.includes('"unassigned"'))).toEqual([]);
     const uptimes = winners.map((w) => w['uptimeMs'] as number).sort((a, b) => a - b);
-    console.log(`20 processes at once on 2 cores: winners mint-ready ${uptimes.map((u) => u.toFixed(0)).join(', ')} ms after their start`);
+    console.log(
+      `20 processes at once on 2 cores: winners mint-ready ${uptimes.map((u) => u.toFixed(0)).join(', ')} ms after their start`,
+    );
     // clean shutdown of the winners: SIGTERM → release
     const alive = procs.filter((_, i) => outcomes[i]?.event === 'alive');
     await Promise.all(alive.map((p) => p.stop(10_000)));

@@ -62,7 +62,11 @@ describe('lease configuration', () => {
     ['interval too small', { keepAliveIntervalMs: 10 }, /keepAliveIntervalMs must be/],
     ['timeout not below interval', { keepAliveTimeoutMs: 2000 }, /keepAliveTimeoutMs must be/],
     ['margin not below ttl', { fenceMarginMs: 6000 }, /fenceMarginMs must be/],
-    ['interval too long for the ttl', { ttlSeconds: 3, keepAliveIntervalMs: 1500, fenceMarginMs: 1000 }, /would fence between keep-alives/],
+    [
+      'interval too long for the ttl',
+      { ttlSeconds: 3, keepAliveIntervalMs: 1500, fenceMarginMs: 1000 },
+      /would fence between keep-alives/,
+    ],
     ['clock bound negative', { clockBoundMs: -1 }, /clockBoundMs/],
     ['backoff reversed', { backoff: { initialMs: 100, maxMs: 10 } }, /backoff/],
     ['tls with http endpoints', { tls: { ca: 'x' } }, /tls is set/],
@@ -100,7 +104,9 @@ describe('records', () => {
     expect(computeFloor({ ms: 1_800_000_000_000, released: true, nodeId: 'a', at: '' }, o)).toBe(1_800_000_000_000);
     expect(computeFloor({ ms: 1_800_000_000_000, released: false, nodeId: 'a', at: '' }, o)).toBe(1_800_000_006_010);
     // the writer's longer TTL wins: never a floor lower than the truth
-    expect(computeFloor({ ms: 1_800_000_000_000, released: false, nodeId: 'a', at: '', ttlMs: 60_000 }, o)).toBe(1_800_000_060_010);
+    expect(computeFloor({ ms: 1_800_000_000_000, released: false, nodeId: 'a', at: '', ttlMs: 60_000 }, o)).toBe(
+      1_800_000_060_010,
+    );
   });
 
   it.each([
@@ -120,9 +126,15 @@ describe('records', () => {
   it('layout and node garbage are clear errors', () => {
     expect(() => parseLayoutRecord('/p/layout', 'hello')).toThrow(/\/p\/layout holds an unreadable value \(not JSON\)/);
     expect(() => parseLayoutRecord('/p/layout', '{"epochMs":1}')).toThrow(/field timestampBits/);
-    expect(() => parseServingNode('/p/n', '{"nodeId":"a","region":1,"worker":"x","address":""}')).toThrow(/field worker/);
+    expect(() => parseServingNode('/p/n', '{"nodeId":"a","region":1,"worker":"x","address":""}')).toThrow(
+      /field worker/,
+    );
     expect(parseServingNode('/p/n', '{"nodeId":"a","region":1,"worker":2,"address":"h:1","startedAt":"t"}')).toEqual({
-      nodeId: 'a', region: 1, worker: 2, address: 'h:1', startedAt: 't',
+      nodeId: 'a',
+      region: 1,
+      worker: 2,
+      address: 'h:1',
+      startedAt: 't',
     });
   });
 });

@@ -124,7 +124,10 @@ const PREFIX = /^\/[A-Za-z0-9._\-/]{0,255}$/;
 
 /** A default node id: `<hostname>-<pid>-<6 hex>`, sanitised to the node-id alphabet. */
 export function defaultNodeId(): string {
-  const host = hostname().replace(/[^A-Za-z0-9._:-]/g, '-').slice(0, 64) || 'host';
+  const host =
+    hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, '-')
+      .slice(0, 64) || 'host';
   return `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
 }
 
@@ -156,8 +159,13 @@ function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoi
       if (typeof e === 'string') {
         try {
           const url = new URL(e);
-          ok = (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '' && url.port !== '' &&
-            (url.pathname === '/' || url.pathname === '') && url.search === '' && url.username === '';
+          ok =
+            (url.protocol === 'http:' || url.protocol === 'https:') &&
+            url.hostname !== '' &&
+            url.port !== '' &&
+            (url.pathname === '/' || url.pathname === '') &&
+            url.search === '' &&
+            url.username === '';
         } catch {
           ok = false;
         }
@@ -167,8 +175,15 @@ function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoi
     }
   }
   const prefix = o.prefix ?? DEFAULT_PREFIX;
-  if (typeof prefix !== 'string' || !PREFIX.test(prefix) || (prefix.length > 1 && prefix.endsWith('/')) || prefix.includes('//')) {
-    problems.push(`prefix must start with "/", not end with "/", and use letters, digits, "._-/", got ${describe(prefix)}`);
+  if (
+    typeof prefix !== 'string' ||
+    !PREFIX.test(prefix) ||
+    (prefix.length > 1 && prefix.endsWith('/')) ||
+    prefix.includes('//')
+  ) {
+    problems.push(
+      `prefix must start with "/", not end with "/", and use letters, digits, "._-/", got ${describe(prefix)}`,
+    );
   }
   if (o.auth !== undefined) {
     if (typeof o.auth.username !== 'string' || o.auth.username === '' || typeof o.auth.password !== 'string') {
@@ -198,11 +213,15 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
   const { endpoints, prefix } = checkConnection(o, problems);
   const layout = o.layout ?? DEFAULT_LAYOUT;
   const inRegion = (r: unknown): boolean => isInt(r) && r >= 0 && r <= layout.maxRegion;
-  if (!inRegion(o.region)) problems.push(`region must be an integer from 0 to ${layout.maxRegion}, got ${describe(o.region)}`);
+  if (!inRegion(o.region))
+    problems.push(`region must be an integer from 0 to ${layout.maxRegion}, got ${describe(o.region)}`);
   const borrowSpare = o.borrowSpare ?? false;
-  if (typeof borrowSpare !== 'boolean') problems.push(`borrowSpare must be true or false, got ${describe(borrowSpare)}`);
+  if (typeof borrowSpare !== 'boolean')
+    problems.push(`borrowSpare must be true or false, got ${describe(borrowSpare)}`);
   else if (borrowSpare && (o.kind ?? 'service') !== 'embedded') {
-    problems.push('borrowSpare is for embedded callers (kind "embedded"): a serving node on a borrowed code would register under it');
+    problems.push(
+      'borrowSpare is for embedded callers (kind "embedded"): a serving node on a borrowed code would register under it',
+    );
   }
   let workers: WorkerRange = { first: 0, last: layout.maxWorker };
   if (typeof o.workers === 'string') {
@@ -212,11 +231,20 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
       problems.push(...(e as LeaseConfigError).problems);
     }
   } else if (o.workers !== undefined) workers = o.workers;
-  if (!isInt(workers.first) || !isInt(workers.last) || workers.first < 0 || workers.last > layout.maxWorker || workers.first > workers.last) {
-    problems.push(`workers must be a range within 0-${layout.maxWorker} with first ≤ last, got ${describe(workers.first)}-${describe(workers.last)}`);
+  if (
+    !isInt(workers.first) ||
+    !isInt(workers.last) ||
+    workers.first < 0 ||
+    workers.last > layout.maxWorker ||
+    workers.first > workers.last
+  ) {
+    problems.push(
+      `workers must be a range within 0-${layout.maxWorker} with first ≤ last, got ${describe(workers.first)}-${describe(workers.last)}`,
+    );
   }
   const kind = o.kind ?? 'service';
-  if (kind !== 'service' && kind !== 'embedded') problems.push(`kind must be "service" or "embedded", got ${describe(kind)}`);
+  if (kind !== 'service' && kind !== 'embedded')
+    problems.push(`kind must be "service" or "embedded", got ${describe(kind)}`);
   const nodeId = o.nodeId ?? defaultNodeId();
   if (typeof nodeId !== 'string' || !NODE_ID.test(nodeId)) {
     problems.push(`nodeId must be 1-128 letters, digits or "._:-", got ${describe(nodeId)}`);
@@ -227,37 +255,52 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
   const ttlSeconds = o.ttlSeconds ?? DEFAULT_TTL_SECONDS;
   const ttlOk = isInt(ttlSeconds) && ttlSeconds >= MIN_TTL_SECONDS && ttlSeconds <= MAX_TTL_SECONDS;
   if (!ttlOk) {
-    problems.push(`ttlSeconds must be a whole number of seconds from ${MIN_TTL_SECONDS} to ${MAX_TTL_SECONDS}, got ${describe(ttlSeconds)}`);
+    problems.push(
+      `ttlSeconds must be a whole number of seconds from ${MIN_TTL_SECONDS} to ${MAX_TTL_SECONDS}, got ${describe(ttlSeconds)}`,
+    );
   }
   const ttlMs = ttlSeconds * 1000;
   const interval = o.keepAliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS;
-  if (!isInt(interval) || interval < 50) problems.push(`keepAliveIntervalMs must be an integer ≥ 50, got ${describe(interval)}`);
+  if (!isInt(interval) || interval < 50)
+    problems.push(`keepAliveIntervalMs must be an integer ≥ 50, got ${describe(interval)}`);
   const timeout = o.keepAliveTimeoutMs ?? Math.floor((interval * 3) / 4);
   if (!isInt(timeout) || timeout < 10 || timeout >= interval) {
-    problems.push(`keepAliveTimeoutMs must be an integer from 10 to below the interval (${describe(interval)}), got ${describe(timeout)}`);
+    problems.push(
+      `keepAliveTimeoutMs must be an integer from 10 to below the interval (${describe(interval)}), got ${describe(timeout)}`,
+    );
   }
   const margin = o.fenceMarginMs ?? DEFAULT_FENCE_MARGIN_MS;
   if (!isInt(margin) || margin < 0 || (ttlOk && margin >= ttlMs)) {
     problems.push(`fenceMarginMs must be an integer from 0 to below the TTL (${ttlMs} ms), got ${describe(margin)}`);
   }
   // A healthy loop must get each ack before the deadline the previous ack set, or it fences with etcd fine.
-  if (ttlOk && isInt(interval) && isInt(timeout) && isInt(margin) && margin < ttlMs && interval + timeout >= ttlMs - margin) {
+  if (
+    ttlOk &&
+    isInt(interval) &&
+    isInt(timeout) &&
+    isInt(margin) &&
+    margin < ttlMs &&
+    interval + timeout >= ttlMs - margin
+  ) {
     problems.push(
       `keepAliveIntervalMs + keepAliveTimeoutMs (${interval} + ${timeout}) must be below TTL − fenceMarginMs ` +
         `(${ttlMs} − ${margin}), or a healthy lease would fence between keep-alives`,
     );
   }
   const clockBound = o.clockBoundMs ?? DEFAULT_CLOCK_BOUND_MS;
-  if (!isInt(clockBound) || clockBound < 0 || clockBound > 60_000) problems.push(`clockBoundMs must be an integer from 0 to 60000, got ${describe(clockBound)}`);
+  if (!isInt(clockBound) || clockBound < 0 || clockBound > 60_000)
+    problems.push(`clockBoundMs must be an integer from 0 to 60000, got ${describe(clockBound)}`);
   const requestTimeout = o.requestTimeoutMs ?? 5000;
-  if (!isInt(requestTimeout) || requestTimeout < 10) problems.push(`requestTimeoutMs must be an integer ≥ 10, got ${describe(requestTimeout)}`);
+  if (!isInt(requestTimeout) || requestTimeout < 10)
+    problems.push(`requestTimeoutMs must be an integer ≥ 10, got ${describe(requestTimeout)}`);
   const backoffInitial = o.backoff?.initialMs ?? 250;
   const backoffMax = o.backoff?.maxMs ?? 2000;
   if (!isInt(backoffInitial) || !isInt(backoffMax) || backoffInitial < 1 || backoffMax < backoffInitial) {
     problems.push(`backoff must have 1 ≤ initialMs ≤ maxMs, got ${describe(backoffInitial)}..${describe(backoffMax)}`);
   }
   const waitForFreeSlot = o.waitForFreeSlot ?? false;
-  if (typeof waitForFreeSlot !== 'boolean') problems.push(`waitForFreeSlot must be true or false, got ${describe(waitForFreeSlot)}`);
+  if (typeof waitForFreeSlot !== 'boolean')
+    problems.push(`waitForFreeSlot must be true or false, got ${describe(waitForFreeSlot)}`);
   if (problems.length > 0) throw new LeaseConfigError(problems);
   return {
     endpoints,

@@ -80,7 +80,9 @@ export interface KeyRead {
 /** The first of `kvs` as a {@link KeyRead}; `undefined` when there is none. */
 export function firstKey(kvs: readonly IKeyValue[] | undefined): KeyRead | undefined {
   const kv = kvs?.[0];
-  return kv === undefined ? undefined : { value: kv.value.toString('utf8'), lease: String(kv.lease), modRevision: String(kv.mod_revision) };
+  return kv === undefined
+    ? undefined
+    : { value: kv.value.toString('utf8'), lease: String(kv.lease), modRevision: String(kv.mod_revision) };
 }
 
 /** The first key of a range response in a transaction; `undefined` when absent. */
@@ -116,10 +118,13 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
       clearTimeout(timer);
       reject(signal?.reason);
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, Math.max(0, ms));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      },
+      Math.max(0, ms),
+    );
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -57,7 +57,7 @@ describe('layout record', () => {
     const prefix = uniquePrefix('layout');
     const first = lease(options(prefix, { workers: '0-3' }), new RecordingTarget('a'));
     await first.start();
-    expect(JSON.parse(await kv.get(leaseKeys.layout(prefix)).string() ?? 'null')).toEqual(DEFAULT_LAYOUT.toRecord());
+    expect(JSON.parse((await kv.get(leaseKeys.layout(prefix)).string()) ?? 'null')).toEqual(DEFAULT_LAYOUT.toRecord());
 
     const same = lease(options(prefix, { workers: '0-3' }), new RecordingTarget('b'));
     await same.start();
@@ -88,7 +88,10 @@ describe('claiming and keeping a slot', () => {
     const prefix = uniquePrefix('life');
     const target = new RecordingTarget('t');
     const recorded = createRecordingMeter();
-    const l = lease(options(prefix, { workers: '3-3', nodeId: 'node-a', address: '127.0.0.1:7001', meter: recorded.meter }), target);
+    const l = lease(
+      options(prefix, { workers: '3-3', nodeId: 'node-a', address: '127.0.0.1:7001', meter: recorded.meter }),
+      target,
+    );
     const states: LeaseState[] = [];
     l.on('state', (s) => states.push(s.state));
     expect(l.snapshot().state).toBe('idle');
@@ -101,7 +104,10 @@ describe('claiming and keeping a slot', () => {
     expect(snap).toMatchObject({ state: 'alive', region: 1, worker: 3, nodeId: 'node-a', mode: 'etcd' });
     expect(snap.leaseId).toMatch(/^\d+$/);
 
-    const holder = JSON.parse((await kv.get(leaseKeys.worker(prefix, 1, 3)).string()) ?? '{}') as Record<string, unknown>;
+    const holder = JSON.parse((await kv.get(leaseKeys.worker(prefix, 1, 3)).string()) ?? '{}') as Record<
+      string,
+      unknown
+    >;
     expect(holder).toMatchObject({ nodeId: 'node-a', kind: 'service', address: '127.0.0.1:7001' });
     const first = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 3)).string()) ?? '');
     expect(first).toMatchObject({ released: false, nodeId: 'node-a', ttlMs: 2000 });
@@ -109,7 +115,11 @@ describe('claiming and keeping a slot', () => {
     // keep-alives move the deadline and refresh last-ms
     target.mint();
     await target.waitFor((e) => e.kind === 'extend', 5000, 'extend');
-    await target.waitFor((e) => e.kind === 'extend' && e.mono > (target.of('extend')[0]?.mono ?? Infinity), 5000, 'second extend');
+    await target.waitFor(
+      (e) => e.kind === 'extend' && e.mono > (target.of('extend')[0]?.mono ?? Infinity),
+      5000,
+      'second extend',
+    );
     const refreshed = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 1, 3)).string()) ?? '');
     expect(refreshed.ms).toBeGreaterThan(first.ms);
     expect(refreshed.ms).toBeGreaterThanOrEqual(target.lastMinted);
@@ -125,9 +135,13 @@ describe('claiming and keeping a slot', () => {
     // What @idgen/discovery lists: the region's `nodes` keys, parsed.
     const reader = {
       list: async (): Promise<ServingNode[]> =>
-        Object.entries(await kv.getAll().prefix(leaseKeys.nodes(prefix, 1)).strings()).map(([k, v]) => parseServingNode(k, v)),
+        Object.entries(await kv.getAll().prefix(leaseKeys.nodes(prefix, 1)).strings()).map(([k, v]) =>
+          parseServingNode(k, v),
+        ),
     };
-    expect(await reader.list()).toEqual([expect.objectContaining({ nodeId: 'node-a', region: 1, worker: 3, address: '127.0.0.1:7001' })]);
+    expect(await reader.list()).toEqual([
+      expect.objectContaining({ nodeId: 'node-a', region: 1, worker: 3, address: '127.0.0.1:7001' }),
+    ]);
     l.setAddress('127.0.0.1:7002');
     await waitUntil(async () => (await reader.list())[0]?.address === '127.0.0.1:7002', 5000);
 
@@ -165,7 +179,9 @@ describe('claiming and keeping a slot', () => {
     expect(b.assignment?.floorMs).toBe(released.ms);
     expect(b.of('assign')[0]?.wall).toBeGreaterThan(released.ms);
     // report figure (not asserted: tests check ordering, not speed)
-    console.log(`clean takeover: next holder alive ${took.toFixed(1)} ms after start (floor = released ms ${released.ms})`);
+    console.log(
+      `clean takeover: next holder alive ${took.toFixed(1)} ms after start (floor = released ms ${released.ms})`,
+    );
   });
 
   it('a spare (waitForFreeSlot) waits while every slot is held and takes the slot when it frees up', async () => {
@@ -204,7 +220,10 @@ describe('claiming and keeping a slot', () => {
       const targets = Array.from({ length: 20 }, (_, i) => new RecordingTarget(`c${i}`, book));
       // TTL 6 s: a loaded machine must not fence a winner mid-round (its slot would go to a sixth claimer)
       const ls = targets.map((t) =>
-        lease(options(prefix, { workers: '10-14', ttlSeconds: 6, keepAliveIntervalMs: 1000, keepAliveTimeoutMs: 800 }), t),
+        lease(
+          options(prefix, { workers: '10-14', ttlSeconds: 6, keepAliveIntervalMs: 1000, keepAliveTimeoutMs: 800 }),
+          t,
+        ),
       );
       const results = await Promise.allSettled(ls.map((l) => l.start()));
       const won = results.filter((r) => r.status === 'fulfilled').length;
@@ -251,7 +270,10 @@ describe('claiming and keeping a slot', () => {
   it('keeps retrying while etcd is unreachable, until aborted', async () => {
     const port = await freePort();
     const t = new RecordingTarget('x');
-    const l = lease({ ...options(uniquePrefix('down')), endpoints: [`http://127.0.0.1:${port}`], requestTimeoutMs: 300 }, t);
+    const l = lease(
+      { ...options(uniquePrefix('down')), endpoints: [`http://127.0.0.1:${port}`], requestTimeoutMs: 300 },
+      t,
+    );
     const states: string[] = [];
     l.on('state', (s) => states.push(s.message));
     const ac = new AbortController();

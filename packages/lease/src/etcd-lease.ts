@@ -65,7 +65,11 @@ interface Session {
  * that fails on certificates. The node stops with it instead of retrying forever, not ready, in silence.
  */
 export function etcdAccessProblem(e: unknown): string | undefined {
-  if (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError || e instanceof EtcdInvalidAuthTokenError) {
+  if (
+    e instanceof EtcdAuthenticationFailedError ||
+    e instanceof EtcdUserNotFoundError ||
+    e instanceof EtcdInvalidAuthTokenError
+  ) {
     return `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`;
   }
   if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError) {
@@ -166,12 +170,15 @@ class EtcdWorkerLease implements WorkerLease {
     this.address = address;
     const s = this.session;
     if (this.wantRegistered && s !== undefined && s.assigned && !s.ended) {
-      void this.putNode(s).catch((e: unknown) => this.cfg.logger.warn({ err: errorText(e) }, 'lease: re-registering the new address failed'));
+      void this.putNode(s).catch((e: unknown) =>
+        this.cfg.logger.warn({ err: errorText(e) }, 'lease: re-registering the new address failed'),
+      );
     }
   }
 
   async register(): Promise<void> {
-    if (this.releasing !== undefined) throw new LeaseError('released', 'this lease was released; cannot register', false);
+    if (this.releasing !== undefined)
+      throw new LeaseError('released', 'this lease was released; cannot register', false);
     this.wantRegistered = true;
     const s = this.session;
     if (s !== undefined && s.assigned && !s.ended) await this.putNode(s);
@@ -244,7 +251,10 @@ class EtcdWorkerLease implements WorkerLease {
       await this.retrying('layout check', () => this.checkLayout());
       // docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here.
       await this.retrying('region code check', () =>
-        checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, { layout: this.cfg.layout, timeoutMs: this.cfg.requestTimeoutMs }),
+        checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, {
+          layout: this.cfg.layout,
+          timeoutMs: this.cfg.requestTimeoutMs,
+        }),
       );
       await this.acquire(!this.cfg.waitForFreeSlot);
     } catch (e) {
@@ -269,7 +279,10 @@ class EtcdWorkerLease implements WorkerLease {
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         this.lifetime.signal.throwIfAborted();
         const delay = this.backoff(attempt);
-        this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, `lease: ${what} failed; retrying`);
+        this.cfg.logger.warn(
+          { err: errorText(e), attempt, delayMs: Math.round(delay) },
+          `lease: ${what} failed; retrying`,
+        );
         this.setState(this.state, `${what} failed (${errorText(e)}); retrying in ${Math.round(delay)} ms`);
         await sleep(delay, this.lifetime.signal);
       }
@@ -280,7 +293,10 @@ class EtcdWorkerLease implements WorkerLease {
   private async acquire(failFast: boolean): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       this.lifetime.signal.throwIfAborted();
-      this.setState('claiming', attempt === 0 ? 'claiming a worker slot' : `claiming a worker slot (attempt ${attempt + 1})`);
+      this.setState(
+        'claiming',
+        attempt === 0 ? 'claiming a worker slot' : `claiming a worker slot (attempt ${attempt + 1})`,
+      );
       try {
         await this.claimAndWait();
         return;
@@ -290,7 +306,10 @@ class EtcdWorkerLease implements WorkerLease {
         const access = etcdAccessProblem(e);
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         const delay = this.backoff(attempt);
-        this.cfg.logger.warn({ err: errorText(e), attempt, delayMs: Math.round(delay) }, 'lease: claim failed; retrying');
+        this.cfg.logger.warn(
+          { err: errorText(e), attempt, delayMs: Math.round(delay) },
+          'lease: claim failed; retrying',
+        );
         this.setState('claiming', `claim failed (${errorText(e)}); retrying in ${Math.round(delay)} ms`);
         await sleep(delay, this.lifetime.signal);
       }
@@ -391,16 +410,34 @@ class EtcdWorkerLease implements WorkerLease {
       // first; a borrower whose home range is full then tries the spare codes lent to its region (docs/design.md §7).
       const holders: SlotHolder[] = [];
       const refused: string[] = [];
-      let claimed: { region: number; worker: number; last: LastMsRecord | undefined; revision: string; spare?: SpareGuard } | undefined;
+      let claimed:
+        | { region: number; worker: number; last: LastMsRecord | undefined; revision: string; spare?: SpareGuard }
+        | undefined;
       let tried = 0;
-      const tryOne = async (c: { region: number; worker: number }, spare?: SpareGuard): Promise<'next' | 'claimed' | 'withdrawn'> => {
+      const tryOne = async (
+        c: { region: number; worker: number },
+        spare?: SpareGuard,
+      ): Promise<'next' | 'claimed' | 'withdrawn'> => {
         this.checkSession(s);
         this.lifetime.signal.throwIfAborted(); // released meanwhile: claim nothing more
         tried++;
         const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
         const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
-        const holder: WorkerRecord = { nodeId, kind: this.cfg.kind, address: this.address, startedAt: new Date(clock.nowMs()).toISOString() };
-        const outcome = await claimSlot(client, lease, leaseId, { worker: workerKey, lastMs: lastKey }, JSON.stringify(holder), requestTimeoutMs, spare);
+        const holder: WorkerRecord = {
+          nodeId,
+          kind: this.cfg.kind,
+          address: this.address,
+          startedAt: new Date(clock.nowMs()).toISOString(),
+        };
+        const outcome = await claimSlot(
+          client,
+          lease,
+          leaseId,
+          { worker: workerKey, lastMs: lastKey },
+          JSON.stringify(holder),
+          requestTimeoutMs,
+          spare,
+        );
         if (outcome.kind === 'withdrawn') {
           refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
           return 'withdrawn';
@@ -410,7 +447,10 @@ class EtcdWorkerLease implements WorkerLease {
           return 'next';
         }
         if (outcome.kind === 'adopted') {
-          this.cfg.logger.warn({ key: workerKey, leaseId }, 'lease: adopted a worker key our own lease already held (a claim whose answer was lost)');
+          this.cfg.logger.warn(
+            { key: workerKey, leaseId },
+            'lease: adopted a worker key our own lease already held (a claim whose answer was lost)',
+          );
         }
         const last = outcome.lastMs;
         try {
@@ -459,7 +499,11 @@ class EtcdWorkerLease implements WorkerLease {
       s.region = claimed.region;
       s.worker = claimed.worker;
       if (claimed.spare !== undefined) s.spare = claimed.spare;
-      const floorMs = computeFloor(claimed.last, { ttlMs, clockBoundMs: this.cfg.clockBoundMs, epochMs: this.cfg.layout.epochMs });
+      const floorMs = computeFloor(claimed.last, {
+        ttlMs,
+        clockBoundMs: this.cfg.clockBoundMs,
+        epochMs: this.cfg.layout.epochMs,
+      });
       s.floorMs = floorMs;
 
       // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
@@ -495,7 +539,9 @@ class EtcdWorkerLease implements WorkerLease {
       this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
       this.cfg.logger.info({ region: claimed.region, worker: claimed.worker, floorMs, leaseId }, 'lease: alive');
       if (this.wantRegistered) {
-        void this.putNode(s).catch((e: unknown) => this.cfg.logger.warn({ err: errorText(e) }, 'lease: registering in discovery failed'));
+        void this.putNode(s).catch((e: unknown) =>
+          this.cfg.logger.warn({ err: errorText(e) }, 'lease: registering in discovery failed'),
+        );
       }
     } catch (e) {
       this.endSession(s);
@@ -517,10 +563,15 @@ class EtcdWorkerLease implements WorkerLease {
     const w = this.requireClient().watch().key(key).startRevision(from).watcher();
     s.watcher = w;
     const changed = (what: string) => (): void =>
-      this.lose(s, `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`);
+      this.lose(
+        s,
+        `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`,
+      );
     w.on('delete', changed('deleted'));
     w.on('put', changed('overwritten'));
-    w.on('error', (e) => this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'));
+    w.on('error', (e) =>
+      this.cfg.logger.warn({ err: errorText(e), key }, 'lease: the watch on the worker key failed; it reconnects'),
+    );
   }
 
   private checkSession(s: Session): void {
@@ -579,7 +630,15 @@ class EtcdWorkerLease implements WorkerLease {
       const left = timeoutMs - (clock.monoMs() - startMono);
       const keys = { worker: workerKey, lastMs: lastKey };
       // A borrowed slot's refreshes compare its spare record (docs/design.md §7); the final released record does not.
-      const outcome = await writeLastMsRecord(client, s.leaseId, keys, s.lastMsRevision, record, left, released ? undefined : s.spare);
+      const outcome = await writeLastMsRecord(
+        client,
+        s.leaseId,
+        keys,
+        s.lastMsRevision,
+        record,
+        left,
+        released ? undefined : s.spare,
+      );
       if (outcome.kind === 'withdrawn') {
         s.withdrawn = true;
         return `spare code ${s.region} is being reclaimed (${s.spare?.key} changed): the borrowed slot ${s.region}/${s.worker} is given back`;
@@ -590,12 +649,19 @@ class EtcdWorkerLease implements WorkerLease {
         return undefined;
       }
       if (outcome.kind === 'not-held') return 'the worker key is no longer held by this lease';
-      const own = isOwnLateWrite(lastKey, outcome.found, { nodeId: this.cfg.nodeId, leaseId: s.leaseId, highestSentMs: s.sentLastMs });
+      const own = isOwnLateWrite(lastKey, outcome.found, {
+        nodeId: this.cfg.nodeId,
+        leaseId: s.leaseId,
+        highestSentMs: s.sentLastMs,
+      });
       if (own === undefined || outcome.found === undefined) {
         const what = outcome.found === undefined ? 'deleted' : JSON.stringify(outcome.found.value.slice(0, 120));
         return `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (docs/design.md §5, root of trust)`;
       }
-      this.cfg.logger.warn({ key: lastKey, ms: own.ms }, 'lease: a last-ms write given up on had landed; adopting it and writing again');
+      this.cfg.logger.warn(
+        { key: lastKey, ms: own.ms },
+        'lease: a last-ms write given up on had landed; adopting it and writing again',
+      );
       s.lastMsRevision = outcome.found.modRevision;
       s.ackedLastMs = Math.max(s.ackedLastMs, own.ms);
     }
@@ -667,14 +733,20 @@ class EtcdWorkerLease implements WorkerLease {
     clearTimeout(s.fenceTimer);
     if (s.ended) return;
     const delay = s.deadline - this.cfg.clock.monoMs();
-    s.fenceTimer = setTimeout(() => {
-      if (s.ended) return;
-      if (this.cfg.clock.monoMs() >= s.deadline) {
-        this.lose(s, `no keep-alive acknowledged in time: fenced at the deadline (TTL ${this.cfg.ttlMs} ms − margin ${this.cfg.fenceMarginMs} ms), before etcd could expire the lease`);
-      } else {
-        this.armFence(s);
-      }
-    }, Math.max(0, delay));
+    s.fenceTimer = setTimeout(
+      () => {
+        if (s.ended) return;
+        if (this.cfg.clock.monoMs() >= s.deadline) {
+          this.lose(
+            s,
+            `no keep-alive acknowledged in time: fenced at the deadline (TTL ${this.cfg.ttlMs} ms − margin ${this.cfg.fenceMarginMs} ms), before etcd could expire the lease`,
+          );
+        } else {
+          this.armFence(s);
+        }
+      },
+      Math.max(0, delay),
+    );
   }
 
   /** Lease lost or expired: fence at once, count churn, give the lease up, and claim again (docs/design.md §5). */
@@ -707,15 +779,25 @@ class EtcdWorkerLease implements WorkerLease {
     const wasAssigned = s.assigned;
     this.endSession(s);
     if (wasAssigned) this.target.unassign('lease', why);
-    this.cfg.logger.warn({ region: s.region, worker: s.worker, leaseId: s.leaseId, why }, 'lease: giving a borrowed slot back');
+    this.cfg.logger.warn(
+      { region: s.region, worker: s.worker, leaseId: s.leaseId, why },
+      'lease: giving a borrowed slot back',
+    );
     this.setState('fenced', why);
     this.reclaiming = (async () => {
       try {
         const lost = await this.writeLastMs(s, true, this.cfg.requestTimeoutMs);
         if (lost === undefined) this.count(LeaseAttributes.released);
-        else this.cfg.logger.warn({ why: lost }, 'lease: final last-ms of the borrowed slot not written (the handover waits as after a crash)');
+        else
+          this.cfg.logger.warn(
+            { why: lost },
+            'lease: final last-ms of the borrowed slot not written (the handover waits as after a crash)',
+          );
       } catch (e) {
-        this.cfg.logger.warn({ err: errorText(e) }, 'lease: final last-ms of the borrowed slot failed (the handover waits as after a crash)');
+        this.cfg.logger.warn(
+          { err: errorText(e) },
+          'lease: final last-ms of the borrowed slot failed (the handover waits as after a crash)',
+        );
       }
       await this.revokeQuietly(s.lease);
       // A slot given back while claiming is handled by the claim loop; one given back while alive claims again here.
@@ -776,7 +858,11 @@ class EtcdWorkerLease implements WorkerLease {
           const nodeKey = leaseKeys.node(this.cfg.prefix, s.region ?? 0, this.cfg.nodeId);
           try {
             await withTimeout(
-              client.if(nodeKey, 'Lease', '==', s.leaseId).then(client.delete().key(nodeKey)).options(deadlineIn(timeout)).commit(),
+              client
+                .if(nodeKey, 'Lease', '==', s.leaseId)
+                .then(client.delete().key(nodeKey))
+                .options(deadlineIn(timeout))
+                .commit(),
               timeout,
               'deregister',
             );
@@ -789,9 +875,13 @@ class EtcdWorkerLease implements WorkerLease {
             await s.loop?.catch(() => undefined);
             // Minting stopped above, so lastMintedMs() is final: the next holder may start right above it.
             const lost = await this.writeLastMs(s, true, timeout);
-            if (lost !== undefined) this.cfg.logger.warn({ why: lost }, 'lease: final last-ms not written; left as it was');
+            if (lost !== undefined)
+              this.cfg.logger.warn({ why: lost }, 'lease: final last-ms not written; left as it was');
           } catch (e) {
-            this.cfg.logger.warn({ err: errorText(e) }, 'lease: final last-ms write failed (the next holder waits as after a crash)');
+            this.cfg.logger.warn(
+              { err: errorText(e) },
+              'lease: final last-ms write failed (the next holder waits as after a crash)',
+            );
           }
           this.count(LeaseAttributes.released);
         }

@@ -59,7 +59,10 @@ describe('fence before expiry (etcd paused with SIGSTOP)', () => {
     const pausedAt = performance.now();
     etcd.pause();
     const fence = await a.waitFor((e) => e.kind === 'unassign', 10_000, 'fence');
-    const lastAck = a.of('extend').filter((e) => e.mono < fence.mono).at(-1);
+    const lastAck = a
+      .of('extend')
+      .filter((e) => e.mono < fence.mono)
+      .at(-1);
     expect(lastAck?.deadline).toBeDefined();
     // the deadline is (send time of the last acknowledged keep-alive) + TTL − margin
     const lastAckSentMono = (lastAck?.deadline ?? 0) - (TTL_MS - MARGIN_MS);

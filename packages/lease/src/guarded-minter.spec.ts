@@ -99,7 +99,9 @@ describe('the lease driving a real guarded minter', () => {
     expect(g.canMint()).toBe(true);
     const after = mintSome(1000);
     for (const id of after) expect(g.layout.unixMsOf(id)).toBeGreaterThan(lastBeforePause);
-    console.log(`guard fenced ${(fencedAt - pausedAt).toFixed(0)} ms after SIGSTOP; minting again ${(performance.now() - start).toFixed(0)} ms after SIGCONT`);
+    console.log(
+      `guard fenced ${(fencedAt - pausedAt).toFixed(0)} ms after SIGSTOP; minting again ${(performance.now() - start).toFixed(0)} ms after SIGCONT`,
+    );
 
     await l.release();
     expect(fenceReason(g)).not.toBeUndefined();

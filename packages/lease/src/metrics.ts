@@ -17,4 +17,5 @@ export const LeaseAttributes = {
 } as const;
 
 /** The `event` values of {@link LeaseMetrics.churn}. */
-export type ChurnEvent = typeof LeaseAttributes.acquired | typeof LeaseAttributes.lost | typeof LeaseAttributes.released;
+export type ChurnEvent =
+  typeof LeaseAttributes.acquired | typeof LeaseAttributes.lost | typeof LeaseAttributes.released;

@@ -44,8 +44,15 @@ export class RecordingTarget implements LeaseTarget {
   assign(a: WorkerAssignment): void {
     const mono = performance.now();
     for (const other of this.book?.targets ?? []) {
-      if (other !== this && other.assignment?.region === a.region && other.assignment.worker === a.worker && other.canMint(mono)) {
-        this.book?.violations.push(`${this.name} assigned ${a.region}/${a.worker} while ${other.name} could still mint in it`);
+      if (
+        other !== this &&
+        other.assignment?.region === a.region &&
+        other.assignment.worker === a.worker &&
+        other.canMint(mono)
+      ) {
+        this.book?.violations.push(
+          `${this.name} assigned ${a.region}/${a.worker} while ${other.name} could still mint in it`,
+        );
       }
     }
     this.assignment = a;
@@ -57,7 +64,13 @@ export class RecordingTarget implements LeaseTarget {
   extend(e: LeaseExtension): void {
     if (e.deadlineMonoMs > this.deadline) this.deadline = e.deadlineMonoMs;
     if (e.ceilingMs > this.ceiling) this.ceiling = e.ceilingMs;
-    this.push({ kind: 'extend', mono: performance.now(), wall: Date.now(), deadline: e.deadlineMonoMs, ceiling: e.ceilingMs });
+    this.push({
+      kind: 'extend',
+      mono: performance.now(),
+      wall: Date.now(),
+      deadline: e.deadlineMonoMs,
+      ceiling: e.ceilingMs,
+    });
   }
 
   unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
@@ -97,7 +110,11 @@ export class RecordingTarget implements LeaseTarget {
       };
       const timer = setTimeout(() => {
         this.waiters.delete(check);
-        reject(new Error(`${this.name}: no ${what} within ${timeoutMs} ms; events: ${JSON.stringify(this.events.map((e) => e.kind))}`));
+        reject(
+          new Error(
+            `${this.name}: no ${what} within ${timeoutMs} ms; events: ${JSON.stringify(this.events.map((e) => e.kind))}`,
+          ),
+        );
       }, timeoutMs);
       this.waiters.add(check);
     });
@@ -130,7 +147,12 @@ export function createRecordingMeter(): {
     createCounter(name: string): Counter {
       return {
         add(v: number, attrs?: Attributes) {
-          const key = attrs === undefined || Object.keys(attrs).length === 0 ? name : `${name}{${Object.entries(attrs).map(([k, x]) => `${k}=${String(x)}`).join(',')}}`;
+          const key =
+            attrs === undefined || Object.keys(attrs).length === 0
+              ? name
+              : `${name}{${Object.entries(attrs)
+                  .map(([k, x]) => `${k}=${String(x)}`)
+                  .join(',')}}`;
           counts.set(key, (counts.get(key) ?? 0) + v);
         },
       };

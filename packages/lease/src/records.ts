@@ -108,9 +108,12 @@ export function describeWorkerHolder(raw: string | undefined): string {
 export function parseServingNode(key: string, raw: string): ServingNode {
   const o = parseJsonObject(key, raw);
   const { nodeId, region, worker, address, startedAt } = o;
-  if (typeof nodeId !== 'string' || nodeId === '') throw new CorruptRecordError(key, 'field nodeId is not a string', raw);
-  if (typeof region !== 'number' || !Number.isSafeInteger(region)) throw new CorruptRecordError(key, 'field region is not an integer', raw);
-  if (typeof worker !== 'number' || !Number.isSafeInteger(worker)) throw new CorruptRecordError(key, 'field worker is not an integer', raw);
+  if (typeof nodeId !== 'string' || nodeId === '')
+    throw new CorruptRecordError(key, 'field nodeId is not a string', raw);
+  if (typeof region !== 'number' || !Number.isSafeInteger(region))
+    throw new CorruptRecordError(key, 'field region is not an integer', raw);
+  if (typeof worker !== 'number' || !Number.isSafeInteger(worker))
+    throw new CorruptRecordError(key, 'field worker is not an integer', raw);
   if (typeof address !== 'string') throw new CorruptRecordError(key, 'field address is not a string', raw);
   return { nodeId, region, worker, address, startedAt: typeof startedAt === 'string' ? startedAt : '' };
 }

@@ -31,7 +31,15 @@ it('a holder fences at once when its worker key is deleted under it (a forged re
   const guard = createGuardedMinter({ region: 4 });
   // Refreshes every 2 s (the production default): a fence that came from the refresh would take up to that.
   const lease = createEtcdLease(
-    { endpoints: [etcd.clientUrl], prefix, region: 4, workers: '11-11', ttlSeconds: 6, keepAliveIntervalMs: 2000, requestTimeoutMs: 1000 },
+    {
+      endpoints: [etcd.clientUrl],
+      prefix,
+      region: 4,
+      workers: '11-11',
+      ttlSeconds: 6,
+      keepAliveIntervalMs: 2000,
+      requestTimeoutMs: 1000,
+    },
     guard,
   );
   try {
@@ -59,7 +67,9 @@ it('a holder fences at once when its worker key is deleted under it (a forged re
     // The fence names the watch, not the refresh ("no longer held by this lease").
     expect(reason).toMatch(/worker key .* was deleted under this holder: fenced at once/);
     expect(guard.status()).toMatchObject({ state: 'fenced' });
-    process.stdout.write(`root of trust: the holder fenced ${fencedAfterMs.toFixed(1)} ms after the forged delete (watch latency)\n`);
+    process.stdout.write(
+      `root of trust: the holder fenced ${fencedAfterMs.toFixed(1)} ms after the forged delete (watch latency)\n`,
+    );
   } finally {
     await lease.release();
     guard.close();

@@ -68,7 +68,7 @@ describe('claimSlot', () => {
     });
   });
 
-  it("reads last-ms with its revision when claiming and when adopting", async () => {
+  it('reads last-ms with its revision when claiming and when adopting', async () => {
     const keys = keysOf(uniquePrefix('claim-read'), 3);
     await client.put(keys.lastMs).value(JSON.stringify(record(1_800_000_000_000, 'old')));
     const { lease, id } = await grant();
@@ -124,12 +124,18 @@ describe('writeLastMsRecord', () => {
   it('tells a late write of its own from a record someone else put there', async () => {
     const key = '/k';
     const own = { nodeId: 'node-a', leaseId: '42', highestSentMs: 5_000 };
-    const found = (r: Partial<LastMsRecord>) => ({ value: JSON.stringify({ ...record(4_000, '42'), ...r }), lease: '0', modRevision: '9' });
+    const found = (r: Partial<LastMsRecord>) => ({
+      value: JSON.stringify({ ...record(4_000, '42'), ...r }),
+      lease: '0',
+      modRevision: '9',
+    });
     expect(isOwnLateWrite(key, found({}), own)?.ms).toBe(4_000);
     expect(isOwnLateWrite(key, found({ ms: 9_000 }), own)).toBeUndefined(); // higher than anything we sent
     expect(isOwnLateWrite(key, found({ leaseId: '43' }), own)).toBeUndefined(); // another session of the node
     expect(isOwnLateWrite(key, found({ nodeId: 'node-b' }), own)).toBeUndefined();
-    expect(isOwnLateWrite(key, { value: '{"ms":0,"released":true}', lease: '0', modRevision: '9' }, own)).toBeUndefined();
+    expect(
+      isOwnLateWrite(key, { value: '{"ms":0,"released":true}', lease: '0', modRevision: '9' }, own),
+    ).toBeUndefined();
     expect(isOwnLateWrite(key, undefined, own)).toBeUndefined();
   });
 });

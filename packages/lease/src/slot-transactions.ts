@@ -55,13 +55,18 @@ export async function claimSlot(
     timeoutMs,
     `claim transaction for ${keys.worker}`,
   );
-  if (res.succeeded) return { kind: 'claimed', lastMs: rangeKey(res.responses[1]), revision: String(res.header.revision) };
+  if (res.succeeded)
+    return { kind: 'claimed', lastMs: rangeKey(res.responses[1]), revision: String(res.header.revision) };
   const held = rangeKey(res.responses[0]);
   if (guard !== undefined && rangeKey(res.responses[1])?.modRevision !== guard.modRevision && held?.lease !== leaseId) {
     return { kind: 'withdrawn' };
   }
   if (held === undefined || held.lease !== leaseId) return { kind: 'held', holder: held?.value };
-  const range = await withTimeout(client.get(keys.lastMs).options(deadlineIn(timeoutMs)).exec(), timeoutMs, `reading ${keys.lastMs}`);
+  const range = await withTimeout(
+    client.get(keys.lastMs).options(deadlineIn(timeoutMs)).exec(),
+    timeoutMs,
+    `reading ${keys.lastMs}`,
+  );
   return { kind: 'adopted', lastMs: firstKey(range.kvs), revision: held.modRevision };
 }
 
@@ -105,7 +110,11 @@ export async function writeLastMsRecord(
   if (res.succeeded) return { kind: 'written', revision: String(res.header.revision) };
   if (rangeKey(res.responses[0])?.lease !== leaseId) return { kind: 'not-held' };
   const found = rangeKey(res.responses[1]);
-  if (guard !== undefined && rangeKey(res.responses[2])?.modRevision !== guard.modRevision && (found?.modRevision ?? '0') === expectedRevision) {
+  if (
+    guard !== undefined &&
+    rangeKey(res.responses[2])?.modRevision !== guard.modRevision &&
+    (found?.modRevision ?? '0') === expectedRevision
+  ) {
     return { kind: 'withdrawn' };
   }
   return { kind: 'moved', found };

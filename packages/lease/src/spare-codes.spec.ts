@@ -70,8 +70,18 @@ const io = (prefix: string) => ({ client: kv, prefix, timeoutMs: 2000, layout: D
 describe('spare-code records: parsing', () => {
   it('reads the four states and refuses garbage naming the key and the field', () => {
     const key = '/p/spare-codes/5';
-    expect(parseSpareCodeRecord(key, '{"code":5,"state":"lent","lentTo":2,"at":"t"}')).toEqual({ code: 5, state: 'lent', lentTo: 2, at: 't' });
-    expect(parseSpareCodeRecord(key, '{"code":5,"state":"adopted","at":"t","adoptedFrom":{"lentTo":2,"workers":1,"maxLastMs":9}}')).toMatchObject({
+    expect(parseSpareCodeRecord(key, '{"code":5,"state":"lent","lentTo":2,"at":"t"}')).toEqual({
+      code: 5,
+      state: 'lent',
+      lentTo: 2,
+      at: 't',
+    });
+    expect(
+      parseSpareCodeRecord(
+        key,
+        '{"code":5,"state":"adopted","at":"t","adoptedFrom":{"lentTo":2,"workers":1,"maxLastMs":9}}',
+      ),
+    ).toMatchObject({
       state: 'adopted',
       adoptedFrom: { lentTo: 2, workers: 1, maxLastMs: 9 },
     });
@@ -103,7 +113,9 @@ describe('spare-code records: parsing', () => {
     expect(spareCodesOf('/p/layout', undefined, 7)).toEqual([5, 6, 7]);
     expect(spareCodesOf('/p/layout', '{"epochMs":0}', 7)).toEqual([5, 6, 7]);
     expect(spareCodesOf('/p/layout', '{"spareCodes":[7,4]}', 7)).toEqual([4, 7]);
-    expect(() => spareCodesOf('/p/layout', '{"spareCodes":[8]}', 7)).toThrow(/field spareCodes is not a list of distinct region codes 0-7/);
+    expect(() => spareCodesOf('/p/layout', '{"spareCodes":[8]}', 7)).toThrow(
+      /field spareCodes is not a list of distinct region codes 0-7/,
+    );
     expect(() => spareCodesOf('/p/layout', '{"spareCodes":[5,5]}', 7)).toThrow(CorruptRecordError);
   });
 
@@ -119,11 +131,17 @@ describe('spare-code records: parsing', () => {
       clockBoundMs: 10,
       workers: [{ worker: 3, lastMs: 100, source: { ms: 90, released: false, nodeId: 'n', at: 't' } }],
     };
-    expect(parseHandover(JSON.stringify(good)).workers).toEqual([{ worker: 3, lastMs: 100, source: { ms: 90, released: false, nodeId: 'n', at: 't' } }]);
+    expect(parseHandover(JSON.stringify(good)).workers).toEqual([
+      { worker: 3, lastMs: 100, source: { ms: 90, released: false, nodeId: 'n', at: 't' } },
+    ]);
     expect(() => parseHandover('{', 'f.json')).toThrow(/f.json is not JSON/);
     expect(() => parseHandover(JSON.stringify({ ...good, format: 'x' }))).toThrow(/format/);
-    expect(() => parseHandover(JSON.stringify({ ...good, workers: [{ worker: 3 }] }))).toThrow(/worker 3 has no lastMs/);
-    expect(() => parseHandover(JSON.stringify({ ...good, workers: [good.workers[0], good.workers[0]] }))).toThrow(/listed twice/);
+    expect(() => parseHandover(JSON.stringify({ ...good, workers: [{ worker: 3 }] }))).toThrow(
+      /worker 3 has no lastMs/,
+    );
+    expect(() => parseHandover(JSON.stringify({ ...good, workers: [good.workers[0], good.workers[0]] }))).toThrow(
+      /listed twice/,
+    );
   });
 });
 
@@ -151,7 +169,9 @@ describe('checkRegionCode (what a node checks at boot)', () => {
     const prefix = uniquePrefix('check-lease');
     await lendSpareCode(io(prefix), 5, 2);
     const t = new RecordingTarget('on-5');
-    const err = await lease(options(prefix, { region: 5, workers: '0-3' }), t).start().catch((e: unknown) => e);
+    const err = await lease(options(prefix, { region: 5, workers: '0-3' }), t)
+      .start()
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SpareCodeError);
     expect(t.of('assign')).toHaveLength(0);
   });
@@ -165,7 +185,11 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(true);
     expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(false);
     await expect(lendSpareCode(io(prefix), 5, 3)).rejects.toThrow(/already recorded here as lent \(lent to region 2\)/);
-    expect(JSON.parse((await kv.get(spareKeys.code(prefix, 5)).string()) ?? '{}')).toMatchObject({ code: 5, lentTo: 2, state: 'lent' });
+    expect(JSON.parse((await kv.get(spareKeys.code(prefix, 5)).string()) ?? '{}')).toMatchObject({
+      code: 5,
+      lentTo: 2,
+      state: 'lent',
+    });
     await expect(beginReclaim(io(prefix), 6)).rejects.toThrow(/not lent from this etcd/);
   });
 
@@ -173,13 +197,19 @@ describe('lend, reclaim, adopt: the transactions', () => {
     const prefix = uniquePrefix('borrow');
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     // Not lent yet: the borrower finds no slot.
-    const early = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('early'))
+    const early = await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      new RecordingTarget('early'),
+    )
       .start()
       .catch((e: unknown) => e);
     expect(early).toBeInstanceOf(NoFreeWorkerError);
     // Lent to another region: still nothing for region 2.
     await lendSpareCode(io(prefix), 6, 3);
-    const other = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('other'))
+    const other = await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      new RecordingTarget('other'),
+    )
       .start()
       .catch((e: unknown) => e);
     expect(other).toBeInstanceOf(NoFreeWorkerError);
@@ -191,7 +221,9 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(held).toHaveLength(1);
     expect(JSON.parse(held[0]?.holder ?? '{}')).toMatchObject({ kind: 'embedded' });
     // Without borrowSpare, a full home range stays full.
-    const plain = await lease(options(prefix, { workers: '0-0', kind: 'embedded' }), new RecordingTarget('plain')).start().catch((e: unknown) => e);
+    const plain = await lease(options(prefix, { workers: '0-0', kind: 'embedded' }), new RecordingTarget('plain'))
+      .start()
+      .catch((e: unknown) => e);
     expect(plain).toBeInstanceOf(NoFreeWorkerError);
   });
 
@@ -206,7 +238,10 @@ describe('lend, reclaim, adopt: the transactions', () => {
 
     expect((await beginReclaim(io(prefix), 5)).state).toBe('reclaiming');
     // No new claim under the code from now on.
-    const late = await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), new RecordingTarget('late'))
+    const late = await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      new RecordingTarget('late'),
+    )
       .start()
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(NoFreeWorkerError);
@@ -246,9 +281,13 @@ describe('lend, reclaim, adopt: the transactions', () => {
       expect(await claimSlot(kv, lease, leaseId, keys(2), '{}', 2000, guard)).toEqual({ kind: 'withdrawn' });
       expect(await kv.get(keys(2).worker).string()).toBeNull();
       const revision = first.kind === 'written' ? first.revision : '';
-      expect(await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, ms: record.ms + 1 }, 2000, guard)).toEqual({ kind: 'withdrawn' });
+      expect(
+        await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, ms: record.ms + 1 }, 2000, guard),
+      ).toEqual({ kind: 'withdrawn' });
       // The final released record compares no spare record: it lands.
-      expect((await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, released: true }, 2000)).kind).toBe('written');
+      expect((await writeLastMsRecord(kv, leaseId, keys(1), revision, { ...record, released: true }, 2000)).kind).toBe(
+        'written',
+      );
     } finally {
       await lease.revoke();
     }
@@ -262,19 +301,27 @@ describe('lend, reclaim, adopt: the transactions', () => {
     const borrower = lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b);
     await borrower.start();
     await beginReclaim(io(prefix), 5);
-    await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(/still held|reclaim/);
+    await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(
+      /still held|reclaim/,
+    );
     await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
     const handover = await exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5);
     await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd records spare code 5 as reclaimed/);
 
     const target = uniquePrefix('adopt-new');
-    await expect(adoptSpareCode(io(target), { ...handover, layout: { ...handover.layout, workerBits: 6 } })).rejects.toThrow(/layout differs/);
+    await expect(
+      adoptSpareCode(io(target), { ...handover, layout: { ...handover.layout, workerBits: 6 } }),
+    ).rejects.toThrow(/layout differs/);
     const w = handover.workers[0]?.worker ?? -1;
     // A higher floor already there stays.
     const higher = { ms: (handover.workers[0]?.lastMs ?? 0) + 60_000, released: true, nodeId: 'x', at: 't' };
     await kv.put(leaseKeys.lastMs(target, 5, w)).value(JSON.stringify(higher));
     const adopted = await adoptSpareCode(io(target), handover);
-    expect(adopted).toMatchObject({ written: 0, changed: true, record: { state: 'adopted', adoptedFrom: { lentTo: 2, workers: 1 } } });
+    expect(adopted).toMatchObject({
+      written: 0,
+      changed: true,
+      record: { state: 'adopted', adoptedFrom: { lentTo: 2, workers: 1 } },
+    });
     expect(JSON.parse((await kv.get(leaseKeys.lastMs(target, 5, w)).string()) ?? '{}')).toEqual(higher);
     await expect(checkRegionCode(kv, target, 5, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
 

@@ -33,7 +33,12 @@ export interface SpareCodeRecord {
   /** ISO time of the last change. */
   readonly at: string;
   /** `adopted`: where the handover came from and the highest floor it carried. */
-  readonly adoptedFrom?: { readonly lentTo: number; readonly reclaimedAt: string; readonly workers: number; readonly maxLastMs: number };
+  readonly adoptedFrom?: {
+    readonly lentTo: number;
+    readonly reclaimedAt: string;
+    readonly workers: number;
+    readonly maxLastMs: number;
+  };
 }
 
 /** A spare-code record as read, with its mod revision (what a claim under it compares). */
@@ -72,7 +77,8 @@ function objectOf(key: string, raw: string): Record<string, unknown> {
   } catch {
     throw new CorruptRecordError(key, 'not JSON', raw);
   }
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new CorruptRecordError(key, 'not a JSON object', raw);
+  if (typeof v !== 'object' || v === null || Array.isArray(v))
+    throw new CorruptRecordError(key, 'not a JSON object', raw);
   return v as Record<string, unknown>;
 }
 
@@ -81,7 +87,8 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
   const o = objectOf(key, raw);
   const code = o['code'];
   const fromKey = Number(key.slice(key.lastIndexOf('/') + 1));
-  if (!isInt(code) || code < 0 || code > maxRegion) throw new CorruptRecordError(key, `field code is not a region code 0-${maxRegion}`, raw);
+  if (!isInt(code) || code < 0 || code > maxRegion)
+    throw new CorruptRecordError(key, `field code is not a region code 0-${maxRegion}`, raw);
   if (code !== fromKey) throw new CorruptRecordError(key, `field code ${code} does not match the key`, raw);
   const state = o['state'];
   if (typeof state !== 'string' || !STATES.includes(state as SpareCodeState)) {
@@ -97,7 +104,8 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
   const base: SpareCodeRecord = { code, state: state as SpareCodeState, at, ...(isInt(lentTo) ? { lentTo } : {}) };
   const from = o['adoptedFrom'];
   if (state === 'adopted') {
-    if (typeof from !== 'object' || from === null) throw new CorruptRecordError(key, 'field adoptedFrom is missing', raw);
+    if (typeof from !== 'object' || from === null)
+      throw new CorruptRecordError(key, 'field adoptedFrom is missing', raw);
     const f = from as Record<string, unknown>;
     if (!isInt(f['lentTo']) || !isInt(f['workers']) || !isInt(f['maxLastMs'])) {
       throw new CorruptRecordError(key, 'field adoptedFrom needs integers lentTo, workers, maxLastMs', raw);
@@ -129,8 +137,16 @@ export function spareCodesOf(layoutKey: string, layoutRaw: string | undefined, m
   const o = objectOf(layoutKey, layoutRaw);
   const list = o['spareCodes'];
   if (list === undefined) return defaults();
-  if (!Array.isArray(list) || list.some((c) => !isInt(c) || c < 0 || c > maxRegion) || new Set(list).size !== list.length) {
-    throw new CorruptRecordError(layoutKey, `field spareCodes is not a list of distinct region codes 0-${maxRegion}`, layoutRaw);
+  if (
+    !Array.isArray(list) ||
+    list.some((c) => !isInt(c) || c < 0 || c > maxRegion) ||
+    new Set(list).size !== list.length
+  ) {
+    throw new CorruptRecordError(
+      layoutKey,
+      `field spareCodes is not a list of distinct region codes 0-${maxRegion}`,
+      layoutRaw,
+    );
   }
   return [...(list as number[])].sort((a, b) => a - b);
 }
@@ -142,17 +158,28 @@ interface Io {
 }
 
 async function getKey(io: Io, key: string): Promise<KeyRead | undefined> {
-  const r = await withTimeout(io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(), io.timeoutMs, `reading ${key}`);
+  const r = await withTimeout(
+    io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
+    io.timeoutMs,
+    `reading ${key}`,
+  );
   return firstKey(r.kvs);
 }
 
 async function getPrefix(io: Io, prefix: string): Promise<{ key: string; read: KeyRead }[]> {
-  const r = await withTimeout(io.client.getAll().prefix(prefix).options(deadlineIn(io.timeoutMs)).exec(), io.timeoutMs, `listing ${prefix}`);
+  const r = await withTimeout(
+    io.client.getAll().prefix(prefix).options(deadlineIn(io.timeoutMs)).exec(),
+    io.timeoutMs,
+    `listing ${prefix}`,
+  );
   return r.kvs.map((kv) => ({ key: kv.key.toString('utf8'), read: firstKey([kv]) as KeyRead }));
 }
 
 /** The deployment's spare codes and layout as this etcd records them. */
-async function readSpareSet(io: Io, layout: Layout): Promise<{ codes: number[]; layoutRecord: LayoutRecord | undefined }> {
+async function readSpareSet(
+  io: Io,
+  layout: Layout,
+): Promise<{ codes: number[]; layoutRecord: LayoutRecord | undefined }> {
   const key = leaseKeys.layout(io.prefix);
   const raw = (await getKey(io, key))?.value;
   const layoutRecord = raw === undefined ? undefined : parseLayoutRecord(key, raw);
@@ -171,7 +198,11 @@ export async function readSpareCode(io: Io & { layout: Layout }, code: number): 
 export async function listSpareCodes(io: Io & { layout: Layout }): Promise<SpareCodeEntry[]> {
   const all = await getPrefix(io, spareKeys.all(io.prefix));
   return all
-    .map(({ key, read }) => ({ key, record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion), modRevision: read.modRevision }))
+    .map(({ key, read }) => ({
+      key,
+      record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion),
+      modRevision: read.modRevision,
+    }))
     .sort((a, b) => a.record.code - b.record.code);
 }
 
@@ -179,12 +210,18 @@ export async function listSpareCodes(io: Io & { layout: Layout }): Promise<Spare
  * Every readable spare-code record, and a line for each unreadable one (the lease skips those: a garbage record
  * lends nothing, and must not stop a caller whose own range still has room).
  */
-export async function readSpareCodesLeniently(io: Io & { layout: Layout }): Promise<{ entries: SpareCodeEntry[]; unreadable: string[] }> {
+export async function readSpareCodesLeniently(
+  io: Io & { layout: Layout },
+): Promise<{ entries: SpareCodeEntry[]; unreadable: string[] }> {
   const entries: SpareCodeEntry[] = [];
   const unreadable: string[] = [];
   for (const { key, read } of await getPrefix(io, spareKeys.all(io.prefix))) {
     try {
-      entries.push({ key, record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion), modRevision: read.modRevision });
+      entries.push({
+        key,
+        record: parseSpareCodeRecord(key, read.value, io.layout.maxRegion),
+        modRevision: read.modRevision,
+      });
     } catch (e) {
       unreadable.push((e as Error).message);
     }
@@ -195,7 +232,10 @@ export async function readSpareCodesLeniently(io: Io & { layout: Layout }): Prom
 /** The worker keys under a code (`{prefix}/regions/{code}/workers/`): who still holds a slot there. */
 export async function heldSlotsUnder(io: Io, code: number): Promise<{ worker: number; holder: string }[]> {
   const prefix = spareKeys.workers(io.prefix, code);
-  return (await getPrefix(io, prefix)).map(({ key, read }) => ({ worker: Number(key.slice(prefix.length)), holder: read.value }));
+  return (await getPrefix(io, prefix)).map(({ key, read }) => ({
+    worker: Number(key.slice(prefix.length)),
+    holder: read.value,
+  }));
 }
 
 /**
@@ -203,7 +243,12 @@ export async function heldSlotsUnder(io: Io, code: number): Promise<{ worker: nu
  * Refuses (throws {@link SpareCodeError}) when this etcd records the code as lent out (`lent`, `reclaiming`,
  * `reclaimed`), or when the code is a spare (layout record `spareCodes`) that this etcd has not adopted.
  */
-export async function checkRegionCode(client: Etcd3, prefix: string, region: number, o: { layout: Layout; timeoutMs?: number }): Promise<void> {
+export async function checkRegionCode(
+  client: Etcd3,
+  prefix: string,
+  region: number,
+  o: { layout: Layout; timeoutMs?: number },
+): Promise<void> {
   const io: Io & { layout: Layout } = { client, prefix, timeoutMs: o.timeoutMs ?? 5000, layout: o.layout };
   const entry = await readSpareCode(io, region);
   if (entry !== undefined) {
@@ -230,9 +275,14 @@ export async function lendSpareCode(
   toRegion: number,
 ): Promise<{ record: SpareCodeRecord; changed: boolean }> {
   const { codes } = await readSpareSet(io, io.layout);
-  if (!codes.includes(code)) throw new SpareCodeError(`region code ${code} is not a spare code (spare codes: ${codes.join(', ') || 'none'}; the layout record's spareCodes)`);
-  if (codes.includes(toRegion)) throw new SpareCodeError(`region ${toRegion} is itself a spare code: lend to a region in use`);
-  if (toRegion < 0 || toRegion > io.layout.maxRegion) throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
+  if (!codes.includes(code))
+    throw new SpareCodeError(
+      `region code ${code} is not a spare code (spare codes: ${codes.join(', ') || 'none'}; the layout record's spareCodes)`,
+    );
+  if (codes.includes(toRegion))
+    throw new SpareCodeError(`region ${toRegion} is itself a spare code: lend to a region in use`);
+  if (toRegion < 0 || toRegion > io.layout.maxRegion)
+    throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
   const existing = await readSpareCode(io, code);
   if (existing !== undefined) {
     const r = existing.record;
@@ -244,16 +294,28 @@ export async function lendSpareCode(
   }
   const held = await heldSlotsUnder(io, code);
   if (held.length > 0) {
-    throw new SpareCodeError(`slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): something runs on it already`);
+    throw new SpareCodeError(
+      `slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): something runs on it already`,
+    );
   }
   const key = spareKeys.code(io.prefix, code);
-  const record: SpareCodeRecord = { code, state: 'lent', lentTo: toRegion, at: new Date((io.now ?? Date.now)()).toISOString() };
+  const record: SpareCodeRecord = {
+    code,
+    state: 'lent',
+    lentTo: toRegion,
+    at: new Date((io.now ?? Date.now)()).toISOString(),
+  };
   const res = await withTimeout(
-    io.client.if(key, 'Create', '==', 0).then(io.client.put(key).value(JSON.stringify(record))).options(deadlineIn(io.timeoutMs)).commit(),
+    io.client
+      .if(key, 'Create', '==', 0)
+      .then(io.client.put(key).value(JSON.stringify(record)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
     io.timeoutMs,
     `lend transaction on ${key}`,
   );
-  if (!res.succeeded) throw new SpareCodeError(`${key} was written by someone else meanwhile; look again (idgen spare list)`);
+  if (!res.succeeded)
+    throw new SpareCodeError(`${key} was written by someone else meanwhile; look again (idgen spare list)`);
   return { record, changed: true };
 }
 
@@ -262,13 +324,25 @@ export async function lendSpareCode(
  * no claim under the code can commit (each compares the record's mod revision), and holders give their slots back at
  * their next refresh. Already `reclaiming` or `reclaimed`: returned as is.
  */
-export async function beginReclaim(io: Io & { layout: Layout; now?: () => number }, code: number): Promise<SpareCodeRecord> {
+export async function beginReclaim(
+  io: Io & { layout: Layout; now?: () => number },
+  code: number,
+): Promise<SpareCodeRecord> {
   const existing = await readSpareCode(io, code);
-  if (existing === undefined) throw new SpareCodeError(`spare code ${code} is not lent from this etcd (${spareKeys.code(io.prefix, code)} is absent)`);
+  if (existing === undefined)
+    throw new SpareCodeError(
+      `spare code ${code} is not lent from this etcd (${spareKeys.code(io.prefix, code)} is absent)`,
+    );
   const r = existing.record;
   if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
-  if (r.state !== 'lent') throw new SpareCodeError(`spare code ${code} is ${r.state} in this etcd, not lent: nothing to reclaim here`);
-  const record: SpareCodeRecord = { code, state: 'reclaiming', lentTo: r.lentTo as number, at: new Date((io.now ?? Date.now)()).toISOString() };
+  if (r.state !== 'lent')
+    throw new SpareCodeError(`spare code ${code} is ${r.state} in this etcd, not lent: nothing to reclaim here`);
+  const record: SpareCodeRecord = {
+    code,
+    state: 'reclaiming',
+    lentTo: r.lentTo as number,
+    at: new Date((io.now ?? Date.now)()).toISOString(),
+  };
   const res = await withTimeout(
     io.client
       .if(existing.key, 'Mod', '==', existing.modRevision)
@@ -311,7 +385,10 @@ export interface Handover {
  * minted above its wall ceiling, `L + TTL − margin` with `L` ≤ the record's `ms`, whatever its clock did; so every
  * ID it minted is at or below this.
  */
-export function handoverLastMs(record: LastMsRecord, o: { ttlMs: number; clockBoundMs: number; epochMs: number }): number {
+export function handoverLastMs(
+  record: LastMsRecord,
+  o: { ttlMs: number; clockBoundMs: number; epochMs: number },
+): number {
   return computeFloor(record, o);
 }
 
@@ -327,9 +404,13 @@ export async function exportHandover(
   const existing = await readSpareCode(io, code);
   if (existing === undefined) throw new SpareCodeError(`spare code ${code} is not lent from this etcd`);
   const r = existing.record;
-  if (r.state !== 'reclaiming' && r.state !== 'reclaimed') throw new SpareCodeError(`spare code ${code} is ${r.state}: reclaim it first`);
+  if (r.state !== 'reclaiming' && r.state !== 'reclaimed')
+    throw new SpareCodeError(`spare code ${code} is ${r.state}: reclaim it first`);
   const held = await heldSlotsUnder(io, code);
-  if (held.length > 0) throw new SpareCodeError(`${held.length} slot(s) under code ${code} still held (workers ${held.map((h) => h.worker).join(', ')})`);
+  if (held.length > 0)
+    throw new SpareCodeError(
+      `${held.length} slot(s) under code ${code} still held (workers ${held.map((h) => h.worker).join(', ')})`,
+    );
   const layoutKey = leaseKeys.layout(io.prefix);
   const layoutRaw = (await getKey(io, layoutKey))?.value;
   const layout = layoutRaw === undefined ? io.layout.toRecord() : parseLayoutRecord(layoutKey, layoutRaw);
@@ -337,9 +418,14 @@ export async function exportHandover(
   const workers: HandoverWorker[] = [];
   for (const { key, read } of await getPrefix(io, prefix)) {
     const worker = Number(key.slice(prefix.length));
-    if (!Number.isSafeInteger(worker) || worker < 0 || worker > io.layout.maxWorker) throw new CorruptRecordError(key, 'not a worker key', read.value);
+    if (!Number.isSafeInteger(worker) || worker < 0 || worker > io.layout.maxWorker)
+      throw new CorruptRecordError(key, 'not a worker key', read.value);
     const source = parseLastMsRecord(key, read.value); // garbage: no handover (the floor is unknown)
-    workers.push({ worker, lastMs: handoverLastMs(source, { ttlMs: io.ttlMs, clockBoundMs: io.clockBoundMs, epochMs: layout.epochMs }), source });
+    workers.push({
+      worker,
+      lastMs: handoverLastMs(source, { ttlMs: io.ttlMs, clockBoundMs: io.clockBoundMs, epochMs: layout.epochMs }),
+      source,
+    });
   }
   workers.sort((a, b) => a.worker - b.worker);
   const reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
@@ -383,7 +469,8 @@ export function parseHandover(text: string, source = 'handover file'): Handover 
   if (typeof o !== 'object' || o === null) return bad('not a JSON object');
   const h = o as Record<string, unknown>;
   if (h['format'] !== 'idgen-spare-handover/1') bad('format is not "idgen-spare-handover/1"');
-  for (const f of ['code', 'lentTo', 'ttlMs', 'clockBoundMs'] as const) if (!isInt(h[f]) || (h[f] as number) < 0) bad(`${f} is not a non-negative integer`);
+  for (const f of ['code', 'lentTo', 'ttlMs', 'clockBoundMs'] as const)
+    if (!isInt(h[f]) || (h[f] as number) < 0) bad(`${f} is not a non-negative integer`);
   if (typeof h['layout'] !== 'object' || h['layout'] === null) bad('layout is missing');
   let layout: LayoutRecord;
   try {
@@ -395,7 +482,8 @@ export function parseHandover(text: string, source = 'handover file'): Handover 
   const workers: HandoverWorker[] = [];
   for (const w of h['workers'] as unknown[]) {
     const x = (typeof w === 'object' && w !== null ? w : {}) as Record<string, unknown>;
-    if (!isInt(x['worker']) || (x['worker'] as number) < 0) bad(`a worker entry has no worker number: ${JSON.stringify(w)}`);
+    if (!isInt(x['worker']) || (x['worker'] as number) < 0)
+      bad(`a worker entry has no worker number: ${JSON.stringify(w)}`);
     if (!isInt(x['lastMs']) || (x['lastMs'] as number) < 0) bad(`worker ${String(x['worker'])} has no lastMs`);
     let source: LastMsRecord;
     try {
@@ -433,13 +521,16 @@ export async function adoptSpareCode(
   handover: Handover,
 ): Promise<{ record: SpareCodeRecord; written: number; changed: boolean }> {
   const code = handover.code;
-  if (code < 0 || code > io.layout.maxRegion) throw new SpareCodeError(`handover code ${code} is not a region code 0-${io.layout.maxRegion}`);
+  if (code < 0 || code > io.layout.maxRegion)
+    throw new SpareCodeError(`handover code ${code} is not a region code 0-${io.layout.maxRegion}`);
   const differences = io.layout.differences(handover.layout, 'in this etcd', 'in the handover');
   const layoutKey = leaseKeys.layout(io.prefix);
   const layoutRaw = (await getKey(io, layoutKey))?.value;
   const here = layoutRaw === undefined ? undefined : parseLayoutRecord(layoutKey, layoutRaw);
-  const diff = here === undefined ? differences : io.layout.differences(here, 'expected', 'in this etcd').concat(differences);
-  if (diff.length > 0) throw new SpareCodeError(`the handover's layout differs from this deployment's: ${diff.join('; ')}`);
+  const diff =
+    here === undefined ? differences : io.layout.differences(here, 'expected', 'in this etcd').concat(differences);
+  if (diff.length > 0)
+    throw new SpareCodeError(`the handover's layout differs from this deployment's: ${diff.join('; ')}`);
   const existing = await readSpareCode(io, code);
   if (existing !== undefined && existing.record.state !== 'adopted') {
     throw new SpareCodeError(
@@ -449,17 +540,26 @@ export async function adoptSpareCode(
   }
   const held = await heldSlotsUnder(io, code);
   if (existing === undefined && held.length > 0) {
-    throw new SpareCodeError(`slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): adopt before the first node starts`);
+    throw new SpareCodeError(
+      `slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): adopt before the first node starts`,
+    );
   }
   const at = new Date((io.now ?? Date.now)()).toISOString();
   let written = 0;
   for (const w of handover.workers) {
-    if (w.worker > io.layout.maxWorker) throw new SpareCodeError(`handover worker ${w.worker} is outside 0-${io.layout.maxWorker}`);
+    if (w.worker > io.layout.maxWorker)
+      throw new SpareCodeError(`handover worker ${w.worker} is outside 0-${io.layout.maxWorker}`);
     const workerKey = leaseKeys.worker(io.prefix, code, w.worker);
     const lastKey = leaseKeys.lastMs(io.prefix, code, w.worker);
     const current = await getKey(io, lastKey);
     const currentFloor =
-      current === undefined ? -1 : computeFloor(parseLastMsRecord(lastKey, current.value), { ttlMs: handover.ttlMs, clockBoundMs: handover.clockBoundMs, epochMs: io.layout.epochMs });
+      current === undefined
+        ? -1
+        : computeFloor(parseLastMsRecord(lastKey, current.value), {
+            ttlMs: handover.ttlMs,
+            clockBoundMs: handover.clockBoundMs,
+            epochMs: io.layout.epochMs,
+          });
     if (currentFloor >= w.lastMs) continue; // never lower a floor already there (an adopt run twice, or later use)
     const record: LastMsRecord = { ms: w.lastMs, released: true, nodeId: HANDOVER_NODE_ID, at, ttlMs: handover.ttlMs };
     const res = await withTimeout(
@@ -472,7 +572,10 @@ export async function adoptSpareCode(
       io.timeoutMs,
       `writing ${lastKey}`,
     );
-    if (!res.succeeded) throw new SpareCodeError(`${lastKey} or its worker key changed meanwhile (a node started on code ${code}?); run adopt again`);
+    if (!res.succeeded)
+      throw new SpareCodeError(
+        `${lastKey} or its worker key changed meanwhile (a node started on code ${code}?); run adopt again`,
+      );
     written++;
   }
   const maxLastMs = handover.workers.reduce((m, w) => Math.max(m, w.lastMs), -1);
@@ -480,12 +583,21 @@ export async function adoptSpareCode(
     code,
     state: 'adopted',
     at,
-    adoptedFrom: { lentTo: handover.lentTo, reclaimedAt: handover.reclaimedAt, workers: handover.workers.length, maxLastMs },
+    adoptedFrom: {
+      lentTo: handover.lentTo,
+      reclaimedAt: handover.reclaimedAt,
+      workers: handover.workers.length,
+      maxLastMs,
+    },
   };
   if (existing !== undefined) return { record: existing.record, written, changed: written > 0 };
   const key = spareKeys.code(io.prefix, code);
   const res = await withTimeout(
-    io.client.if(key, 'Create', '==', 0).then(io.client.put(key).value(JSON.stringify(record))).options(deadlineIn(io.timeoutMs)).commit(),
+    io.client
+      .if(key, 'Create', '==', 0)
+      .then(io.client.put(key).value(JSON.stringify(record)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
     io.timeoutMs,
     `adopt transaction on ${key}`,
   );
@@ -497,4 +609,3 @@ export async function adoptSpareCode(
 export function lentTo(entries: readonly SpareCodeEntry[], region: number): SpareCodeEntry[] {
   return entries.filter((e) => e.record.state === 'lent' && e.record.lentTo === region);
 }
-

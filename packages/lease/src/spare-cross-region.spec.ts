@@ -122,7 +122,10 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
 
     // Region 2: its one home slot is taken; code 5 is lent to it.
-    const home = createEtcdLease(leaseOptions(prefix, regionTwo.clientUrl, { workers: '0-0' }), new RecordingTarget('home'));
+    const home = createEtcdLease(
+      leaseOptions(prefix, regionTwo.clientUrl, { workers: '0-0' }),
+      new RecordingTarget('home'),
+    );
     cleanups.push(() => home.release());
     await home.start();
     await lendSpareCode(two, 5, 2);
@@ -140,7 +143,8 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     const borrowedWorker = new Map(borrowers.map((b) => [b.name, b.lease.snapshot().worker ?? -1]));
     expect(borrowers.map((b) => b.lease.snapshot().region)).toEqual([5, 5]);
     await until('both borrowers to mint', () => borrowers.every((b) => b.minting.ids.length > 20_000), 30_000);
-    for (const b of borrowers) expect(fields(b.minting.ids[0] as bigint)).toMatchObject({ region: 5, worker: borrowedWorker.get(b.name) });
+    for (const b of borrowers)
+      expect(fields(b.minting.ids[0] as bigint)).toMatchObject({ region: 5, worker: borrowedWorker.get(b.name) });
 
     // The ahead borrower crashes for etcd (cut off, never releases) and its wall clock jumps another 3 s: the wall
     // ceiling keeps it below last-ms + TTL − margin until its deadline fences it.
@@ -150,11 +154,17 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
 
     // Reclaim: no new claims; the steady borrower gives its slot back at its next refresh, the ahead one expires.
     await beginReclaim(two, 5);
-    await until('every code-5 slot released or expired', async () => (await heldSlotsUnder(two, 5)).length === 0, 30_000);
+    await until(
+      'every code-5 slot released or expired',
+      async () => (await heldSlotsUnder(two, 5)).length === 0,
+      30_000,
+    );
     await until('the ahead borrower to be fenced', () => ahead.guard.status().state === 'fenced', 10_000);
     for (const b of borrowers) b.minting.stop();
     const handover = await exportHandover({ ...two, ttlMs: TTL_MS, clockBoundMs: 10 }, 5);
-    expect(handover.workers.map((w) => w.worker).sort((a, b) => a - b)).toEqual([...borrowedWorker.values()].sort((a, b) => a - b));
+    expect(handover.workers.map((w) => w.worker).sort((a, b) => a - b)).toEqual(
+      [...borrowedWorker.values()].sort((a, b) => a - b),
+    );
     const byWorker = new Map(handover.workers.map((w) => [w.worker, w]));
     expect(byWorker.get(borrowedWorker.get('steady') ?? -1)?.source.released).toBe(true);
     expect(byWorker.get(borrowedWorker.get('ahead') ?? -1)?.source.released).toBe(false);
@@ -163,10 +173,16 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     await adoptSpareCode(fresh, handover);
     const successors = borrowers.map((b) => {
       const w = borrowedWorker.get(b.name) ?? -1;
-      return party(`new-${w}`, 5, leaseOptions(prefix, newRegion.clientUrl, { region: 5, workers: `${w}-${w}`, waitForFreeSlot: true }), systemClock);
+      return party(
+        `new-${w}`,
+        5,
+        leaseOptions(prefix, newRegion.clientUrl, { region: 5, workers: `${w}-${w}`, waitForFreeSlot: true }),
+        systemClock,
+      );
     });
     await Promise.all(successors.map((s) => s.lease.start()));
-    const maxMsOf = (ids: readonly bigint[]): number => ids.reduce((m, id) => Math.max(m, DEFAULT_LAYOUT.unixMsOf(id)), -1);
+    const maxMsOf = (ids: readonly bigint[]): number =>
+      ids.reduce((m, id) => Math.max(m, DEFAULT_LAYOUT.unixMsOf(id)), -1);
     await until(
       'each successor to mint past everything its borrower minted',
       () => successors.every((s, i) => s.guard.lastMintedMs() > maxMsOf((borrowers[i] as Party).minting.ids) + 20),

@@ -20,7 +20,10 @@ function stateFile(): string {
 }
 
 function open(file: string, clock = createTestClock(T), target = new RecordingTarget('t'), lockWaitMs = 0) {
-  const lease = createStandaloneLease({ region: 3, workers: '5-9', clock, nodeId: 'solo', stateFile: file, lockWaitMs }, target);
+  const lease = createStandaloneLease(
+    { region: 3, workers: '5-9', clock, nodeId: 'solo', stateFile: file, lockWaitMs },
+    target,
+  );
   leases.push(lease);
   return { lease, target, clock };
 }
@@ -40,7 +43,13 @@ describe('createStandaloneLease (one node only, asked for by name)', () => {
       ceilingMs: T + STANDALONE_STATE_TTL_MS - STANDALONE_STATE_MARGIN_MS,
     });
     expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ ms: T, released: false, nodeId: 'solo' });
-    expect(lease.snapshot()).toMatchObject({ state: 'alive', mode: 'standalone', region: 3, worker: 5, nodeId: 'solo' });
+    expect(lease.snapshot()).toMatchObject({
+      state: 'alive',
+      mode: 'standalone',
+      region: 3,
+      worker: 5,
+      nodeId: 'solo',
+    });
     expect(lease.snapshot().message).toMatch(/one node only/);
     await lease.register();
     await lease.release();
@@ -70,7 +79,10 @@ describe('createStandaloneLease (one node only, asked for by name)', () => {
   it('after a crash, a restart mints only above last written + TTL + clock bound, even with the clock stepped back', async () => {
     const file = stateFile();
     // What a SIGKILLed node leaves: its last state (ms T, not released) and a lock nobody refreshes any more.
-    writeFileSync(file, JSON.stringify({ ms: T, released: false, nodeId: 'solo', at: '', ttlMs: STANDALONE_STATE_TTL_MS }));
+    writeFileSync(
+      file,
+      JSON.stringify({ ms: T, released: false, nodeId: 'solo', at: '', ttlMs: STANDALONE_STATE_TTL_MS }),
+    );
     mkdirSync(`${file}.lock`);
     const longAgo = new Date(Date.now() - 60_000);
     utimesSync(`${file}.lock`, longAgo, longAgo);
@@ -102,7 +114,11 @@ describe('createStandaloneLease (one node only, asked for by name)', () => {
   it('validates before anything', () => {
     const stateFile = '/tmp/never-written';
     expect(() => createStandaloneLease({ region: 8, stateFile }, new RecordingTarget('t'))).toThrow(LeaseConfigError);
-    expect(() => createStandaloneLease({ region: 1, workers: '7-3', stateFile }, new RecordingTarget('t'))).toThrow(/workers must be a range/);
-    expect(() => createStandaloneLease({ region: 1, stateFile: '' }, new RecordingTarget('t'))).toThrow(/stateFile must be a file path/);
+    expect(() => createStandaloneLease({ region: 1, workers: '7-3', stateFile }, new RecordingTarget('t'))).toThrow(
+      /workers must be a range/,
+    );
+    expect(() => createStandaloneLease({ region: 1, stateFile: '' }, new RecordingTarget('t'))).toThrow(
+      /stateFile must be a file path/,
+    );
   });
 });

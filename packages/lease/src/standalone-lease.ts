@@ -75,8 +75,16 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
   } catch (e) {
     problems.push(...(e as LeaseConfigError).problems);
   }
-  if (!Number.isSafeInteger(workers.first) || !Number.isSafeInteger(workers.last) || workers.first < 0 || workers.last > layout.maxWorker || workers.first > workers.last) {
-    problems.push(`workers must be a range within 0-${layout.maxWorker} with first ≤ last, got ${String(workers.first)}-${String(workers.last)}`);
+  if (
+    !Number.isSafeInteger(workers.first) ||
+    !Number.isSafeInteger(workers.last) ||
+    workers.first < 0 ||
+    workers.last > layout.maxWorker ||
+    workers.first > workers.last
+  ) {
+    problems.push(
+      `workers must be a range within 0-${layout.maxWorker} with first ≤ last, got ${String(workers.first)}-${String(workers.last)}`,
+    );
   }
   if (typeof options.stateFile !== 'string' || options.stateFile === '') {
     problems.push('stateFile must be a file path (standalone mode keeps its last millisecond there)');
@@ -123,7 +131,13 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
   const writeState = (released: boolean): void => {
     const now = clock.nowMs();
     const ms = Math.max(now, floorMs ?? -1, target.lastMintedMs(), writtenMs);
-    const record: LastMsRecord = { ms, released, nodeId, at: new Date(now).toISOString(), ttlMs: STANDALONE_STATE_TTL_MS };
+    const record: LastMsRecord = {
+      ms,
+      released,
+      nodeId,
+      at: new Date(now).toISOString(),
+      ttlMs: STANDALONE_STATE_TTL_MS,
+    };
     const tmp = `${stateFile}.${process.pid}.tmp`;
     writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
     renameSync(tmp, stateFile);
@@ -144,7 +158,11 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
     } catch (e) {
       // Never guess a floor lower than the truth: a garbled file stops the node; an operator removes it.
       const why = e instanceof CorruptRecordError ? e.message : errorText(e);
-      throw new LeaseError('state-file', `the standalone state file is unreadable (${why}); remove it only if no node minted from it in the last minutes`, false);
+      throw new LeaseError(
+        'state-file',
+        `the standalone state file is unreadable (${why}); remove it only if no node minted from it in the last minutes`,
+        false,
+      );
     }
   };
 
@@ -164,7 +182,11 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
       });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ELOCKED') {
-        throw new LeaseError('state-file', `another standalone node holds ${stateFile} (locked): give each node its own --state-file, or use etcd`, false);
+        throw new LeaseError(
+          'state-file',
+          `another standalone node holds ${stateFile} (locked): give each node its own --state-file, or use etcd`,
+          false,
+        );
       }
       throw new LeaseError('state-file', `cannot lock the standalone state file ${stateFile}: ${errorText(e)}`, false);
     }
@@ -181,9 +203,18 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
     try {
       signal?.throwIfAborted();
       const previous = readState();
-      floorMs = Math.max(computeFloor(previous, { ttlMs: STANDALONE_STATE_TTL_MS, clockBoundMs, epochMs: layout.epochMs }), -1);
+      floorMs = Math.max(
+        computeFloor(previous, { ttlMs: STANDALONE_STATE_TTL_MS, clockBoundMs, epochMs: layout.epochMs }),
+        -1,
+      );
       writeState(false);
-      target.assign({ region, worker: workers.first, floorMs, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: ceiling() });
+      target.assign({
+        region,
+        worker: workers.first,
+        floorMs,
+        deadlineMonoMs: Number.POSITIVE_INFINITY,
+        ceilingMs: ceiling(),
+      });
       timer = setInterval(() => {
         try {
           writeState(false);
@@ -200,7 +231,10 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
           : previous.released
             ? `the previous run released at ${previous.ms}`
             : `the previous run ended uncleanly at ${previous.ms}: minting above ${floorMs}`;
-      set('alive', `standalone (one node only, no etcd): worker ${workers.first} of region ${region}; ${after}; state in ${stateFile}`);
+      set(
+        'alive',
+        `standalone (one node only, no etcd): worker ${workers.first} of region ${region}; ${after}; state in ${stateFile}`,
+      );
     } catch (e) {
       await unlock?.().catch(() => undefined);
       unlock = undefined;
@@ -210,7 +244,8 @@ export function createStandaloneLease(options: StandaloneLeaseOptions, target: L
 
   return {
     start(signal?: AbortSignal) {
-      if (state === 'released') return Promise.reject(new LeaseError('released', 'this lease was released; create a new one', false));
+      if (state === 'released')
+        return Promise.reject(new LeaseError('released', 'this lease was released; create a new one', false));
       starting ??= run(signal).catch((e: unknown) => {
         starting = undefined;
         set('idle', `start failed: ${errorText(e)}`);

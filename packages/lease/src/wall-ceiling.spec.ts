@@ -61,7 +61,12 @@ function vmClock(): VmClock {
 }
 
 /** TTL 3 s, one slot, keep-alives every 500 ms: a handover within a few seconds. */
-function leaseOptions(prefix: string, endpoint: string, clock: ClockSource, waitForFreeSlot: boolean): EtcdLeaseOptions {
+function leaseOptions(
+  prefix: string,
+  endpoint: string,
+  clock: ClockSource,
+  waitForFreeSlot: boolean,
+): EtcdLeaseOptions {
   return {
     endpoints: [endpoint],
     prefix,
@@ -131,7 +136,9 @@ interface Party {
   minting: ReturnType<typeof mintLoop>;
 }
 
-async function holderAndSpare(prefix: string): Promise<{ holder: Party; spare: Party; clock: VmClock; proxy: TcpProxy }> {
+async function holderAndSpare(
+  prefix: string,
+): Promise<{ holder: Party; spare: Party; clock: VmClock; proxy: TcpProxy }> {
   const proxy = await createTcpProxy({ target: new URL(etcd.clientUrl).host });
   cleanups.push(() => proxy.close());
   const clock = vmClock();
@@ -157,7 +164,11 @@ async function holderAndSpare(prefix: string): Promise<{ holder: Party; spare: P
 /** Lets the spare take the slot and mint until its clock passes everything the holder minted. */
 async function spareMintsPast(holder: Party, spare: Party): Promise<void> {
   await spare.lease.start();
-  await until('the spare to mint past the holder', () => spare.guard.lastMintedMs() > holder.minting.maxMs() + 20, 20_000);
+  await until(
+    'the spare to mint past the holder',
+    () => spare.guard.lastMintedMs() > holder.minting.maxMs() + 20,
+    20_000,
+  );
   holder.minting.stop();
   spare.minting.stop();
 }

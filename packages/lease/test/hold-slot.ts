@@ -52,12 +52,16 @@ lease.start().then(
     });
     setInterval(() => {
       const now = Date.now();
-      if (assignment !== undefined && performance.now() < deadline && now <= ceiling) lastMinted = Math.max(lastMinted, now);
+      if (assignment !== undefined && performance.now() < deadline && now <= ceiling)
+        lastMinted = Math.max(lastMinted, now);
     }, 2);
     setInterval(() => print({ event: 'minted', lastMinted }), 50);
   },
   (e: unknown) => {
-    const line = { event: isNoFreeWorkerError(e) ? 'no-free-worker' : 'error', message: e instanceof Error ? e.message : String(e) };
+    const line = {
+      event: isNoFreeWorkerError(e) ? 'no-free-worker' : 'error',
+      message: e instanceof Error ? e.message : String(e),
+    };
     // Exit once the line is out: stdout to a pipe is asynchronous, and process.exit() right after a write can
     // drop it (the parent then saw only "started": seen on a loaded machine).
     process.stdout.write(`${JSON.stringify(line)}\n`, () => process.exit(3));

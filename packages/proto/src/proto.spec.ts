@@ -98,11 +98,30 @@ describe('the wire contract (docs/design.md §6)', () => {
 
   it('keeps the GetStatusResponse field numbers (the header of idgen.proto lists them)', () => {
     expect(GetStatusResponseSchema.fields.map((f) => [f.name, f.number])).toEqual([
-      ['region', 1], ['worker', 2], ['node_id', 3], ['state', 4], ['fence_reason', 5], ['fence_message', 6],
-      ['lease_id', 7], ['keep_alive_age_seconds', 8], ['clock_state', 9], ['clock_offset_seconds', 10],
-      ['clock_message', 11], ['layout', 12], ['lease_mode', 13], ['fence_deadline_in_ms', 14], ['floor_ms', 15],
-      ['last_minted_ms', 16], ['advertise_address', 17], ['max_count', 18], ['ready', 19], ['readiness_reason', 20],
-      ['readiness_cause', 21], ['readiness_detail', 22], ['readiness_wait_ms', 23], ['details_redacted', 24],
+      ['region', 1],
+      ['worker', 2],
+      ['node_id', 3],
+      ['state', 4],
+      ['fence_reason', 5],
+      ['fence_message', 6],
+      ['lease_id', 7],
+      ['keep_alive_age_seconds', 8],
+      ['clock_state', 9],
+      ['clock_offset_seconds', 10],
+      ['clock_message', 11],
+      ['layout', 12],
+      ['lease_mode', 13],
+      ['fence_deadline_in_ms', 14],
+      ['floor_ms', 15],
+      ['last_minted_ms', 16],
+      ['advertise_address', 17],
+      ['max_count', 18],
+      ['ready', 19],
+      ['readiness_reason', 20],
+      ['readiness_cause', 21],
+      ['readiness_detail', 22],
+      ['readiness_wait_ms', 23],
+      ['details_redacted', 24],
     ]);
   });
 

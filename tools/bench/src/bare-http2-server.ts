@@ -30,7 +30,10 @@ function main(): void {
       // the request body is read and dropped: the answer is fixed
     });
     stream.on('end', () => {
-      stream.respond({ [constants.HTTP2_HEADER_STATUS]: 200, [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/proto' });
+      stream.respond({
+        [constants.HTTP2_HEADER_STATUS]: 200,
+        [constants.HTTP2_HEADER_CONTENT_TYPE]: 'application/proto',
+      });
       stream.end(body);
     });
     stream.on('error', () => {

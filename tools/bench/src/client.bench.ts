@@ -138,10 +138,30 @@ async function main(): Promise<void> {
           { header: 'samples', align: 'right' },
         ],
         [
-          ['await client.nextId() (buffered)', formatNanoseconds(bufferedLatency.median), formatNanoseconds(bufferedLatency.p99), formatCount(bufferedLatency.count)],
-          ['client.tryNextId() (sync, buffer only)', formatNanoseconds(tryLatency.median), formatNanoseconds(tryLatency.p99), formatCount(tryLatency.count)],
-          ['await NextIds(1) RPC', formatNanoseconds(rpcLatency.median), formatNanoseconds(rpcLatency.p99), formatCount(rpcLatency.count)],
-          ['(timer around an awaited resolved promise)', formatNanoseconds(floor.median), formatNanoseconds(floor.p99), formatCount(floor.count)],
+          [
+            'await client.nextId() (buffered)',
+            formatNanoseconds(bufferedLatency.median),
+            formatNanoseconds(bufferedLatency.p99),
+            formatCount(bufferedLatency.count),
+          ],
+          [
+            'client.tryNextId() (sync, buffer only)',
+            formatNanoseconds(tryLatency.median),
+            formatNanoseconds(tryLatency.p99),
+            formatCount(tryLatency.count),
+          ],
+          [
+            'await NextIds(1) RPC',
+            formatNanoseconds(rpcLatency.median),
+            formatNanoseconds(rpcLatency.p99),
+            formatCount(rpcLatency.count),
+          ],
+          [
+            '(timer around an awaited resolved promise)',
+            formatNanoseconds(floor.median),
+            formatNanoseconds(floor.p99),
+            formatCount(floor.count),
+          ],
         ],
       ),
     );
@@ -157,7 +177,12 @@ async function main(): Promise<void> {
         [
           ['@idgen/client nextId()', '1', formatCount(bufferedOne), `×${(bufferedOne / rpcOne).toFixed(1)}`],
           ['NextIds(1) per ID', '1', formatCount(rpcOne), '×1.0'],
-          ['@idgen/client nextId()', String(CONCURRENT_CALLERS), formatCount(bufferedMany), `×${(bufferedMany / rpcMany).toFixed(1)}`],
+          [
+            '@idgen/client nextId()',
+            String(CONCURRENT_CALLERS),
+            formatCount(bufferedMany),
+            `×${(bufferedMany / rpcMany).toFixed(1)}`,
+          ],
           ['NextIds(1) per ID', String(CONCURRENT_CALLERS), formatCount(rpcMany), '×1.0'],
         ],
       ),
@@ -181,6 +206,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench:client failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `bench:client failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exitCode = 1;
 });

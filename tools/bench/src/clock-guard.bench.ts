@@ -55,7 +55,13 @@ function guardOver(clock: ClockSource): GuardedMinter {
   const guard = createGuardedMinter({ region: REGION, clock });
   // What the lease does once it holds a slot (docs/design.md §5): an infinite deadline, because this benchmark
   // has no lease to keep alive; the deadline is still compared on every mint.
-  guard.assign({ region: REGION, worker: WORKER, floorMs: 0, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
+  guard.assign({
+    region: REGION,
+    worker: WORKER,
+    floorMs: 0,
+    deadlineMonoMs: Number.POSITIVE_INFINITY,
+    ceilingMs: Number.POSITIVE_INFINITY,
+  });
   return guard;
 }
 
@@ -189,7 +195,7 @@ function main(): void {
   const guardedIds = bareIds; // reuse the memory: the bare pass is counted already
   const guardForCheck = guardOver(systemClock);
   guards.push(guardForCheck);
-  for (let i = 0; i < guardedIds.length; ) {
+  for (let i = 0; i < guardedIds.length;) {
     try {
       guardedIds[i] = guardForCheck.next();
       i++;

@@ -40,7 +40,10 @@ const pause = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, 
  * synchronous (the hot loop a caller would write); a 5 ms pause between rounds lets the embedded source's lease
  * keep itself alive, as a caller's loop must.
  */
-async function runInterleaved(rounds: readonly Round[], options: { rounds: number; roundMs: number; warmupRounds: number }): Promise<RoundsReport[]> {
+async function runInterleaved(
+  rounds: readonly Round[],
+  options: { rounds: number; roundMs: number; warmupRounds: number },
+): Promise<RoundsReport[]> {
   for (let i = 0; i < options.warmupRounds; i++) {
     for (const round of rounds) {
       round(options.roundMs);
@@ -197,9 +200,19 @@ async function main(): Promise<void> {
 
     // Synchronous path: the bare core and the bare guard (no lease) are the baselines of the same run.
     const guard = createGuardedMinter({ region: REGION, clock: systemClock });
-    guard.assign({ region: REGION, worker: 17, floorMs: 0, deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: Number.POSITIVE_INFINITY });
+    guard.assign({
+      region: REGION,
+      worker: 17,
+      floorMs: 0,
+      deadlineMonoMs: Number.POSITIVE_INFINITY,
+      ceilingMs: Number.POSITIVE_INFINITY,
+    });
     const [bare, guarded, sync] = (await runInterleaved(
-      [coreSingleRound(createMinter({ region: REGION, worker: 17 })), guardSingleRound(() => guard.next()), embeddedSyncRound(embedded)],
+      [
+        coreSingleRound(createMinter({ region: REGION, worker: 17 })),
+        guardSingleRound(() => guard.next()),
+        embeddedSyncRound(embedded),
+      ],
       options,
     )) as [RoundsReport, RoundsReport, RoundsReport];
     guard.close();
@@ -232,9 +245,27 @@ async function main(): Promise<void> {
           { header: 'cost per ID', align: 'right' },
         ],
         [
-          ['@idgen/core mintOne(Date.now()) (no lease)', formatCount(bare.medianIdsPerSecond), formatShare(bare.medianIdsPerSecond, CEILING), `${formatCount(bare.minIdsPerSecond)}-${formatCount(bare.maxIdsPerSecond)}`, formatNanoseconds(bare.medianNsPerCall)],
-          ['@idgen/clock-guard next() (no lease)', formatCount(guarded.medianIdsPerSecond), formatShare(guarded.medianIdsPerSecond, CEILING), `${formatCount(guarded.minIdsPerSecond)}-${formatCount(guarded.maxIdsPerSecond)}`, formatNanoseconds(guarded.medianNsPerCall)],
-          [`@idgen/embedded nextIdSync() (slot ${REGION}/${String(status.worker)} from etcd)`, formatCount(sync.medianIdsPerSecond), formatShare(sync.medianIdsPerSecond, CEILING), `${formatCount(sync.minIdsPerSecond)}-${formatCount(sync.maxIdsPerSecond)}`, formatNanoseconds(sync.medianNsPerCall)],
+          [
+            '@idgen/core mintOne(Date.now()) (no lease)',
+            formatCount(bare.medianIdsPerSecond),
+            formatShare(bare.medianIdsPerSecond, CEILING),
+            `${formatCount(bare.minIdsPerSecond)}-${formatCount(bare.maxIdsPerSecond)}`,
+            formatNanoseconds(bare.medianNsPerCall),
+          ],
+          [
+            '@idgen/clock-guard next() (no lease)',
+            formatCount(guarded.medianIdsPerSecond),
+            formatShare(guarded.medianIdsPerSecond, CEILING),
+            `${formatCount(guarded.minIdsPerSecond)}-${formatCount(guarded.maxIdsPerSecond)}`,
+            formatNanoseconds(guarded.medianNsPerCall),
+          ],
+          [
+            `@idgen/embedded nextIdSync() (slot ${REGION}/${String(status.worker)} from etcd)`,
+            formatCount(sync.medianIdsPerSecond),
+            formatShare(sync.medianIdsPerSecond, CEILING),
+            `${formatCount(sync.minIdsPerSecond)}-${formatCount(sync.maxIdsPerSecond)}`,
+            formatNanoseconds(sync.medianNsPerCall),
+          ],
         ],
       ),
     );
@@ -254,9 +285,27 @@ async function main(): Promise<void> {
           { header: 'sustained IDs/s', align: 'right' },
         ],
         [
-          ['await embedded.nextId()', formatNanoseconds(embeddedLatency.median), formatNanoseconds(embeddedLatency.p99), formatCount(embeddedLatency.count), formatCount(embeddedRate)],
-          ['await client.nextId() (@idgen/client, buffered, real node)', formatNanoseconds(clientLatency.median), formatNanoseconds(clientLatency.p99), formatCount(clientLatency.count), formatCount(clientRate)],
-          ['(timer around an awaited resolved promise)', formatNanoseconds(floor.median), formatNanoseconds(floor.p99), formatCount(floor.count), ''],
+          [
+            'await embedded.nextId()',
+            formatNanoseconds(embeddedLatency.median),
+            formatNanoseconds(embeddedLatency.p99),
+            formatCount(embeddedLatency.count),
+            formatCount(embeddedRate),
+          ],
+          [
+            'await client.nextId() (@idgen/client, buffered, real node)',
+            formatNanoseconds(clientLatency.median),
+            formatNanoseconds(clientLatency.p99),
+            formatCount(clientLatency.count),
+            formatCount(clientRate),
+          ],
+          [
+            '(timer around an awaited resolved promise)',
+            formatNanoseconds(floor.median),
+            formatNanoseconds(floor.p99),
+            formatCount(floor.count),
+            '',
+          ],
         ],
       ),
     );
@@ -278,6 +327,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`bench:embedded failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.stderr.write(
+    `bench:embedded failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+  );
   process.exitCode = 1;
 });

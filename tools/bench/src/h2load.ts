@@ -56,15 +56,23 @@ export async function runH2load(h2load: string, run: H2loadRun): Promise<H2loadR
 }
 
 /** Starts one h2load process (after deleting its old log) and reads its summary once it exits. */
-async function startH2load(h2load: string, run: H2loadRun): Promise<Omit<H2loadResult, 'p50Us' | 'p99Us' | 'p999Us' | 'samples'>> {
+async function startH2load(
+  h2load: string,
+  run: H2loadRun,
+): Promise<Omit<H2loadResult, 'p50Us' | 'p99Us' | 'p999Us' | 'samples'>> {
   await rm(run.logFile, { force: true });
   const args = [
-    '-t', '1',
-    '-c', String(run.clients),
-    '-m', String(run.streams),
-    '-D', String(run.seconds),
+    '-t',
+    '1',
+    '-c',
+    String(run.clients),
+    '-m',
+    String(run.streams),
+    '-D',
+    String(run.seconds),
     `--warm-up-time=${run.warmupSeconds}`,
-    '-d', run.bodyFile,
+    '-d',
+    run.bodyFile,
     `--log-file=${run.logFile}`,
     ...run.headers.flatMap((header) => ['-H', header]),
     ...(run.rpsPerClient === undefined ? [] : [`--rps=${run.rpsPerClient}`]),
@@ -121,7 +129,10 @@ export async function runH2loadSpread(
  */
 export function parseH2loadSummary(text: string): Omit<H2loadResult, 'p50Us' | 'p99Us' | 'p999Us' | 'samples'> {
   const finished = /finished in [\d.]+\w+, ([\d.]+) req\/s/.exec(text);
-  const requests = /requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(text);
+  const requests =
+    /requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(
+      text,
+    );
   const status = /status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/.exec(text);
   if (finished === null || requests === null || status === null) {
     throw new Error(`could not read h2load's summary:\n${text}`);

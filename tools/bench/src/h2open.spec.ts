@@ -6,7 +6,8 @@ import { buildH2open, parseH2openLine, runH2open } from './h2open.js';
 
 describe('parseH2openLine', () => {
   it('reads every field of the result line', () => {
-    const line = 'sent=100 done=100 ok=98 failed=2 rate=9.8 p50_us=120 p99_us=900 p999_us=1500 max_us=2000 lag_p99_us=40';
+    const line =
+      'sent=100 done=100 ok=98 failed=2 rate=9.8 p50_us=120 p99_us=900 p999_us=1500 max_us=2000 lag_p99_us=40';
     expect(parseH2openLine(`noise\n${line}\n`)).toEqual({
       sent: 100,
       ok: 98,
@@ -21,7 +22,9 @@ describe('parseH2openLine', () => {
   });
 
   it('refuses a line with a field missing rather than report a figure', () => {
-    expect(() => parseH2openLine('sent=1 done=1 ok=1 failed=0 rate=1 p50_us=1 p99_us=1 p999_us=1 max_us=1')).toThrow('lag_p99_us');
+    expect(() => parseH2openLine('sent=1 done=1 ok=1 failed=0 rate=1 p50_us=1 p99_us=1 p999_us=1 max_us=1')).toThrow(
+      'lag_p99_us',
+    );
     expect(() => parseH2openLine('h2open: connect: Connection refused')).toThrow("could not read h2open's result");
   });
 });

@@ -24,7 +24,9 @@ export function buildH2open(): string {
   if (fresh) return H2OPEN_BINARY;
   if (cc === undefined) throw new Error(CC_MISSING_MESSAGE);
   mkdirSync(join(H2OPEN_BINARY, '..'), { recursive: true });
-  execFileSync(cc, ['-O2', '-Wall', '-o', H2OPEN_BINARY, H2OPEN_SOURCE, '-lm'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync(cc, ['-O2', '-Wall', '-o', H2OPEN_BINARY, H2OPEN_SOURCE, '-lm'], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   return H2OPEN_BINARY;
 }
 
@@ -67,7 +69,8 @@ export function parseH2openLine(text: string): H2openResult {
   }
   const need = ['sent', 'done', 'ok', 'failed', 'rate', 'p50_us', 'p99_us', 'p999_us', 'max_us', 'lag_p99_us'];
   const missing = need.filter((key) => !fields.has(key));
-  if (line === undefined || missing.length > 0) throw new Error(`could not read h2open's result (missing ${missing.join(', ')}):\n${text}`);
+  if (line === undefined || missing.length > 0)
+    throw new Error(`could not read h2open's result (missing ${missing.join(', ')}):\n${text}`);
   const get = (key: string): number => fields.get(key) ?? Number.NaN;
   return {
     sent: get('sent'),

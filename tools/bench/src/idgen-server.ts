@@ -24,14 +24,22 @@ export function buildServer(): void {
  * measured is the serving path) and resolves once it logs `ready`. `extra`: more flags; `launchFlags: false`
  * starts it without the Node flags its command carries (V8's defaults).
  */
-export async function startIdgenServer(port: number, extra: readonly string[] = [], o: { launchFlags?: boolean } = {}): Promise<ProcessHandle> {
+export async function startIdgenServer(
+  port: number,
+  extra: readonly string[] = [],
+  o: { launchFlags?: boolean } = {},
+): Promise<ProcessHandle> {
   const server = spawnProcess(process.execPath, [
     ...(o.launchFlags === false ? [SERVER_MAIN] : serverLaunchArgs(SERVER_MAIN)),
     '--standalone',
-    '--state-file', join(tempDirSync('bench-standalone').path, 'state.json'),
-    '--time-source', 'none',
-    '--listen', `127.0.0.1:${port}`,
-    '--metrics-listen', 'off',
+    '--state-file',
+    join(tempDirSync('bench-standalone').path, 'state.json'),
+    '--time-source',
+    'none',
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--metrics-listen',
+    'off',
     ...extra,
   ]);
   await server.waitForLine(/"msg":"ready"/, 20_000);

@@ -9,7 +9,10 @@ describe('raw-h2-server (bench baseline: HTTP/2 framed by hand on node:net)', ()
 
   it('answers each stream of a real node:http2 client with 200 and the fixed body', async () => {
     const port = await freePort();
-    const server = spawnProcess(process.execPath, tsNodeArgs(join(__dirname, 'raw-h2-server.ts'), String(port), 'c0ffee'));
+    const server = spawnProcess(
+      process.execPath,
+      tsNodeArgs(join(__dirname, 'raw-h2-server.ts'), String(port), 'c0ffee'),
+    );
     await server.waitForLine(/^listening /, 20_000);
     const client = connect(`http://127.0.0.1:${port}`);
     try {
@@ -28,7 +31,10 @@ describe('raw-h2-server (bench baseline: HTTP/2 framed by hand on node:net)', ()
           stream.on('end', () => resolve({ status, type, body: Buffer.concat(chunks).toString('hex') }));
           stream.end(body);
         });
-      const answers = await Promise.all([...Array.from({ length: 20 }, () => ask(Buffer.from([0x08, 0x01]))), ask(undefined)]);
+      const answers = await Promise.all([
+        ...Array.from({ length: 20 }, () => ask(Buffer.from([0x08, 0x01]))),
+        ask(undefined),
+      ]);
       for (const a of answers) expect(a).toEqual({ status: 200, type: 'application/proto', body: 'c0ffee' });
     } finally {
       client.destroy();

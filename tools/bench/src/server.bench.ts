@@ -79,8 +79,18 @@ async function verify(baseUrl: string): Promise<void> {
 }
 
 /** A baseline server (baseline-server.ts) as a child process, loaded like the real server; resolves when ready. */
-async function startBaseline(script: string, port: number, body: Uint8Array, ...extra: string[]): Promise<ProcessHandle> {
-  const server = spawnProcess(process.execPath, [join(__dirname, script), String(port), Buffer.from(body).toString('hex'), ...extra]);
+async function startBaseline(
+  script: string,
+  port: number,
+  body: Uint8Array,
+  ...extra: string[]
+): Promise<ProcessHandle> {
+  const server = spawnProcess(process.execPath, [
+    join(__dirname, script),
+    String(port),
+    Buffer.from(body).toString('hex'),
+    ...extra,
+  ]);
   await server.waitForLine(/^listening /, 10_000);
   return server;
 }
@@ -120,14 +130,24 @@ async function main(): Promise<void> {
   );
 
   const work = await tempDir('idgen-bench-server');
-  const [idgenPort, idgenNodePort, barePort, rawPort] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  const [idgenPort, idgenNodePort, barePort, rawPort] = [
+    await freePort(),
+    await freePort(),
+    await freePort(),
+    await freePort(),
+  ];
   const idgenDefaultsPort = await freePort();
   // The bare server answers what NextIds(1) answers, byte for byte in size.
   const cannedResponse = toBinary(
     NextIdsResponseSchema,
     create(NextIdsResponseSchema, { blocks: [{ first: 385360699775254528n, count: 1 }] }),
   );
-  const portOf = { bare: barePort, idgen: idgenPort, 'idgen-node': idgenNodePort, 'idgen-v8-defaults': idgenDefaultsPort } as const;
+  const portOf = {
+    bare: barePort,
+    idgen: idgenPort,
+    'idgen-node': idgenNodePort,
+    'idgen-v8-defaults': idgenDefaultsPort,
+  } as const;
   const servers: ProcessHandle[] = [];
   try {
     servers.push(await startBaseline('bare-http2-server.js', barePort, cannedResponse));
@@ -147,12 +167,37 @@ async function main(): Promise<void> {
       { name: 'NextIds(1), Connect', target: 'idgen', count: 1, headers: CONNECT_HEADERS, body: nextIdsBody(1) },
       { name: 'NextIds(100), Connect', target: 'idgen', count: 100, headers: CONNECT_HEADERS, body: nextIdsBody(100) },
       { name: 'NextIds(1), gRPC', target: 'idgen', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
-      { name: 'NextIds(100), gRPC', target: 'idgen', count: 100, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(100)) },
-      { name: 'NextIds(1), gRPC, on node:http2', target: 'idgen-node', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
-      { name: 'NextIds(1), gRPC, V8 defaults', target: 'idgen-v8-defaults', count: 1, headers: GRPC_HEADERS, body: grpcFrame(nextIdsBody(1)) },
+      {
+        name: 'NextIds(100), gRPC',
+        target: 'idgen',
+        count: 100,
+        headers: GRPC_HEADERS,
+        body: grpcFrame(nextIdsBody(100)),
+      },
+      {
+        name: 'NextIds(1), gRPC, on node:http2',
+        target: 'idgen-node',
+        count: 1,
+        headers: GRPC_HEADERS,
+        body: grpcFrame(nextIdsBody(1)),
+      },
+      {
+        name: 'NextIds(1), gRPC, V8 defaults',
+        target: 'idgen-v8-defaults',
+        count: 1,
+        headers: GRPC_HEADERS,
+        body: grpcFrame(nextIdsBody(1)),
+      },
     ];
     /** Both half-load measurements of one target at one rate. */
-    const halfLoad = async (name: string, port: number, c: LoadCase, bodyFile: string, rate: number, tag: string): Promise<HalfLoad> => {
+    const halfLoad = async (
+      name: string,
+      port: number,
+      c: LoadCase,
+      bodyFile: string,
+      rate: number,
+      tag: string,
+    ): Promise<HalfLoad> => {
       const h2 = await runH2loadSpread(
         h2load,
         {
@@ -237,8 +282,35 @@ async function main(): Promise<void> {
     // TLS (issue 15): NextIds(1) over gRPC on a node serving TLS (ALPN h2, a self-signed certificate made
     // here), against the h2c node measured again right before it, both at saturation in the same run.
     const tlsPort = await freePort();
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(work.path, 'tls.key'), '-out', join(work.path, 'tls.crt'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-    servers.push(await startIdgenServer(tlsPort, ['--tls-cert', join(work.path, 'tls.crt'), '--tls-key', join(work.path, 'tls.key')]));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(work.path, 'tls.key'),
+        '-out',
+        join(work.path, 'tls.crt'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    servers.push(
+      await startIdgenServer(tlsPort, [
+        '--tls-cert',
+        join(work.path, 'tls.crt'),
+        '--tls-key',
+        join(work.path, 'tls.key'),
+      ]),
+    );
     const grpcBody = join(work.path, `${grpcIndex}.bin`);
     const h2cAgain = await saturate(idgenPort, grpcBody, GRPC_HEADERS, 'h2c-again');
     const overTls = await runH2load(h2load, {
@@ -266,15 +338,17 @@ async function main(): Promise<void> {
           { header: 'share of bare', align: 'right' },
           { header: 'failed', align: 'right' },
         ],
-        [...saturated, { c: { ...floorCase, name: 'HTTP/2 framed by hand, no node:http2' }, result: rawSaturated }].map(({ c, result }) => [
-          c.name,
-          formatCount(result.requestsPerSecond),
-          c.count === 0 ? '—' : formatCount(result.requestsPerSecond * c.count),
-          micros(result.p50Us),
-          micros(result.p99Us),
-          formatShare(result.requestsPerSecond, ceiling),
-          String(result.failed),
-        ]),
+        [...saturated, { c: { ...floorCase, name: 'HTTP/2 framed by hand, no node:http2' }, result: rawSaturated }].map(
+          ({ c, result }) => [
+            c.name,
+            formatCount(result.requestsPerSecond),
+            c.count === 0 ? '—' : formatCount(result.requestsPerSecond * c.count),
+            micros(result.p50Us),
+            micros(result.p99Us),
+            formatShare(result.requestsPerSecond, ceiling),
+            String(result.failed),
+          ],
+        ),
       ),
     );
     const over = (h: HalfLoad, i: number): string => {
@@ -319,7 +393,7 @@ async function main(): Promise<void> {
         'Poisson: h2open, exponential gaps at the same total rate, each request written on time whatever the\n' +
         "  answers do (open loop); latency from its write to the end of its answer. 'late sends p99': how late\n" +
         '  h2open wrote requests against its schedule (its own delay, or all streams busy while the server stalls).\n' +
-        "floor: raw-h2-server.ts, the same answer from HTTP/2 framed on node:net with no header decoded, at the idgen\n" +
+        'floor: raw-h2-server.ts, the same answer from HTTP/2 framed on node:net with no header decoded, at the idgen\n' +
         "  cases' mean half-load rate: what Node itself does here (a baseline, not a server).\n" +
         "p99 over floor: the case's Poisson p99 minus the floor's: what idgen adds above Node.\n" +
         "'on node:http2': the same node started with --http2-server node (the fallback), for comparison.\n" +
@@ -350,7 +424,9 @@ async function main(): Promise<void> {
       ),
     );
 
-    process.stdout.write('\nTLS on the serving port: NextIds(1) over gRPC at saturation (h2c measured right before, same run)\n\n');
+    process.stdout.write(
+      '\nTLS on the serving port: NextIds(1) over gRPC at saturation (h2c measured right before, same run)\n\n',
+    );
     process.stdout.write(
       formatTable(
         [
@@ -366,7 +442,14 @@ async function main(): Promise<void> {
           ['TLS 1.3, ALPN h2', overTls],
         ].map(([name, r]) => {
           const result = r as H2loadResult;
-          return [String(name), formatCount(result.requestsPerSecond), micros(result.p50Us), micros(result.p99Us), formatShare(result.requestsPerSecond, h2cAgain.requestsPerSecond), String(result.failed)];
+          return [
+            String(name),
+            formatCount(result.requestsPerSecond),
+            micros(result.p50Us),
+            micros(result.p99Us),
+            formatShare(result.requestsPerSecond, h2cAgain.requestsPerSecond),
+            String(result.failed),
+          ];
         }),
       ),
     );

@@ -39,7 +39,9 @@ export function formatTable(columns: readonly Column[], rows: readonly (readonly
 export function formatCount(value: number): string {
   if (!Number.isFinite(value)) return String(value);
   const rounded = Math.round(value);
-  const digits = Math.abs(rounded).toString().replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  const digits = Math.abs(rounded)
+    .toString()
+    .replace(/\B(?=(\d{3})+(?!\d))/g, ',');
   return rounded < 0 ? `-${digits}` : digits;
 }
 

@@ -56,7 +56,14 @@ function fileDiscovery(path: string, pollMs: number): NodeDiscovery & { close():
   };
 }
 
-function parse(argv: string[]): { index: number; dir: string; nodesFile: string; region: number; rate: number; batch: number } {
+function parse(argv: string[]): {
+  index: number;
+  dir: string;
+  nodesFile: string;
+  region: number;
+  rate: number;
+  batch: number;
+} {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -71,10 +78,12 @@ function parse(argv: string[]): { index: number; dir: string; nodesFile: string;
   });
   const int = (name: string, v: string | undefined, min: number): number => {
     const n = Number(v);
-    if (v === undefined || !Number.isInteger(n) || n < min) throw new Error(`caller: --${name} must be an integer ≥ ${min}, got ${String(v)}`);
+    if (v === undefined || !Number.isInteger(n) || n < min)
+      throw new Error(`caller: --${name} must be an integer ≥ ${min}, got ${String(v)}`);
     return n;
   };
-  if (values.dir === undefined || values['nodes-file'] === undefined) throw new Error('caller: --dir and --nodes-file are required');
+  if (values.dir === undefined || values['nodes-file'] === undefined)
+    throw new Error('caller: --dir and --nodes-file are required');
   return {
     index: int('index', values.index, 0),
     dir: values.dir,
@@ -161,12 +170,16 @@ async function main(): Promise<void> {
     await loop;
     discovery.close();
     await Promise.all([end(idsOut), end(blocksOut), end(callsOut), end(failuresOut)]);
-    process.stdout.write(`${JSON.stringify({ msg: 'caller stopped', index: o.index, signal, calls: ok, ids, failed, stats: client.stats().refills })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ msg: 'caller stopped', index: o.index, signal, calls: ok, ids, failed, stats: client.stats().refills })}\n`,
+    );
     process.exit(0);
   };
   process.on('SIGTERM', () => void stop('SIGTERM'));
   process.on('SIGINT', () => void stop('SIGINT'));
-  process.stdout.write(`${JSON.stringify({ msg: 'caller started', index: o.index, pid: process.pid, rate: o.rate, batch: o.batch })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ msg: 'caller started', index: o.index, pid: process.pid, rate: o.rate, batch: o.batch })}\n`,
+  );
 }
 
 main().catch((e: unknown) => {

@@ -15,7 +15,16 @@ import { parseArgs } from 'node:util';
 import { createEmbeddedIdSource, isIdsUnavailableError, type LeaseLogger } from '@idgen/embedded';
 import { embeddedNodeName, type BlockLine } from './records.js';
 
-function parse(argv: string[]): { name: string; file: string; etcd: string[]; region: number; workers: string; rate: number; batch: number; ttl: number } {
+function parse(argv: string[]): {
+  name: string;
+  file: string;
+  etcd: string[];
+  region: number;
+  workers: string;
+  rate: number;
+  batch: number;
+  ttl: number;
+} {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -32,10 +41,12 @@ function parse(argv: string[]): { name: string; file: string; etcd: string[]; re
   });
   const int = (name: string, v: string | undefined, min: number): number => {
     const n = Number(v);
-    if (v === undefined || !Number.isInteger(n) || n < min) throw new Error(`embedded-caller: --${name} must be an integer ≥ ${min}, got ${String(v)}`);
+    if (v === undefined || !Number.isInteger(n) || n < min)
+      throw new Error(`embedded-caller: --${name} must be an integer ≥ ${min}, got ${String(v)}`);
     return n;
   };
-  if (values.name === undefined || values.file === undefined || values.etcd === undefined) throw new Error('embedded-caller: --name, --file and --etcd are required');
+  if (values.name === undefined || values.file === undefined || values.etcd === undefined)
+    throw new Error('embedded-caller: --name, --file and --etcd are required');
   return {
     name: values.name,
     file: values.file,
@@ -52,7 +63,9 @@ function parse(argv: string[]): { name: string; file: string; etcd: string[]; re
 const trueNowMs = (): number => Math.round(performance.timeOrigin + performance.now());
 
 function line(fields: Record<string, unknown>, msg: string): void {
-  process.stdout.write(`${JSON.stringify({ ...fields, msg, trueMs: trueNowMs() }, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ ...fields, msg, trueMs: trueNowMs() }, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v))}\n`,
+  );
 }
 
 async function main(): Promise<void> {
@@ -87,11 +100,13 @@ async function main(): Promise<void> {
         count++;
         continue;
       }
-      if (first !== undefined) lines += `${JSON.stringify({ node, first: first.toString(), count, receivedMs } satisfies BlockLine)}\n`;
+      if (first !== undefined)
+        lines += `${JSON.stringify({ node, first: first.toString(), count, receivedMs } satisfies BlockLine)}\n`;
       first = id;
       count = 1;
     }
-    if (first !== undefined && count > 0) lines += `${JSON.stringify({ node, first: first.toString(), count, receivedMs } satisfies BlockLine)}\n`;
+    if (first !== undefined && count > 0)
+      lines += `${JSON.stringify({ node, first: first.toString(), count, receivedMs } satisfies BlockLine)}\n`;
     out.write(lines);
     ids += minted.length;
   };

@@ -12,7 +12,13 @@ import { embeddedNodeName, readBlocksFile } from './records.js';
 import type { ClockAllowance, Holding, ReceivedBlock } from './verify.js';
 
 /** What can happen to an embedded caller. */
-export const EMBEDDED_FAULT_KINDS = ['kill', 'pause-past-ttl', 'partition', 'clock-back', 'partition-clock-forward'] as const;
+export const EMBEDDED_FAULT_KINDS = [
+  'kill',
+  'pause-past-ttl',
+  'partition',
+  'clock-back',
+  'partition-clock-forward',
+] as const;
 export type EmbeddedFaultKind = (typeof EMBEDDED_FAULT_KINDS)[number];
 
 /** One fault on one embedded caller, for the report. */
@@ -83,7 +89,13 @@ export interface EmbeddedFleet {
   /** Waits until `n` of them hold a slot. */
   waitHolding(n: number, timeoutMs: number): Promise<void>;
   /** Runs the faults until `untilMs` (Unix ms), one at a time, from `loadStart`; clock allowances are pushed to `allowances`. */
-  runFaults(o: { seed: number; loadStart: number; untilMs: number; allowances: ClockAllowance[]; signal: AbortSignal }): Promise<void>;
+  runFaults(o: {
+    seed: number;
+    loadStart: number;
+    untilMs: number;
+    allowances: ClockAllowance[];
+    signal: AbortSignal;
+  }): Promise<void>;
   stopAll(graceMs: number): Promise<void>;
   /** Every block every incarnation recorded (caller numbers from 1000). */
   blocks(): Promise<ReceivedBlock[]>;
@@ -115,7 +127,14 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
         try {
           const j = JSON.parse(text) as { worker?: unknown; leaseId?: unknown; floorMs?: unknown; trueMs?: unknown };
           if (typeof j.worker === 'number' && typeof j.leaseId === 'string' && typeof j.floorMs === 'number') {
-            holdings.push({ node: inc.node, name: inc.name, worker: j.worker, leaseId: j.leaseId, floorMs: j.floorMs, seenMs: typeof j.trueMs === 'number' ? j.trueMs : Date.now() });
+            holdings.push({
+              node: inc.node,
+              name: inc.name,
+              worker: j.worker,
+              leaseId: j.leaseId,
+              floorMs: j.floorMs,
+              seenMs: typeof j.trueMs === 'number' ? j.trueMs : Date.now(),
+            });
           }
         } catch {
           // a torn line
@@ -136,14 +155,22 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
       process.execPath,
       [
         o.callerMain,
-        '--name', name,
-        '--file', file,
-        '--etcd', proxies.map((p) => `http://${p.address}`).join(','),
-        '--region', String(o.region),
-        '--workers', workers,
-        '--rate', String(o.rate),
-        '--batch', '10',
-        '--lease-ttl', String(o.leaseTtlSeconds),
+        '--name',
+        name,
+        '--file',
+        file,
+        '--etcd',
+        proxies.map((p) => `http://${p.address}`).join(','),
+        '--region',
+        String(o.region),
+        '--workers',
+        workers,
+        '--rate',
+        String(o.rate),
+        '--batch',
+        '10',
+        '--lease-ttl',
+        String(o.leaseTtlSeconds),
       ],
       {
         env: {
@@ -171,7 +198,9 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
     poll();
     const mine = [...holdings].reverse().find((h) => h.name === inc.name);
     if (mine === undefined) return undefined;
-    return holdings.some((h) => h.worker === mine.worker && h.name !== inc.name && h.seenMs > mine.seenMs) ? undefined : mine;
+    return holdings.some((h) => h.worker === mine.worker && h.name !== inc.name && h.seenMs > mine.seenMs)
+      ? undefined
+      : mine;
   };
 
   return {
@@ -194,7 +223,9 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
         const holding = new Set(holdings.map((h) => h.name)).size;
         if (holding >= n) return;
         if (Date.now() - t0 > timeoutMs) {
-          throw new Error(`only ${holding} of ${n} embedded callers hold a slot after ${timeoutMs} ms:\n${incarnations.map((i) => `--- ${i.name}\n${i.handle.tail(6)}`).join('\n')}`);
+          throw new Error(
+            `only ${holding} of ${n} embedded callers hold a slot after ${timeoutMs} ms:\n${incarnations.map((i) => `--- ${i.name}\n${i.handle.tail(6)}`).join('\n')}`,
+          );
         }
         await new Promise((r) => setTimeout(r, 200));
       }
@@ -208,19 +239,37 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
         const kind = EMBEDDED_FAULT_KINDS[k % EMBEDDED_FAULT_KINDS.length] as EmbeddedFaultKind;
         // A caller holding a slot (a spare's fault would show nothing).
         poll();
-        const holders = positions.map(current).filter((i): i is Incarnation => i !== undefined && holdingOf(i) !== undefined);
+        const holders = positions
+          .map(current)
+          .filter((i): i is Incarnation => i !== undefined && holdingOf(i) !== undefined);
         const inc = holders[Math.floor(rnd() * holders.length)];
         if (inc === undefined) continue;
         const worker = holdingOf(inc)?.worker;
         const begin = Date.now();
-        const r: EmbeddedFaultRecord = { kind, target: `${inc.name} (worker ${worker ?? '-'})`, startedMs: begin - loadStart, endedMs: 0, notes: [] };
+        const r: EmbeddedFaultRecord = {
+          kind,
+          target: `${inc.name} (worker ${worker ?? '-'})`,
+          startedMs: begin - loadStart,
+          endedMs: 0,
+          notes: [],
+        };
         faults.push(r);
         o.say(`  t+${((begin - loadStart) / 1000).toFixed(1)}s embedded fault ${kind} → ${r.target}`);
         const proxies = links.get(inc.position) ?? [];
         const takeover = async (limitMs: number): Promise<void> => {
-          while (worker !== undefined && heldBy(worker, inc.name, begin) === undefined && Date.now() < begin + limitMs && !signal.aborted) await sleep(100, signal);
+          while (
+            worker !== undefined &&
+            heldBy(worker, inc.name, begin) === undefined &&
+            Date.now() < begin + limitMs &&
+            !signal.aborted
+          )
+            await sleep(100, signal);
           const t = worker === undefined ? undefined : heldBy(worker, inc.name, begin);
-          r.notes.push(t === undefined ? `worker ${worker ?? '-'} not taken over` : `worker ${worker} taken over by ${t.name} after ${((t.seenMs - begin) / 1000).toFixed(1)} s`);
+          r.notes.push(
+            t === undefined
+              ? `worker ${worker ?? '-'} not taken over`
+              : `worker ${worker} taken over by ${t.name} after ${((t.seenMs - begin) / 1000).toFixed(1)} s`,
+          );
         };
         switch (kind) {
           case 'kill': {
@@ -258,7 +307,12 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
           case 'partition-clock-forward': {
             // Cut off, then the wall clock 8 s ahead while the monotonic deadline still runs: the wall ceiling fences it.
             for (const p of proxies) p.cut();
-            const a: ClockAllowance = { node: inc.node, fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY, aheadMs: 8000 };
+            const a: ClockAllowance = {
+              node: inc.node,
+              fromMs: Date.now(),
+              toMs: Number.POSITIVE_INFINITY,
+              aheadMs: 8000,
+            };
             allowances.push(a);
             await writeFile(clockFile(inc.position), '+8\n');
             await takeover(ttlMs * 2 + 2000);
@@ -275,7 +329,9 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
       }
     },
     async stopAll(graceMs) {
-      await Promise.all(incarnations.filter((i) => i.handle.exitStatus() === undefined).map((i) => i.handle.stop(graceMs)));
+      await Promise.all(
+        incarnations.filter((i) => i.handle.exitStatus() === undefined).map((i) => i.handle.stop(graceMs)),
+      );
       poll();
       clearInterval(timer);
       await Promise.all([...links.values()].flat().map((p) => p.close()));

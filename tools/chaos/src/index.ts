@@ -41,5 +41,14 @@ export type {
 export { formatReport, kindSummary, reportJson } from './report.js';
 export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
 export type { NodeMetrics } from './node-metrics.js';
-export { callerFiles, decodeIds, decodeTimes, encodeIds, encodeTimes, probeBlocksFile, readBlocksFile, readCallerRecords } from './records.js';
+export {
+  callerFiles,
+  decodeIds,
+  decodeTimes,
+  encodeIds,
+  encodeTimes,
+  probeBlocksFile,
+  readBlocksFile,
+  readCallerRecords,
+} from './records.js';
 export type { BlockLine, CallerRecords, FailureLine } from './records.js';

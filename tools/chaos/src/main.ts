@@ -15,7 +15,14 @@ import { parseArgs } from 'node:util';
 import { cleanupAll } from '@idgen/testing';
 import { formatReport, reportJson } from './report.js';
 import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
-import { FAULT_KINDS, FULL_ROUND_SECONDS, createSchedule, formatFault, parseFaultKinds, type FaultKind } from './schedule.js';
+import {
+  FAULT_KINDS,
+  FULL_ROUND_SECONDS,
+  createSchedule,
+  formatFault,
+  parseFaultKinds,
+  type FaultKind,
+} from './schedule.js';
 
 const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
@@ -35,7 +42,9 @@ function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain'> & { serverMain?: string } {
+function parse(
+  argv: string[],
+): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain'> & { serverMain?: string } {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -60,13 +69,15 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
   }
   const int = (name: string, v: string | undefined, min: number, max: number): number => {
     const x = Number(v);
-    if (v === undefined || !/^\d+$/.test(v) || x < min || x > max) throw new RangeError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
+    if (v === undefined || !/^\d+$/.test(v) || x < min || x > max)
+      throw new RangeError(`--${name} must be an integer from ${min} to ${max}, got ${JSON.stringify(v)}`);
     return x;
   };
   const nodes = int('nodes', values.nodes, 1, 16);
   const slots = int('slots', values.slots, 1, 128);
   const kinds: FaultKind[] | undefined = values.faults === undefined ? undefined : parseFaultKinds(values.faults);
-  if (values['server-main'] !== undefined && values['server-main'] === '') throw new RangeError('--server-main needs a path');
+  if (values['server-main'] !== undefined && values['server-main'] === '')
+    throw new RangeError('--server-main needs a path');
   return {
     durationMs: int('duration', values.duration, 20, 24 * 3600) * 1000,
     seed: values.seed === undefined ? randomInt(2 ** 31) : int('seed', values.seed, 0, 2 ** 32 - 1),
@@ -79,7 +90,9 @@ function parse(argv: string[]): Omit<ChaosOptions, 'signal' | 'say' | 'serverMai
     leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
     region: 1,
     ...(kinds !== undefined ? { kinds } : {}),
-    ...(values['server-main'] !== undefined ? { serverMain: resolve(values['server-main']), serverMainFlag: values['server-main'] } : {}),
+    ...(values['server-main'] !== undefined
+      ? { serverMain: resolve(values['server-main']), serverMainFlag: values['server-main'] }
+      : {}),
   };
 }
 
@@ -124,15 +137,23 @@ async function main(): Promise<number> {
     leaseTtlMs: flags.leaseTtlSeconds * 1000,
     ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
   });
-  say(`idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`);
+  say(
+    `idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`,
+  );
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
   say('fault schedule (t from the start of the load):');
   for (const f of schedule.faults) say(`  ${formatFault(f)}`);
-  if (schedule.missing.length > 0) say(`  not fitting into ${flags.durationMs / 1000} s: ${schedule.missing.join(', ')} (use --duration ${FULL_ROUND_SECONDS} or more)`);
+  if (schedule.missing.length > 0)
+    say(
+      `  not fitting into ${flags.durationMs / 1000} s: ${schedule.missing.join(', ')} (use --duration ${FULL_ROUND_SECONDS} or more)`,
+    );
 
   // Bounded in time (issue 7): the whole run, setup and teardown included, has a hard limit.
-  const watchdog = setTimeout(() => onSignal('watchdog (run took far longer than its duration)'), flags.durationMs + 5 * 60_000);
+  const watchdog = setTimeout(
+    () => onSignal('watchdog (run took far longer than its duration)'),
+    flags.durationMs + 5 * 60_000,
+  );
   watchdog.unref();
   const t0 = Date.now();
   try {

@@ -20,7 +20,14 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createTcpProxy, freePort, serverLaunchArgs, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
+import {
+  createTcpProxy,
+  freePort,
+  serverLaunchArgs,
+  spawnProcess,
+  type ProcessHandle,
+  type TcpProxy,
+} from '@idgen/testing';
 import { NO_METRICS, parseNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import type { Holding } from './verify.js';
 
@@ -149,7 +156,10 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
   const incarnations: Incarnation[] = [];
   const holdings: Holding[] = [];
   const holdingIndex = new Map<string, number>();
-  const pendingFloor = new Map<string, { name: string; url: string; worker: number; leaseId: string; seenMs: number }>();
+  const pendingFloor = new Map<
+    string,
+    { name: string; url: string; worker: number; leaseId: string; seenMs: number }
+  >();
   const fences: FenceEvent[] = [];
   const counters = new Map<string, number>();
   const listed = new Set<Incarnation>();
@@ -167,7 +177,11 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
     return l;
   };
   const etcdOf = (position: string): string =>
-    useLinks ? linkOf(position).map((p) => `http://${p.address}`).join(',') : o.etcd.join(',');
+    useLinks
+      ? linkOf(position)
+          .map((p) => `http://${p.address}`)
+          .join(',')
+      : o.etcd.join(',');
 
   const port = async (): Promise<number> => {
     for (;;) {
@@ -194,7 +208,13 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
     return writing;
   };
 
-  const addHolding = (inc: Incarnation, worker: number, leaseId: string, floorMs: number | undefined, now: number): void => {
+  const addHolding = (
+    inc: Incarnation,
+    worker: number,
+    leaseId: string,
+    floorMs: number | undefined,
+    now: number,
+  ): void => {
     const key = `${inc.name}|${worker}|${leaseId}`;
     if (holdingIndex.has(key)) return;
     if (floorMs === undefined) {
@@ -236,7 +256,12 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
     }
     if (typeof j.level === 'number' && j.level >= 50) {
       const err = j.err as { type?: unknown; message?: unknown } | string | undefined;
-      const detail = typeof err === 'string' ? err : typeof err?.type === 'string' ? `${err.type}: ${String(err.message).slice(0, 160)}` : undefined;
+      const detail =
+        typeof err === 'string'
+          ? err
+          : typeof err?.type === 'string'
+            ? `${err.type}: ${String(err.message).slice(0, 160)}`
+            : undefined;
       inc.lastError = detail === undefined ? msg : `${msg}: ${detail}`;
     }
   };
@@ -252,7 +277,8 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
         onLine(inc, line, now);
       }
       const err = inc.handle.stderrLines;
-      for (; inc.stderrSeen < err.length; inc.stderrSeen++) inc.log.write(`[stderr] ${err[inc.stderrSeen] as string}\n`);
+      for (; inc.stderrSeen < err.length; inc.stderrSeen++)
+        inc.log.write(`[stderr] ${err[inc.stderrSeen] as string}\n`);
       const status = inc.handle.exitStatus();
       if (status !== undefined && inc.exitedMs !== undefined && now - inc.exitedMs > 1000) {
         inc.finalized = true;
@@ -276,7 +302,10 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
           // A spare finding every slot taken at boot exits by design (the lease fails fast at start-up):
           // counted, not printed every time.
           if (inc.lastError?.includes('NoFreeWorkerError') === true) spareRestarts++;
-          else o.say(`  supervisor: ${inc.name} exited (code ${status.code}, signal ${status.signal}${inc.lastError ? `: ${inc.lastError}` : ''}); restarting in ${restartDelayMs} ms`);
+          else
+            o.say(
+              `  supervisor: ${inc.name} exited (code ${status.code}, signal ${status.signal}${inc.lastError ? `: ${inc.lastError}` : ''}); restarting in ${restartDelayMs} ms`,
+            );
           setTimeout(() => {
             if (supervising && current(inc.position) === undefined) void start(inc.position).catch(() => undefined);
           }, restartDelayMs).unref();
@@ -290,7 +319,9 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
   const clockFile = (position: string): string => join(o.dir, `clock-${position}`);
 
   const current = (position: string): Incarnation | undefined =>
-    incarnations.find((i) => i.position === position && i.exitedMs === undefined && i.handle.exitStatus() === undefined);
+    incarnations.find(
+      (i) => i.position === position && i.exitedMs === undefined && i.handle.exitStatus() === undefined,
+    );
 
   const start = async (position: string): Promise<Incarnation> => {
     const n = (counters.get(position) ?? 0) + 1;
@@ -304,14 +335,22 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       process.execPath,
       [
         ...serverLaunchArgs(o.serverMain),
-        '--region', String(o.region),
-        '--etcd', etcdOf(position),
-        '--listen', address,
-        '--metrics-listen', `127.0.0.1:${metricsPort}`,
-        '--workers', `0-${o.slots - 1}`,
-        '--lease-ttl', String(o.leaseTtlSeconds),
-        '--time-source', 'none',
-        '--node-id', `chaos-${position}-${n}`,
+        '--region',
+        String(o.region),
+        '--etcd',
+        etcdOf(position),
+        '--listen',
+        address,
+        '--metrics-listen',
+        `127.0.0.1:${metricsPort}`,
+        '--workers',
+        `0-${o.slots - 1}`,
+        '--lease-ttl',
+        String(o.leaseTtlSeconds),
+        '--time-source',
+        'none',
+        '--node-id',
+        `chaos-${position}-${n}`,
       ],
       {
         env: {

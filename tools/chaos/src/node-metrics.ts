@@ -16,7 +16,13 @@ export interface NodeMetrics {
 }
 
 /** An empty sample (nothing counted). */
-export const NO_METRICS: NodeMetrics = { fences: {}, rollbacksWaited: 0, rollbacksFenced: 0, idsMinted: 0, leaseChurn: {} };
+export const NO_METRICS: NodeMetrics = {
+  fences: {},
+  rollbacksWaited: 0,
+  rollbacksFenced: 0,
+  idsMinted: 0,
+  leaseChurn: {},
+};
 
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s+(\S+)/;
 
@@ -42,12 +48,14 @@ export function parseNodeMetrics(text: string): NodeMetrics {
     const labels = labelsOf(m[2]);
     const value = Number(m[3]);
     if (!Number.isFinite(value)) continue;
-    if (name === 'idgen_fences_total') fences[labels['reason'] ?? 'unknown'] = (fences[labels['reason'] ?? 'unknown'] ?? 0) + value;
+    if (name === 'idgen_fences_total')
+      fences[labels['reason'] ?? 'unknown'] = (fences[labels['reason'] ?? 'unknown'] ?? 0) + value;
     else if (name === 'idgen_clock_rollbacks_total') {
       if (labels['outcome'] === 'waited') rollbacksWaited += value;
       else if (labels['outcome'] === 'fenced') rollbacksFenced += value;
     } else if (name === 'idgen_ids_minted_total') idsMinted += value;
-    else if (name === 'idgen_lease_churn_total') leaseChurn[labels['event'] ?? 'unknown'] = (leaseChurn[labels['event'] ?? 'unknown'] ?? 0) + value;
+    else if (name === 'idgen_lease_churn_total')
+      leaseChurn[labels['event'] ?? 'unknown'] = (leaseChurn[labels['event'] ?? 'unknown'] ?? 0) + value;
   }
   return { fences, rollbacksWaited, rollbacksFenced, idsMinted, leaseChurn };
 }

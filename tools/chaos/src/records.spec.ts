@@ -30,7 +30,10 @@ describe('caller records', () => {
   it('reads back what a caller wrote, skipping a torn JSON line', async () => {
     const f = callerFiles(dir, 4);
     await writeFile(f.ids, encodeIds([10n, 11n]));
-    await writeFile(f.blocks, `${JSON.stringify({ node: 'http://x', first: '10', count: 2, receivedMs: 5 })}\n{"node":`);
+    await writeFile(
+      f.blocks,
+      `${JSON.stringify({ node: 'http://x', first: '10', count: 2, receivedMs: 5 })}\n{"node":`,
+    );
     await writeFile(f.calls, encodeTimes([5, 6]));
     await writeFile(f.failures, `${JSON.stringify({ atMs: 7, code: 'ids-unavailable', message: 'm' })}\n`);
     const r = await readCallerRecords(dir, 4);

@@ -13,48 +13,77 @@ export function formatReport(r: ChaosResult): string[] {
   const out: string[] = [];
   const ok = (bad: number): string => (bad === 0 ? 'OK' : 'VIOLATED');
   out.push('================ idgen chaos report ================');
-  out.push(`seed ${r.seed} · load ${s1(r.loadMs)} · ${r.faults.length} faults · ${r.nodeProcesses} node processes (${r.supervisorRestarts} restarted by the supervisor, ${r.spareRestarts} of them spares finding no free slot)`);
+  out.push(
+    `seed ${r.seed} · load ${s1(r.loadMs)} · ${r.faults.length} faults · ${r.nodeProcesses} node processes (${r.supervisorRestarts} restarted by the supervisor, ${r.spareRestarts} of them spares finding no free slot)`,
+  );
   const kinds = r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '';
-  out.push(`reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`);
+  out.push(
+    `reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`,
+  );
   out.push('');
   out.push('callers:');
   for (const c of r.callersSummary) {
-    out.push(`  caller ${c.caller}: ${n(c.ids)} IDs handed out in ${n(c.calls)} calls, ${n(c.blocks)} blocks received, ${n(c.failed)} failed calls`);
+    out.push(
+      `  caller ${c.caller}: ${n(c.ids)} IDs handed out in ${n(c.calls)} calls, ${n(c.blocks)} blocks received, ${n(c.failed)} failed calls`,
+    );
   }
-  if (r.probeBlocks > 0) out.push(`  clock-jump probe: ${n(r.probeBlocks)} blocks of 1 ID (verified with the callers' blocks)`);
+  if (r.probeBlocks > 0)
+    out.push(`  clock-jump probe: ${n(r.probeBlocks)} blocks of 1 ID (verified with the callers' blocks)`);
   if (r.embedded !== undefined) {
     const e = r.embedded;
-    out.push(`  embedded callers (slots ${e.workers}): ${e.processes} processes (${e.restarts} restarted after a kill), ${n(e.ids)} IDs minted in-process in ${n(e.blocks)} blocks, verified with the nodes' under rules 1-3`);
-    const refused = Object.entries(e.refusedBy).map(([k, v]) => `${k} ${n(v)}`).join(', ');
+    out.push(
+      `  embedded callers (slots ${e.workers}): ${e.processes} processes (${e.restarts} restarted after a kill), ${n(e.ids)} IDs minted in-process in ${n(e.blocks)} blocks, verified with the nodes' under rules 1-3`,
+    );
+    const refused = Object.entries(e.refusedBy)
+      .map(([k, v]) => `${k} ${n(v)}`)
+      .join(', ');
     out.push(`    refused calls by reason (IdsUnavailableError, processes that ran to the end): ${refused || 'none'}`);
-    for (const f of e.faults) out.push(`    t+${s1(f.startedMs)}…t+${s1(f.endedMs)} ${f.kind} on ${f.target}: ${f.notes.join('; ')}`);
+    for (const f of e.faults)
+      out.push(`    t+${s1(f.startedMs)}…t+${s1(f.endedMs)} ${f.kind} on ${f.target}: ${f.notes.join('; ')}`);
   }
   out.push('');
   out.push(`rule 1, zero duplicates: ${ok(r.duplicates.duplicates + r.handedOutDuplicates.duplicates)}`);
-  out.push(`  ${n(r.duplicates.checked)} IDs received from nodes checked (every ID of every block), ${r.duplicates.duplicates} duplicates`);
+  out.push(
+    `  ${n(r.duplicates.checked)} IDs received from nodes checked (every ID of every block), ${r.duplicates.duplicates} duplicates`,
+  );
   if (r.duplicatesByFault.length > 0) {
-    out.push(`  by the fault window their millisecond lies in: ${r.duplicatesByFault.map((d) => `${d.label}: ${n(d.duplicates)}`).join('; ')}`);
+    out.push(
+      `  by the fault window their millisecond lies in: ${r.duplicatesByFault.map((d) => `${d.label}: ${n(d.duplicates)}`).join('; ')}`,
+    );
   }
-  out.push(`  ${n(r.handedOutDuplicates.checked)} IDs handed out by the clients checked, ${r.handedOutDuplicates.duplicates} duplicates`);
-  out.push(`  ${n(r.handedOut.checked)} handed-out IDs traced to a received block: ${r.handedOut.invented} invented ${ok(r.handedOut.invented)}`);
-  for (const d of [...r.duplicates.examples, ...r.handedOutDuplicates.examples, ...r.handedOut.examples].slice(0, 10)) out.push(`    ${d}`);
+  out.push(
+    `  ${n(r.handedOutDuplicates.checked)} IDs handed out by the clients checked, ${r.handedOutDuplicates.duplicates} duplicates`,
+  );
+  out.push(
+    `  ${n(r.handedOut.checked)} handed-out IDs traced to a received block: ${r.handedOut.invented} invented ${ok(r.handedOut.invented)}`,
+  );
+  for (const d of [...r.duplicates.examples, ...r.handedOutDuplicates.examples, ...r.handedOut.examples].slice(0, 10))
+    out.push(`    ${d}`);
   out.push(`rule 2, successive holders of a slot never overlap: ${ok(r.holders.violationCount)}`);
-  out.push(`  ${r.holders.slots} slots, ${r.holders.holdings} holdings with IDs, ${r.holders.handovers} handovers checked, ${r.holders.violationCount} violations`);
+  out.push(
+    `  ${r.holders.slots} slots, ${r.holders.holdings} holdings with IDs, ${r.holders.handovers} handovers checked, ${r.holders.violationCount} violations`,
+  );
   for (const [worker, spans] of r.holders.spans) {
     out.push(`  worker ${worker}: ${spans.map((sp) => `${sp.holding.name}(${n(sp.ids)})`).join(' → ')}`);
   }
   for (const v of r.holders.violations) out.push(`    ${v}`);
   out.push(`rule 3, no ID more than 10 ms ahead of the wall clock at arrival: ${ok(r.clock.violationCount)}`);
-  out.push(`  ${n(r.clock.blocks)} blocks checked, largest lead ${r.clock.maxLeadMs} ms (negative: every ID older than its arrival)`);
+  out.push(
+    `  ${n(r.clock.blocks)} blocks checked, largest lead ${r.clock.maxLeadMs} ms (negative: every ID older than its arrival)`,
+  );
   if (r.clockAllowances.length > 0) {
-    out.push(`  ${n(r.clock.allowedAhead)} blocks ahead by an injected forward jump (${r.clockAllowances.length} jumps: +${[...new Set(r.clockAllowances.map((a) => a.aheadMs / 1000))].join(' s, +')} s), allowed that lead`);
+    out.push(
+      `  ${n(r.clock.allowedAhead)} blocks ahead by an injected forward jump (${r.clockAllowances.length} jumps: +${[...new Set(r.clockAllowances.map((a) => a.aheadMs / 1000))].join(' s, +')} s), allowed that lead`,
+    );
   }
   for (const v of r.clock.violations) out.push(`    ${v}`);
   out.push('');
   out.push('faults (times from load start):');
   for (const f of r.faults) {
     out.push(`  ${formatFault(f.fault)}`);
-    out.push(`      ran t+${s1(f.startedMs)}…t+${f.endedMs !== undefined ? s1(f.endedMs) : '?'} on ${f.target}; ${f.notes.join('; ')}`);
+    out.push(
+      `      ran t+${s1(f.startedMs)}…t+${f.endedMs !== undefined ? s1(f.endedMs) : '?'} on ${f.target}; ${f.notes.join('; ')}`,
+    );
     if (f.expectationMissed !== undefined) out.push(`      EXPECTATION MISSED: ${f.expectationMissed}`);
   }
   for (const f of r.skipped) out.push(`  SKIPPED (no time left after slow recoveries): ${formatFault(f)}`);
@@ -62,18 +91,36 @@ export function formatReport(r: ChaosResult): string[] {
   out.push('rule 4, outages per window (longest time one caller went without an ID; failed calls):');
   for (const w of r.outages) {
     const who = w.longestGapCaller >= 0 ? ` (caller ${w.longestGapCaller} from t+${s1(w.longestGapStartMs)})` : '';
-    out.push(`  ${w.window.label.padEnd(24)} t+${s1(w.window.startMs).padStart(7)}  longest gap ${String(Math.round(w.longestGapMs)).padStart(6)} ms${who}, ${w.failedCalls} failed / ${w.calls} ok calls`);
+    out.push(
+      `  ${w.window.label.padEnd(24)} t+${s1(w.window.startMs).padStart(7)}  longest gap ${String(Math.round(w.longestGapMs)).padStart(6)} ms${who}, ${w.failedCalls} failed / ${w.calls} ok calls`,
+    );
   }
   out.push('');
   out.push('per fault kind (runs; longest time one caller went without an ID; failed calls; expectations missed):');
   for (const k of kindSummary(r)) {
-    out.push(`  ${k.kind.padEnd(23)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`);
+    out.push(
+      `  ${k.kind.padEnd(23)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`,
+    );
   }
   out.push('');
-  const fences = Object.entries(r.metrics.fences).map(([k, v]) => `${k} ${v}`).join(', ');
+  const fences = Object.entries(r.metrics.fences)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
   out.push(`fences (nodes' /metrics, last scrape of each process): ${fences || 'none'}`);
-  out.push(`  clock rollbacks: ${r.metrics.rollbacksWaited} waited out, ${r.metrics.rollbacksFenced} fenced; lease churn: ${Object.entries(r.metrics.leaseChurn).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}; IDs minted ${n(r.metrics.idsMinted)}`);
-  out.push(`  fences logged by the guards: ${Object.entries(r.fencesByReason).map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`);
+  out.push(
+    `  clock rollbacks: ${r.metrics.rollbacksWaited} waited out, ${r.metrics.rollbacksFenced} fenced; lease churn: ${
+      Object.entries(r.metrics.leaseChurn)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }; IDs minted ${n(r.metrics.idsMinted)}`,
+  );
+  out.push(
+    `  fences logged by the guards: ${
+      Object.entries(r.fencesByReason)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ') || 'none'
+    }`,
+  );
   out.push('');
   out.push(`expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`);
   out.push(`VERDICT: ${r.violations === 0 ? 'PASS' : 'FAIL'}: ${r.violations} rule violations`);
@@ -81,8 +128,13 @@ export function formatReport(r: ChaosResult): string[] {
 }
 
 /** Rule 4 per fault kind: how many ran, the longest outage one caller saw, failed calls, expectations missed. */
-export function kindSummary(r: Pick<ChaosResult, 'faults' | 'outages'>): { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }[] {
-  const byKind = new Map<string, { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }>();
+export function kindSummary(
+  r: Pick<ChaosResult, 'faults' | 'outages'>,
+): { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }[] {
+  const byKind = new Map<
+    string,
+    { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }
+  >();
   for (const f of r.faults) {
     const k = byKind.get(f.fault.kind) ?? { kind: f.fault.kind, runs: 0, longestGapMs: 0, failedCalls: 0, missed: 0 };
     k.runs++;

@@ -154,7 +154,9 @@ export function findFaketime(): string {
   }
   const lib = listing.split('\n').find((l) => l.endsWith('libfaketime.so.1'));
   if (lib === undefined || !existsSync(lib)) {
-    throw new Error('libfaketime not found: install Debian\'s faketime (apt-get install faketime); the chaos run needs it for clock jumps');
+    throw new Error(
+      "libfaketime not found: install Debian's faketime (apt-get install faketime); the chaos run needs it for clock jumps",
+    );
   }
   return lib;
 }
@@ -178,7 +180,12 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
 export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const faketimeLib = findFaketime();
   const ttlMs = o.leaseTtlSeconds * 1000;
-  const schedule = createSchedule({ durationMs: o.durationMs, seed: o.seed, leaseTtlMs: ttlMs, ...(o.kinds !== undefined ? { kinds: o.kinds } : {}) });
+  const schedule = createSchedule({
+    durationMs: o.durationMs,
+    seed: o.seed,
+    leaseTtlMs: ttlMs,
+    ...(o.kinds !== undefined ? { kinds: o.kinds } : {}),
+  });
 
   let dir: string;
   if (o.outDir !== undefined) {
@@ -204,10 +211,17 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     leaseTtlSeconds: o.leaseTtlSeconds,
     say: o.say,
   });
-  o.say(`starting ${o.nodes} generator nodes (workers 0-${o.slots - 1}, lease TTL ${o.leaseTtlSeconds} s, under libfaketime)`);
+  o.say(
+    `starting ${o.nodes} generator nodes (workers 0-${o.slots - 1}, lease TTL ${o.leaseTtlSeconds} s, under libfaketime)`,
+  );
   await fleet.startAll();
   await fleet.waitReady(Math.min(o.slots, o.nodes), 90_000);
-  o.say(`  ready: ${fleet.incarnations.filter((i) => i.readyMs !== undefined).map((i) => `${i.name} ${i.url}`).join(', ')}`);
+  o.say(
+    `  ready: ${fleet.incarnations
+      .filter((i) => i.readyMs !== undefined)
+      .map((i) => `${i.name} ${i.url}`)
+      .join(', ')}`,
+  );
 
   o.say(`starting ${o.callers} callers at ${o.rate} IDs/s each`);
   const callers: ProcessHandle[] = [];
@@ -215,12 +229,18 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     callers.push(
       spawnProcess(process.execPath, [
         o.callerMain,
-        '--index', String(i),
-        '--dir', dir,
-        '--nodes-file', fleet.nodesFile,
-        '--region', String(o.region),
-        '--rate', String(o.rate),
-        '--batch', '10',
+        '--index',
+        String(i),
+        '--dir',
+        dir,
+        '--nodes-file',
+        fleet.nodesFile,
+        '--region',
+        String(o.region),
+        '--rate',
+        String(o.rate),
+        '--batch',
+        '10',
       ]),
     );
   }
@@ -240,7 +260,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       leaseTtlSeconds: o.leaseTtlSeconds,
       say: o.say,
     });
-    o.say(`starting ${o.embedded} embedded callers (@idgen/embedded, slots ${embedded.workers}: one is a spare) at ${o.rate} IDs/s each, under libfaketime`);
+    o.say(
+      `starting ${o.embedded} embedded callers (@idgen/embedded, slots ${embedded.workers}: one is a spare) at ${o.rate} IDs/s each, under libfaketime`,
+    );
     await embedded.startAll();
     await embedded.waitHolding(o.embedded - 1, 90_000);
   }
@@ -253,7 +275,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const clockAllowances: ClockAllowance[] = [];
   /** Sets a node's clock ahead and records the allowance rule 3 gives its IDs until {@link clockBack}. */
   const clockAhead = async (inc: Incarnation, seconds: number): Promise<ClockAllowance> => {
-    const a: ClockAllowance = { node: inc.url, fromMs: Date.now(), toMs: Number.POSITIVE_INFINITY, aheadMs: seconds * 1000 };
+    const a: ClockAllowance = {
+      node: inc.url,
+      fromMs: Date.now(),
+      toMs: Number.POSITIVE_INFINITY,
+      aheadMs: seconds * 1000,
+    };
     clockAllowances.push(a);
     await fleet.setClock(inc.position, `+${seconds}`);
     return a;
@@ -265,14 +292,23 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   };
   /** Fences a node's guard logged since `fromMs`, by reason. */
   const fencesOf = (inc: Incarnation, fromMs: number, reason?: string): number =>
-    fleet.fences.filter((e) => e.name === inc.name && e.atMs >= fromMs && e.source === 'guard' && (reason === undefined || e.reason === reason)).length;
+    fleet.fences.filter(
+      (e) =>
+        e.name === inc.name &&
+        e.atMs >= fromMs &&
+        e.source === 'guard' &&
+        (reason === undefined || e.reason === reason),
+    ).length;
 
   // While a node's clock jumps, the run itself asks it for one ID after another, so the jump meets a mint:
   // a small jump is then really waited out and a large one really fenced (the callers' buffered refills
   // reach a node only a few times a second). Every block it gets is verified like a caller's.
   const probeOut = createWriteStream(probeBlocksFile(dir), { flags: 'a' });
   // `until` is read on every request: a fault that ends early moves it.
-  const probe = async (inc: Incarnation, until: number | { untilMs: number }): Promise<{ ok: number; failed: number }> => {
+  const probe = async (
+    inc: Incarnation,
+    until: number | { untilMs: number },
+  ): Promise<{ ok: number; failed: number }> => {
     const stop = typeof until === 'number' ? { untilMs: until } : until;
     const transport = createConnectTransport({ url: inc.url, region: o.region });
     let ok = 0;
@@ -304,7 +340,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     let candidates = await fleet.serving();
     // Nobody serving (an earlier fault still recovering): hit a running node anyway.
     if (candidates.length === 0) {
-      candidates = fleet.positions.map((p) => fleet.current(p)).filter((i): i is Incarnation => i !== undefined && !i.paused);
+      candidates = fleet.positions
+        .map((p) => fleet.current(p))
+        .filter((i): i is Incarnation => i !== undefined && !i.paused);
     }
     candidates.sort((a, b) => a.position.localeCompare(b.position));
     return candidates[Math.floor(f.pick * candidates.length)];
@@ -318,7 +356,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     const want = Math.min(o.slots, o.nodes);
     for (;;) {
       const serving = await fleet.serving();
-      if (serving.length >= want || Date.now() - t0 >= SETTLE_LIMIT_MS || o.signal.aborted) return { serving, waitedMs: Date.now() - t0 };
+      if (serving.length >= want || Date.now() - t0 >= SETTLE_LIMIT_MS || o.signal.aborted)
+        return { serving, waitedMs: Date.now() - t0 };
       await sleep(250, o.signal);
     }
   };
@@ -334,7 +373,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       startedMs: rel(begin),
       endedMs: undefined,
       target: '-',
-      notes: [`${settled.serving.length} serving${settled.waitedMs >= 500 ? ` (after waiting ${(settled.waitedMs / 1000).toFixed(1)} s for recovery)` : ''}`],
+      notes: [
+        `${settled.serving.length} serving${settled.waitedMs >= 500 ? ` (after waiting ${(settled.waitedMs / 1000).toFixed(1)} s for recovery)` : ''}`,
+      ],
       servingAtStart: settled.serving.length,
       expectationMissed: undefined,
     };
@@ -369,7 +410,8 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         inc.expectedExit = true;
         const exit = await inc.handle.stop(15_000);
         r.notes.push(`exit code ${exit.code}${exit.signal !== null ? ` signal ${exit.signal}` : ''}`);
-        if (exit.code !== 0) r.expectationMissed = `a SIGTERM should end in a clean stop (exit 0), got code ${exit.code} signal ${exit.signal}`;
+        if (exit.code !== 0)
+          r.expectationMissed = `a SIGTERM should end in a clean stop (exit 0), got code ${exit.code} signal ${exit.signal}`;
         if (o.signal.aborted) break;
         const next = await fleet.start(inc.position);
         r.notes.push(`replacement ${next.name}`);
@@ -386,7 +428,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         // so the old holder wakes up to a slot that is someone else's (issue 7).
         const takenOver = (): Holding | undefined =>
           fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= pausedAt);
-        while (worker !== undefined && takenOver() === undefined && Date.now() < begin + f.effectMs && !o.signal.aborted) {
+        while (
+          worker !== undefined &&
+          takenOver() === undefined &&
+          Date.now() < begin + f.effectMs &&
+          !o.signal.aborted
+        ) {
           await sleep(100, o.signal);
         }
         if (takenOver() !== undefined) await sleep(Math.min(1000, begin + f.effectMs - Date.now()), o.signal);
@@ -395,7 +442,10 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         inc.paused = false;
         r.notes.push(`SIGCONT after ${((Date.now() - pausedAt) / 1000).toFixed(1)} s`);
         const takeover = takenOver();
-        if (takeover !== undefined) r.notes.push(`worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - pausedAt) / 1000).toFixed(1)} s`);
+        if (takeover !== undefined)
+          r.notes.push(
+            `worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - pausedAt) / 1000).toFixed(1)} s`,
+          );
         else r.expectationMissed = `no other node took worker ${worker ?? '-'} while ${inc.name} was stopped`;
         break;
       }
@@ -423,7 +473,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         r.notes.push(`all stopped after ${((Date.now() - begin) / 1000).toFixed(1)} s`);
         await until();
         const restart = Date.now();
-        await Promise.all(cluster.members.map((m) => m.start())).catch((e: unknown) => r.notes.push(`restart failed: ${String(e)}`));
+        await Promise.all(cluster.members.map((m) => m.start())).catch((e: unknown) =>
+          r.notes.push(`restart failed: ${String(e)}`),
+        );
         r.notes.push(`healthy again ${((Date.now() - restart) / 1000).toFixed(1)} s after the restart`);
         break;
       }
@@ -456,11 +508,20 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         // Until the spare holds the slot (and a second more), and, with the clock ahead, until the successor's
         // clock has passed all the holder could have minted (offset + TTL − margin after the cut); at most `effectMs`.
         const earliestEnd = cutAt + (forward > 0 ? forward * 1000 + ttlMs - 1000 + 500 : 0);
-        while (worker !== undefined && takenOver() === undefined && Date.now() < begin + f.effectMs && !o.signal.aborted) {
+        while (
+          worker !== undefined &&
+          takenOver() === undefined &&
+          Date.now() < begin + f.effectMs &&
+          !o.signal.aborted
+        ) {
           await sleep(100, o.signal);
         }
         const taken = takenOver();
-        await sleep(Math.min(Math.max(taken !== undefined ? taken.seenMs + 1000 : 0, earliestEnd), begin + f.effectMs) - Date.now(), o.signal);
+        await sleep(
+          Math.min(Math.max(taken !== undefined ? taken.seenMs + 1000 : 0, earliestEnd), begin + f.effectMs) -
+            Date.now(),
+          o.signal,
+        );
         stop.untilMs = Date.now();
         const p = await probing;
         if (allowance !== undefined) await clockBack(inc, allowance);
@@ -468,8 +529,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         r.notes.push(`link restored after ${((Date.now() - cutAt) / 1000).toFixed(1)} s`);
         if (forward > 0) r.notes.push(`clock +${forward} s from the cut until then`);
         const takeover = takenOver();
-        r.notes.push(`probe ${p.ok} ok / ${p.failed} refused; its fences: ${fencesOf(inc, cutAt)} (lease ${fencesOf(inc, cutAt, 'lease')}, clock-ahead ${fencesOf(inc, cutAt, 'clock-ahead')})`);
-        if (takeover !== undefined) r.notes.push(`worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - cutAt) / 1000).toFixed(1)} s`);
+        r.notes.push(
+          `probe ${p.ok} ok / ${p.failed} refused; its fences: ${fencesOf(inc, cutAt)} (lease ${fencesOf(inc, cutAt, 'lease')}, clock-ahead ${fencesOf(inc, cutAt, 'clock-ahead')})`,
+        );
+        if (takeover !== undefined)
+          r.notes.push(
+            `worker ${worker} taken over by ${takeover.name} after ${((takeover.seenMs - cutAt) / 1000).toFixed(1)} s`,
+          );
         else r.expectationMissed = `no other node took worker ${worker ?? '-'} while ${inc.name} was cut off from etcd`;
         if (r.expectationMissed === undefined && fencesOf(inc, cutAt) === 0) {
           r.expectationMissed = `${inc.name} never fenced while cut off from etcd for longer than the TTL`;
@@ -497,7 +563,12 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
             `after the return: clock-rollback ${rollbacks} (rollbacks fenced ${inc.metrics.rollbacksFenced - before.rollbacksFenced})`,
         );
         // Minting ahead, then back to true time, it must refuse until true time passes its last millisecond.
-        if (rollbacks === 0 && inc.metrics.rollbacksFenced === before.rollbacksFenced && r.servingAtStart > 0 && inc.exitedMs === undefined) {
+        if (
+          rollbacks === 0 &&
+          inc.metrics.rollbacksFenced === before.rollbacksFenced &&
+          r.servingAtStart > 0 &&
+          inc.exitedMs === undefined
+        ) {
           r.expectationMissed = `${inc.name} did not fence on its clock's return from +${forward} s`;
         }
         break;
@@ -538,8 +609,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   o.say(`load running for ${(o.durationMs / 1000).toFixed(0)} s with ${schedule.faults.length} faults`);
   // The embedded callers' faults run on their own timeline, beside the nodes' (their slots are apart).
   const embeddedFaults =
-    embedded?.runFaults({ seed: o.seed, loadStart, untilMs: loadStart + o.durationMs - TAIL_MS, allowances: clockAllowances, signal: o.signal }) ??
-    Promise.resolve();
+    embedded?.runFaults({
+      seed: o.seed,
+      loadStart,
+      untilMs: loadStart + o.durationMs - TAIL_MS,
+      allowances: clockAllowances,
+      signal: o.signal,
+    }) ?? Promise.resolve();
   // One fault at a time, in schedule order.
   let lastEnd = loadStart;
   // A late fault still gets its whole window before the next one begins, so effects never overlap.
@@ -562,7 +638,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   // The load runs its duration, and at least the tail after a fault that started late.
   await sleep(Math.max(loadStart + o.durationMs, lastEnd + TAIL_MS) - Date.now(), o.signal);
   await new Promise<void>((resolve) => probeOut.end(resolve));
-  await embeddedFaults.catch((e: unknown) => o.say(`  embedded faults stopped: ${e instanceof Error ? e.message : String(e)}`));
+  await embeddedFaults.catch((e: unknown) =>
+    o.say(`  embedded faults stopped: ${e instanceof Error ? e.message : String(e)}`),
+  );
   if (o.signal.aborted) throw new Error('interrupted');
   const loadMs = Date.now() - loadStart;
 
@@ -571,7 +649,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     callers.map(async (c) => {
       await c.stop(15_000);
       const line = c.stdoutLines.find((l) => l.includes('caller stopped'));
-      return line === undefined ? undefined : (JSON.parse(line) as { index: number; calls: number; ids: number; failed: number });
+      return line === undefined
+        ? undefined
+        : (JSON.parse(line) as { index: number; calls: number; ids: number; failed: number });
     }),
   );
   clearInterval(scrapeTimer);
@@ -585,7 +665,18 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   await cluster.stopAll();
 
   o.say('verifying');
-  return verify(o, { schedule, loadStart, loadMs, dir, records, skipped, fleet, embedded, callerSummaries, clockAllowances });
+  return verify(o, {
+    schedule,
+    loadStart,
+    loadMs,
+    dir,
+    records,
+    skipped,
+    fleet,
+    embedded,
+    callerSummaries,
+    clockAllowances,
+  });
 }
 
 async function verify(
@@ -641,7 +732,11 @@ async function verify(
   windows.push({ label: 'warm-up (no fault)', startMs: 0, endMs: ran[0]?.startedMs ?? s.loadMs });
   ran.forEach((r, i) => {
     const end = ran[i + 1]?.startedMs ?? s.loadMs;
-    windows.push({ label: `#${r.fault.index} ${r.fault.kind}`, startMs: r.startedMs, endMs: Math.max(end, r.startedMs + 1) });
+    windows.push({
+      label: `#${r.fault.index} ${r.fault.kind}`,
+      startMs: r.startedMs,
+      endMs: Math.max(end, r.startedMs + 1),
+    });
   });
   const timelines = all.map((c) => ({
     caller: c.caller,
@@ -657,7 +752,14 @@ async function verify(
     const from = s.loadStart + r.startedMs;
     const to = from + r.fault.effectMs;
     const inWindow = (lo: number, hi: number, reason?: string, name?: string): number =>
-      fenceEvents.filter((e) => e.atMs >= lo && e.atMs <= hi && (reason === undefined || e.reason === reason) && (name === undefined || e.name === name) && e.source === 'guard').length;
+      fenceEvents.filter(
+        (e) =>
+          e.atMs >= lo &&
+          e.atMs <= hi &&
+          (reason === undefined || e.reason === reason) &&
+          (name === undefined || e.name === name) &&
+          e.source === 'guard',
+      ).length;
     const next = s.records[s.records.indexOf(r) + 1];
     const nextStart = next === undefined ? s.loadStart + s.loadMs : s.loadStart + next.startedMs;
     const all = inWindow(from, nextStart);
@@ -665,33 +767,39 @@ async function verify(
     switch (r.fault.kind) {
       case 'etcd-slow-short': {
         const n = inWindow(from, Math.min(to + 1500, nextStart), 'lease');
-        if (n > 0) r.expectationMissed = `${n} lease fence(s) with etcd ${r.fault.latencyMs ?? 0} ms slower each way (inside the keep-alive timeout)`;
+        if (n > 0)
+          r.expectationMissed = `${n} lease fence(s) with etcd ${r.fault.latencyMs ?? 0} ms slower each way (inside the keep-alive timeout)`;
         break;
       }
       case 'etcd-slow-long': {
         const n = inWindow(from, Math.min(to + 1000, nextStart), 'lease');
-        if (n === 0 && r.servingAtStart > 0) r.expectationMissed = `no lease fence with etcd ${r.fault.latencyMs ?? 0} ms slower each way (past the keep-alive timeout)`;
+        if (n === 0 && r.servingAtStart > 0)
+          r.expectationMissed = `no lease fence with etcd ${r.fault.latencyMs ?? 0} ms slower each way (past the keep-alive timeout)`;
         break;
       }
       case 'etcd-pause-short': {
         const n = inWindow(from, Math.min(to + 1500, nextStart), 'lease');
-        if (n > 0) r.expectationMissed = `${n} lease fence(s) during a ${r.fault.effectMs} ms etcd pause (shorter than the fence window)`;
+        if (n > 0)
+          r.expectationMissed = `${n} lease fence(s) during a ${r.fault.effectMs} ms etcd pause (shorter than the fence window)`;
         break;
       }
       case 'etcd-pause-long': {
         const n = inWindow(from, Math.min(to + 1000, nextStart), 'lease');
         // Only a node that was serving can fence; with none serving (still recovering) there is nothing to see.
-        if (n === 0 && r.servingAtStart > 0) r.expectationMissed = `no lease fence during a ${r.fault.effectMs} ms etcd pause (longer than the TTL)`;
+        if (n === 0 && r.servingAtStart > 0)
+          r.expectationMissed = `no lease fence during a ${r.fault.effectMs} ms etcd pause (longer than the TTL)`;
         break;
       }
       case 'clock-jump-small': {
         const n = inWindow(from, Math.min(to + 500, nextStart), 'clock-rollback', r.target);
-        if (n > 0) r.expectationMissed = `${r.target} fenced on a ${(r.fault.clockOffsetSeconds ?? 0) * 1000} ms jump (within the 10 ms tolerance)`;
+        if (n > 0)
+          r.expectationMissed = `${r.target} fenced on a ${(r.fault.clockOffsetSeconds ?? 0) * 1000} ms jump (within the 10 ms tolerance)`;
         break;
       }
       case 'clock-jump-large': {
         const n = inWindow(from, to, 'clock-rollback', r.target);
-        if (n === 0 && r.target !== '-' && r.servingAtStart > 0) r.expectationMissed = `${r.target} did not fence on a ${r.fault.clockOffsetSeconds ?? 0} s jump back`;
+        if (n === 0 && r.target !== '-' && r.servingAtStart > 0)
+          r.expectationMissed = `${r.target} did not fence on a ${r.fault.clockOffsetSeconds ?? 0} s jump back`;
         break;
       }
       default:
@@ -705,7 +813,11 @@ async function verify(
   for (const e of fenceEvents) if (e.source === 'guard') fencesByReason[e.reason] = (fencesByReason[e.reason] ?? 0) + 1;
 
   const violations =
-    duplicates.duplicates + handedOutDuplicates.duplicates + handedOut.invented + holders.violationCount + clock.violationCount;
+    duplicates.duplicates +
+    handedOutDuplicates.duplicates +
+    handedOut.invented +
+    holders.violationCount +
+    clock.violationCount;
   return {
     seed: o.seed,
     kinds: o.kinds,

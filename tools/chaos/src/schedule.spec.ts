@@ -20,14 +20,17 @@ describe('createSchedule', () => {
     expect(c.faults.map((f) => f.kind)).not.toEqual(a.faults.map((f) => f.kind));
   });
 
-  it.each([1, 2, 3, 7, 42, 1234, 2 ** 31 - 1])('fits every fault kind into a run of FULL_ROUND_SECONDS, what CI runs (seed %i)', (seed) => {
-    const s = createSchedule({ durationMs: FULL_ROUND_SECONDS * 1000, seed, leaseTtlMs: TTL });
-    expect(s.missing).toEqual([]);
-    expect(new Set(s.faults.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
-    const last = s.faults[s.faults.length - 1];
-    expect(last).toBeDefined();
-    expect((last?.atMs ?? 0) + (last?.windowMs ?? 0)).toBeLessThanOrEqual(FULL_ROUND_SECONDS * 1000);
-  });
+  it.each([1, 2, 3, 7, 42, 1234, 2 ** 31 - 1])(
+    'fits every fault kind into a run of FULL_ROUND_SECONDS, what CI runs (seed %i)',
+    (seed) => {
+      const s = createSchedule({ durationMs: FULL_ROUND_SECONDS * 1000, seed, leaseTtlMs: TTL });
+      expect(s.missing).toEqual([]);
+      expect(new Set(s.faults.map((f) => f.kind))).toEqual(new Set(FAULT_KINDS));
+      const last = s.faults[s.faults.length - 1];
+      expect(last).toBeDefined();
+      expect((last?.atMs ?? 0) + (last?.windowMs ?? 0)).toBeLessThanOrEqual(FULL_ROUND_SECONDS * 1000);
+    },
+  );
 
   it('holds both forward offsets in one round: +2 s on a node alone and +8 s under a partition, swapped in the next round', () => {
     for (const seed of [1, 2, 3, 99]) {

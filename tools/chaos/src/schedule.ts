@@ -112,28 +112,28 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
   switch (kind) {
     case 'kill-node':
       // SIGKILL, restart later: the restarted process waits for a free slot (or the spare has it).
-      return { effectMs: jitter(ttl * 0.8), windowMs: ttl * 5 / 3 };
+      return { effectMs: jitter(ttl * 0.8), windowMs: (ttl * 5) / 3 };
     case 'pause-node':
       // SIGSTOP past the TTL: the lease expires, the spare (restarted every 2 s by the supervisor, or
       // re-claiming in-process with a backoff up to 5 s) takes the slot after the floor wait, then SIGCONT.
       // `effectMs` is the longest stop; the run resumes the node a second after the takeover.
       return { effectMs: jitter(ttl * 2.8), windowMs: ttl * 3.5 };
     case 'etcd-leader-stop':
-      return { effectMs: jitter(ttl * 0.8), windowMs: ttl * 5 / 3 };
+      return { effectMs: jitter(ttl * 0.8), windowMs: (ttl * 5) / 3 };
     case 'etcd-cluster-stop':
       // Recovery is slow: the old leases come back with etcd and must expire, then claims retry with
       // backoff and the floors are waited out (measured: 8-14 s with a 3 s TTL).
-      return { effectMs: jitter(ttl), windowMs: ttl * 11 / 3 };
+      return { effectMs: jitter(ttl), windowMs: (ttl * 11) / 3 };
     case 'etcd-pause-short':
       // Well inside the fence window (TTL − margin − one keep-alive interval): nothing should fence.
-      return { effectMs: Math.round(ttl / 6), windowMs: ttl * 2 / 3 };
+      return { effectMs: Math.round(ttl / 6), windowMs: (ttl * 2) / 3 };
     case 'etcd-pause-long':
       // Longer than the TTL: every node must fence before etcd can expire its lease.
-      return { effectMs: jitter(ttl * 4 / 3), windowMs: ttl * 8 / 3 };
+      return { effectMs: jitter((ttl * 4) / 3), windowMs: (ttl * 8) / 3 };
     case 'clock-jump-small':
-      return { effectMs: jitter(ttl * 0.4), windowMs: ttl * 5 / 6 };
+      return { effectMs: jitter(ttl * 0.4), windowMs: (ttl * 5) / 6 };
     case 'clock-jump-large':
-      return { effectMs: jitter(ttl * 5 / 3), windowMs: ttl * 13 / 6 };
+      return { effectMs: jitter((ttl * 5) / 3), windowMs: (ttl * 13) / 6 };
     case 'sigterm-node':
       // SIGTERM mid-load (graceful release), a replacement starts as soon as it has exited.
       return { effectMs: 0, windowMs: ttl };
@@ -164,7 +164,7 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
     case 'etcd-slow-long':
       // Delayed past the keep-alive timeout for longer than the TTL: keep-alives still arrive, late, so the
       // leases live on in etcd, but no node can prove its lease in time: every serving node must fence.
-      return { effectMs: jitter(ttl * 4 / 3), windowMs: ttl * 8 / 3 };
+      return { effectMs: jitter((ttl * 4) / 3), windowMs: (ttl * 8) / 3 };
   }
 }
 
@@ -259,7 +259,8 @@ export function parseFaultKinds(list: string): FaultKind[] {
   for (const raw of list.split(',')) {
     const k = raw.trim();
     if (k === '') continue;
-    if (!(FAULT_KINDS as readonly string[]).includes(k)) throw new RangeError(`unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')})`);
+    if (!(FAULT_KINDS as readonly string[]).includes(k))
+      throw new RangeError(`unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')})`);
     if (!out.includes(k as FaultKind)) out.push(k as FaultKind);
   }
   if (out.length === 0) throw new RangeError('--faults names no fault kind');
@@ -269,6 +270,10 @@ export function parseFaultKinds(list: string): FaultKind[] {
 /** One line per fault, for the printed schedule and the report. */
 export function formatFault(f: Fault): string {
   const clock =
-    f.clockOffsetSeconds !== undefined ? ` offset ${f.clockOffsetSeconds > 0 ? '+' : ''}${f.clockOffsetSeconds}s` : f.latencyMs !== undefined ? ` latency ${f.latencyMs}ms each way` : '';
+    f.clockOffsetSeconds !== undefined
+      ? ` offset ${f.clockOffsetSeconds > 0 ? '+' : ''}${f.clockOffsetSeconds}s`
+      : f.latencyMs !== undefined
+        ? ` latency ${f.latencyMs}ms each way`
+        : '';
   return `#${String(f.index).padStart(2)} t+${(f.atMs / 1000).toFixed(1).padStart(6)}s ${f.kind.padEnd(23)} effect ${(f.effectMs / 1000).toFixed(1)}s window ${(f.windowMs / 1000).toFixed(1)}s pick ${f.pick.toFixed(3)}${clock}`;
 }

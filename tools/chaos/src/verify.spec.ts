@@ -14,8 +14,21 @@ import {
 const T0 = Date.UTC(2026, 0, 1);
 const id = (unixMs: number, worker: number, sequence = 0, region = 1): bigint =>
   DEFAULT_LAYOUT.compose({ timestampMs: unixMs - DEFAULT_LAYOUT.epochMs, region, worker, sequence });
-const block = (node: string, first: bigint, count: number, receivedMs: number, caller = 0): ReceivedBlock => ({ caller, node, first, count, receivedMs });
-const holding = (node: string, name: string, worker: number, floorMs: number, seenMs: number, leaseId = `${name}-${worker}`): Holding => ({
+const block = (node: string, first: bigint, count: number, receivedMs: number, caller = 0): ReceivedBlock => ({
+  caller,
+  node,
+  first,
+  count,
+  receivedMs,
+});
+const holding = (
+  node: string,
+  name: string,
+  worker: number,
+  floorMs: number,
+  seenMs: number,
+  leaseId = `${name}-${worker}`,
+): Holding => ({
   node,
   name,
   worker,
@@ -33,7 +46,11 @@ describe('findDuplicates (rule 1)', () => {
 
   it('finds a duplicate across blocks of different callers and nodes, and names it', () => {
     const dup = id(T0 + 5, 2, 7);
-    const ids = expandBlocks([block('a', dup - 3n, 10, T0, 0), block('b', dup, 1, T0, 1), block('c', id(T0, 0), 5, T0, 2)]);
+    const ids = expandBlocks([
+      block('a', dup - 3n, 10, T0, 0),
+      block('b', dup, 1, T0, 1),
+      block('c', id(T0, 0), 5, T0, 2),
+    ]);
     const r = findDuplicates(ids);
     expect(r.checked).toBe(16);
     expect(r.duplicates).toBe(1);
@@ -50,7 +67,11 @@ describe('findDuplicates (rule 1)', () => {
 describe('checkHandedOut (the client never invents an ID)', () => {
   it('accepts IDs inside received blocks and flags one outside them', () => {
     const blocks = [block('a', 100n, 10, T0), block('b', 200n, 5, T0)];
-    expect(checkHandedOut(new BigUint64Array([100n, 109n, 204n, 201n]), blocks)).toEqual({ checked: 4, invented: 0, examples: [] });
+    expect(checkHandedOut(new BigUint64Array([100n, 109n, 204n, 201n]), blocks)).toEqual({
+      checked: 4,
+      invented: 0,
+      examples: [],
+    });
     const r = checkHandedOut(new BigUint64Array([100n, 110n, 199n, 204n]), blocks);
     expect(r.invented).toBe(2);
     expect(r.examples).toEqual([110n, 199n]);
@@ -63,7 +84,11 @@ describe('checkHolders (rule 2)', () => {
 
   it('passes a clean handover: the newcomer starts above the previous holder', () => {
     const holdings = [holding(A, 'n1#1', 0, T0 - 1, T0), holding(B, 'n2#1', 0, T0 + 3010, T0 + 3100)];
-    const blocks = [block(A, id(T0 + 10, 0), 100, T0 + 11), block(A, id(T0 + 2000, 0), 100, T0 + 2001), block(B, id(T0 + 3500, 0), 50, T0 + 3501)];
+    const blocks = [
+      block(A, id(T0 + 10, 0), 100, T0 + 11),
+      block(A, id(T0 + 2000, 0), 100, T0 + 2001),
+      block(B, id(T0 + 3500, 0), 50, T0 + 3501),
+    ];
     const r = checkHolders(blocks, holdings);
     expect(r.violations).toEqual([]);
     expect(r.slots).toBe(1);
@@ -163,7 +188,10 @@ describe('checkClockBound (rule 3)', () => {
   });
 
   it('checks each block on its own and counts only those ahead', () => {
-    const r = checkClockBound([block('a', id(T0, 0), 4096, T0), block('a', id(T0 + 25, 0), 10, T0 + 5), block('b', id(T0 + 2, 1), 1, T0)], 10);
+    const r = checkClockBound(
+      [block('a', id(T0, 0), 4096, T0), block('a', id(T0 + 25, 0), 10, T0 + 5), block('b', id(T0 + 2, 1), 1, T0)],
+      10,
+    );
     expect(r.blocks).toBe(3);
     expect(r.violationCount).toBe(1);
     expect(r.maxLeadMs).toBe(20);

@@ -107,7 +107,9 @@ export interface HandedOutReport {
  */
 export function checkHandedOut(handedOut: BigUint64Array, blocks: readonly ReceivedBlock[]): HandedOutReport {
   handedOut.sort();
-  const ranges = blocks.map((b) => [b.first, b.first + BigInt(b.count) - 1n] as const).sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+  const ranges = blocks
+    .map((b) => [b.first, b.first + BigInt(b.count) - 1n] as const)
+    .sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
   let invented = 0;
   const examples: bigint[] = [];
   let r = 0;
@@ -201,7 +203,9 @@ export function checkHolders(
     if (holding === undefined) {
       violate(
         `block ${b.first}+${b.count} from ${b.node} (worker ${first.worker}, Unix ms ${firstMs}) matches no holding of that node: ` +
-          (candidates.length === 0 ? 'the node never logged holding that slot' : `at or below its floor ${candidates[0]?.floorMs}`),
+          (candidates.length === 0
+            ? 'the node never logged holding that slot'
+            : `at or below its floor ${candidates[0]?.floorMs}`),
       );
       continue;
     }
@@ -301,7 +305,8 @@ export function checkClockBound(
   const allowanceOf = (b: ReceivedBlock): number => {
     let ahead = 0;
     for (const a of allowances) {
-      if (a.node === b.node && b.receivedMs >= a.fromMs && b.receivedMs <= a.toMs && a.aheadMs > ahead) ahead = a.aheadMs;
+      if (a.node === b.node && b.receivedMs >= a.fromMs && b.receivedMs <= a.toMs && a.aheadMs > ahead)
+        ahead = a.aheadMs;
     }
     return ahead;
   };
@@ -322,7 +327,13 @@ export function checkClockBound(
       }
     }
   }
-  return { blocks: blocks.length, allowedAhead, maxLeadMs: maxLeadMs === -Infinity ? 0 : maxLeadMs, violations, violationCount };
+  return {
+    blocks: blocks.length,
+    allowedAhead,
+    maxLeadMs: maxLeadMs === -Infinity ? 0 : maxLeadMs,
+    violations,
+    violationCount,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------- rule 4
@@ -365,7 +376,11 @@ export interface OutageReport {
  * is charged up to the end. Gaps of different callers are not merged: each caller is one application that
  * either got IDs or did not.
  */
-export function outageWindows(timelines: readonly CallerTimeline[], windows: readonly Window[], runEndMs: number): OutageReport[] {
+export function outageWindows(
+  timelines: readonly CallerTimeline[],
+  windows: readonly Window[],
+  runEndMs: number,
+): OutageReport[] {
   return windows.map((w) => {
     let longestGapMs = 0;
     let longestGapCaller = -1;

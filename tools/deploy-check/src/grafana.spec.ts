@@ -47,9 +47,18 @@ describe('deploy/grafana/idgen.json', () => {
   it('has the region overview and the per-node panels', () => {
     const s = sections();
     const titles = (row: string): string[] => (s.get(row) ?? []).map((p) => p.title);
-    expect(titles('Region overview')).toEqual(expect.arrayContaining(['Serving nodes', 'Worker slots used / free', 'IDs/s', 'NextIds p99']));
+    expect(titles('Region overview')).toEqual(
+      expect.arrayContaining(['Serving nodes', 'Worker slots used / free', 'IDs/s', 'NextIds p99']),
+    );
     expect(titles('Per node')).toEqual(
-      expect.arrayContaining(['Fences by reason', 'Clock rollbacks', 'Keep-alive age', 'Clock offset', 'Event-loop delay', 'GC pause time by kind']),
+      expect.arrayContaining([
+        'Fences by reason',
+        'Clock rollbacks',
+        'Keep-alive age',
+        'Clock offset',
+        'Event-loop delay',
+        'GC pause time by kind',
+      ]),
     );
   });
 
@@ -58,7 +67,12 @@ describe('deploy/grafana/idgen.json', () => {
     const panels = dashboard.panels.filter((p) => p.type !== 'row');
     expect(new Set(dashboard.panels.map((p) => p.id)).size).toBe(dashboard.panels.length);
     for (const p of panels) {
-      expect([p.title, p.datasource?.uid, (p.targets ?? []).length > 0, (p.description ?? '') !== '']).toEqual([p.title, '${datasource}', true, true]);
+      expect([p.title, p.datasource?.uid, (p.targets ?? []).length > 0, (p.description ?? '') !== '']).toEqual([
+        p.title,
+        '${datasource}',
+        true,
+        true,
+      ]);
       expect(p.gridPos.x + p.gridPos.w).toBeLessThanOrEqual(24);
       for (const t of p.targets ?? []) {
         expect([p.title, t.datasource?.uid]).toEqual([p.title, '${datasource}']);
@@ -69,7 +83,9 @@ describe('deploy/grafana/idgen.json', () => {
 
   it('reads only recording rules that deploy/prometheus/idgen.rules.yml defines', () => {
     const recorded = new Set([...rules.matchAll(/^\s*- record:\s*(\S+)/gm)].map((m) => m[1]));
-    const used = dashboard.panels.flatMap((p) => (p.targets ?? []).flatMap((t) => [...(t.expr ?? '').matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1])));
+    const used = dashboard.panels.flatMap((p) =>
+      (p.targets ?? []).flatMap((t) => [...(t.expr ?? '').matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1])),
+    );
     expect(used.length).toBeGreaterThan(5);
     expect(used.filter((name) => !recorded.has(name))).toEqual([]);
   });

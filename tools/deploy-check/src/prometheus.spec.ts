@@ -23,7 +23,9 @@ function promtool(): string {
       // not here
     }
   }
-  throw new Error("promtool not found on PATH: install Debian's prometheus package (apt-get install prometheus), which ships /usr/bin/promtool");
+  throw new Error(
+    "promtool not found on PATH: install Debian's prometheus package (apt-get install prometheus), which ships /usr/bin/promtool",
+  );
 }
 
 function run(args: readonly string[]): { status: number | null; output: string } {
@@ -90,9 +92,17 @@ describe('deploy/prometheus/idgen.rules.yml', () => {
       expect([name, url]).toEqual([name, `docs/runbook.md#${name.toLowerCase()}`]);
       const section = sections.get(name);
       if (section === undefined) throw new Error(`docs/runbook.md has no "## ${name}" section`);
-      expect([name, /\*\*Means\.\*\*/.test(section), /\*\*Check\.\*\*/.test(section), /\*\*Do\.\*\*/.test(section)]).toEqual([name, true, true, true]);
+      expect([
+        name,
+        /\*\*Means\.\*\*/.test(section),
+        /\*\*Check\.\*\*/.test(section),
+        /\*\*Do\.\*\*/.test(section),
+      ]).toEqual([name, true, true, true]);
       // What to check names the operator CLI or the node's own answers.
-      expect([name, /idgen (status|leases|layout|next|decode)|\/readyz|chronyc|dashboard/.test(section)]).toEqual([name, true]);
+      expect([name, /idgen (status|leases|layout|next|decode)|\/readyz|chronyc|dashboard/.test(section)]).toEqual([
+        name,
+        true,
+      ]);
     }
   });
 });

@@ -24,7 +24,10 @@ afterAll(async () => {
 async function listTarball(tgz: string): Promise<string[]> {
   const r = await run('tar', ['-tzf', tgz], { cwd: ROOT });
   expect(r.code).toBe(0);
-  return r.stdout.split('\n').filter((l) => l.length > 0).map((l) => l.replace(/^package\//, ''));
+  return r.stdout
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => l.replace(/^package\//, ''));
 }
 
 async function manifestOf(tgz: string): Promise<Record<string, unknown>> {
@@ -39,14 +42,19 @@ describe.each(PUBLIC_PACKAGES.map((p) => [p.name, p] as const))('%s', (name, pkg
   it('ships its build, its sources for the source maps, README, CHANGELOG and LICENSE, and no build state', async () => {
     const files = await listTarball(tgz());
     expect(files).toEqual(expect.arrayContaining(['package.json', 'LICENSE', 'README.md', 'CHANGELOG.md']));
-    expect(files.filter((f) => f.endsWith('.tsbuildinfo') || f.includes('.spec.') || f.includes('test-helper'))).toEqual([]);
+    expect(
+      files.filter((f) => f.endsWith('.tsbuildinfo') || f.includes('.spec.') || f.includes('test-helper')),
+    ).toEqual([]);
     expect(files.some((f) => f.startsWith('src/') && f.endsWith('.ts'))).toBe(true);
     // No stale output: every built module has its source (tsc -b never deletes the output of a removed file).
     const stale = files
       .filter((f) => /^dist\/(cjs|esm)\/.*\.js$/.test(f))
       .map((f) => f.replace(/^dist\/(cjs|esm)\//, 'src/').replace(/\.js$/, '.ts'))
       .filter((src) => !files.includes(src));
-    expect({ stale, hint: stale.length === 0 ? '' : `rm -rf ${pkg.dir}/dist and build again` }).toEqual({ stale: [], hint: '' });
+    expect({ stale, hint: stale.length === 0 ? '' : `rm -rf ${pkg.dir}/dist and build again` }).toEqual({
+      stale: [],
+      hint: '',
+    });
     // Every source map's sources are in the tarball.
     const maps = files.filter((f) => f.endsWith('.js.map'));
     expect(maps.length).toBeGreaterThan(0);
@@ -70,7 +78,10 @@ describe.each(PUBLIC_PACKAGES.map((p) => [p.name, p] as const))('%s', (name, pkg
     expect(m['license']).toBe('MIT');
     expect(m['engines']).toEqual({ node: '>=20.19' });
     expect(m['repository']).toBeDefined();
-    const deps = { ...(m['dependencies'] as Record<string, string> | undefined), ...(m['peerDependencies'] as Record<string, string> | undefined) };
+    const deps = {
+      ...(m['dependencies'] as Record<string, string> | undefined),
+      ...(m['peerDependencies'] as Record<string, string> | undefined),
+    };
     const exact = Object.entries(deps).filter(([k, v]) => k.startsWith('@idgen/') && !v.startsWith('^'));
     expect(exact).toEqual([]);
     expect(readFileSync(join(ROOT, pkg.dir, 'package.json'), 'utf8')).toContain('"name"'); // the working tree is untouched

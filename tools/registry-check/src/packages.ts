@@ -26,15 +26,28 @@ export interface RunResult {
 }
 
 /** Runs a command to its end (never rejects on a non-zero exit: the caller asserts on `code`). */
-export function run(cmd: string, args: readonly string[], options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): Promise<RunResult> {
+export function run(
+  cmd: string,
+  args: readonly string[],
+  options: { cwd: string; env?: NodeJS.ProcessEnv; timeoutMs?: number },
+): Promise<RunResult> {
   return new Promise((resolve) => {
     execFile(
       cmd,
       args,
-      { cwd: options.cwd, env: options.env ?? process.env, timeout: options.timeoutMs ?? 240_000, maxBuffer: 64 * 1024 * 1024 },
+      {
+        cwd: options.cwd,
+        env: options.env ?? process.env,
+        timeout: options.timeoutMs ?? 240_000,
+        maxBuffer: 64 * 1024 * 1024,
+      },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-        resolve({ code, stdout, stderr: error !== null && typeof error.code !== 'number' ? `${stderr}\n${error.message}` : stderr });
+        resolve({
+          code,
+          stdout,
+          stderr: error !== null && typeof error.code !== 'number' ? `${stderr}\n${error.message}` : stderr,
+        });
       },
     );
   });

@@ -1,6 +1,15 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupAll, freePort, spawnProcess, startEtcd, tempDir, type EtcdServer, type ProcessHandle, type TempDir } from '@idgen/testing';
+import {
+  cleanupAll,
+  freePort,
+  spawnProcess,
+  startEtcd,
+  tempDir,
+  type EtcdServer,
+  type ProcessHandle,
+  type TempDir,
+} from '@idgen/testing';
 import { PUBLIC_PACKAGES, ROOT, installSize, npm, packPackage, run } from './packages.js';
 
 // The proof that a team can use idgen from a registry: every public package is published to a real npm
@@ -23,7 +32,16 @@ let etcd: EtcdServer;
 const published: string[] = [];
 
 async function startServer(args: readonly string[]): Promise<{ process: ProcessHandle; url: string }> {
-  const child = spawnProcess(process.execPath, [SERVER_MAIN, '--time-source', 'none', '--listen', '127.0.0.1:0', '--metrics-listen', 'off', ...args]);
+  const child = spawnProcess(process.execPath, [
+    SERVER_MAIN,
+    '--time-source',
+    'none',
+    '--listen',
+    '127.0.0.1:0',
+    '--metrics-listen',
+    'off',
+    ...args,
+  ]);
   const open = JSON.parse(await child.waitForLine(/"msg":"serving port open/, 30_000)) as { listen: string };
   await child.waitForLine(/"msg":"ready"/, 30_000);
   return { process: child, url: `http://127.0.0.1:${open.listen.split(':').pop() ?? ''}` };
@@ -72,8 +90,25 @@ async function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv = {}): 
 async function tscStrict(project: string, files: readonly string[]): Promise<void> {
   const r = await run(
     process.execPath,
-    [TSC, '--strict', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--types', 'node',
-      '--typeRoots', join(ROOT, 'node_modules/@types'), '--outDir', 'out', '--rootDir', '.', ...files],
+    [
+      TSC,
+      '--strict',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2022',
+      '--types',
+      'node',
+      '--typeRoots',
+      join(ROOT, 'node_modules/@types'),
+      '--outDir',
+      'out',
+      '--rootDir',
+      '.',
+      ...files,
+    ],
     { cwd: project },
   );
   expect({ code: r.code, output: r.code === 0 ? '' : r.stdout + r.stderr }).toEqual({ code: 0, output: '' });
@@ -104,7 +139,13 @@ beforeAll(async () => {
       '',
     ].join('\n'),
   );
-  verdaccio = spawnProcess(process.execPath, [VERDACCIO, '--config', join(dir.path, 'verdaccio.yaml'), '--listen', `127.0.0.1:${port}`]);
+  verdaccio = spawnProcess(process.execPath, [
+    VERDACCIO,
+    '--config',
+    join(dir.path, 'verdaccio.yaml'),
+    '--listen',
+    `127.0.0.1:${port}`,
+  ]);
   await waitForRegistry(registry);
 
   // A throwaway user and its token, in an .npmrc only the publish commands read.
@@ -120,8 +161,15 @@ beforeAll(async () => {
 
   for (const pkg of PUBLIC_PACKAGES) {
     const tgz = await packPackage(pkg, join(dir.path, 'stage', pkg.name), join(dir.path, 'tarballs'));
-    const r = await npm(['publish', tgz, '--registry', registry, '--userconfig', publishRc, '--provenance=false'], dir.path);
-    expect({ pkg: pkg.name, code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ pkg: pkg.name, code: 0, stderr: '' });
+    const r = await npm(
+      ['publish', tgz, '--registry', registry, '--userconfig', publishRc, '--provenance=false'],
+      dir.path,
+    );
+    expect({ pkg: pkg.name, code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({
+      pkg: pkg.name,
+      code: 0,
+      stderr: '',
+    });
     published.push(pkg.name);
   }
 
@@ -142,7 +190,10 @@ it('the registry holds every public package, and only from this run', async () =
   for (const name of published) {
     const r = await fetch(`${registry}${name.replace('/', '%2f')}`);
     expect(r.status).toBe(200);
-    const doc = (await r.json()) as { 'dist-tags': { latest: string }; versions: Record<string, { exports?: unknown }> };
+    const doc = (await r.json()) as {
+      'dist-tags': { latest: string };
+      versions: Record<string, { exports?: unknown }>;
+    };
     const latest = doc.versions[doc['dist-tags'].latest];
     expect(JSON.stringify(latest?.exports ?? {})).not.toContain('@idgen/source');
   }
@@ -154,11 +205,15 @@ it('@idgen/client and @idgen/core install from the registry alone, in under 10 p
   const app = freshProject('app');
   await install(app, ['@idgen/client@0.1.0', '@idgen/core@0.1.0']);
   const size = figures(app);
-  console.log(`registry install of @idgen/client + @idgen/core: ${size.packages} packages, ${size.mb} MB (${size.names.join(', ')})`);
+  console.log(
+    `registry install of @idgen/client + @idgen/core: ${size.packages} packages, ${size.mb} MB (${size.names.join(', ')})`,
+  );
   expect(size.packages).toBeLessThan(10);
   expect(size.names).not.toContain('etcd3');
   expect(size.names).not.toContain('@idgen/lease');
-  const resolved = JSON.parse(readFileSync(join(app, 'node_modules/@idgen/client/package.json'), 'utf8')) as { version: string };
+  const resolved = JSON.parse(readFileSync(join(app, 'node_modules/@idgen/client/package.json'), 'utf8')) as {
+    version: string;
+  };
   expect(resolved.version).toBe('0.1.0');
 
   writeFileSync(
@@ -223,7 +278,13 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   expect(size.names).toEqual(expect.arrayContaining(['etcd3', '@idgen/lease', '@idgen/discovery']));
   expect(size.names).not.toContain('@idgen/clock-guard');
 
-  await install(app, ['@idgen/core@0.1.0', '@idgen/proto@0.1.0', '@idgen/clock-guard@0.1.0', '@idgen/lease@0.1.0', '@idgen/serving@0.1.0']);
+  await install(app, [
+    '@idgen/core@0.1.0',
+    '@idgen/proto@0.1.0',
+    '@idgen/clock-guard@0.1.0',
+    '@idgen/lease@0.1.0',
+    '@idgen/serving@0.1.0',
+  ]);
   const examples: string[] = [];
   // h2's example (a server that listens until stopped) is compiled, not run.
   for (const pkg of ['core', 'proto', 'h2', 'clock-guard', 'lease', 'serving', 'client', 'discovery']) {
@@ -241,15 +302,31 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
     const out = async (pkg: string, env: NodeJS.ProcessEnv = {}): Promise<Record<string, unknown>[]> =>
       (await runNode(join('out', `readme-${pkg}.mjs`), app, env)).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(await out('core')).toEqual([
-      { id: '104148763141017605', time: '2024-10-14T09:30:00.123Z', timestampMs: 24831000123, region: 2, worker: 17, sequence: 5 },
+      {
+        id: '104148763141017605',
+        time: '2024-10-14T09:30:00.123Z',
+        timestampMs: 24831000123,
+        region: 2,
+        worker: 17,
+        sequence: 5,
+      },
       { rejected: 'negative' },
     ]);
-    expect(await out('proto')).toEqual([{ request: { count: 3 }, response: { blocks: [{ first: '385364472618811392', count: 3 }] } }]);
-    expect(await out('clock-guard')).toEqual([{ fenced: 'not-assigned' }, { id: expect.any(String), state: 'serving' }]);
+    expect(await out('proto')).toEqual([
+      { request: { count: 3 }, response: { blocks: [{ first: '385364472618811392', count: 3 }] } },
+    ]);
+    expect(await out('clock-guard')).toEqual([
+      { fenced: 'not-assigned' },
+      { id: expect.any(String), state: 'serving' },
+    ]);
     expect(await out('lease')).toEqual([{ id: expect.any(String), state: 'alive', worker: expect.any(Number) }]);
     const [embedded] = await out('serving');
     const blocks = (embedded?.['blocks'] ?? []) as { first: string; count: number }[];
-    expect({ ready: embedded?.['ready'], ids: blocks.reduce((n, b) => n + b.count, 0), regions: [...new Set(blocks.map((b) => regionOf(b.first)))] }).toEqual({
+    expect({
+      ready: embedded?.['ready'],
+      ids: blocks.reduce((n, b) => n + b.count, 0),
+      regions: [...new Set(blocks.map((b) => regionOf(b.first)))],
+    }).toEqual({
       ready: 200,
       ids: 3,
       regions: [3],
@@ -269,8 +346,18 @@ it('@idgen/embedded installs from the registry alone, without Connect or the cli
   await install(app, ['@idgen/embedded@0.1.0']);
   const size = figures(app);
   console.log(`registry install of @idgen/embedded: ${size.packages} packages, ${size.mb} MB`);
-  expect(size.names).toEqual(expect.arrayContaining(['@idgen/embedded', '@idgen/lease', '@idgen/clock-guard', '@idgen/core', 'etcd3', '@opentelemetry/api']));
-  for (const absent of ['@idgen/client', '@idgen/proto', '@connectrpc/connect', '@bufbuild/protobuf']) expect(size.names).not.toContain(absent);
+  expect(size.names).toEqual(
+    expect.arrayContaining([
+      '@idgen/embedded',
+      '@idgen/lease',
+      '@idgen/clock-guard',
+      '@idgen/core',
+      'etcd3',
+      '@opentelemetry/api',
+    ]),
+  );
+  for (const absent of ['@idgen/client', '@idgen/proto', '@connectrpc/connect', '@bufbuild/protobuf'])
+    expect(size.names).not.toContain(absent);
 
   writeFileSync(
     join(app, 'esm.mjs'),
@@ -334,14 +421,24 @@ try {
   expect(ids.map(regionOf)).toEqual([2, 2, 2, 2, 2, 2]);
   for (const o of outputs) expect(o.worker).toBeGreaterThanOrEqual(18); // the embedded range
 
-  const [example] = (await runNode(join('out', 'readme-embedded.mjs'), app, env)).map((l) => JSON.parse(l) as { id: string; hot: string; batch: string[]; worker: number });
-  expect(example).toEqual({ id: expect.any(String), hot: expect.any(String), batch: [expect.any(String), expect.any(String), expect.any(String)], worker: expect.any(Number) });
+  const [example] = (await runNode(join('out', 'readme-embedded.mjs'), app, env)).map(
+    (l) => JSON.parse(l) as { id: string; hot: string; batch: string[]; worker: number },
+  );
+  expect(example).toEqual({
+    id: expect.any(String),
+    hot: expect.any(String),
+    batch: [expect.any(String), expect.any(String), expect.any(String)],
+    worker: expect.any(Number),
+  });
   expect(regionOf(example?.id ?? '')).toBe(2);
 });
 
 it('npx @idgen/cli decode runs from the registry, outside the repository', async () => {
   const project = freshProject('npx');
-  const r = await npm(['exec', '--yes', '--package', '@idgen/cli@0.1.0', '--', 'idgen', 'decode', '104148763141017605'], project);
+  const r = await npm(
+    ['exec', '--yes', '--package', '@idgen/cli@0.1.0', '--', 'idgen', 'decode', '104148763141017605'],
+    project,
+  );
   expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
   expect(JSON.parse(r.stdout.trim())).toEqual({
     id: '104148763141017605',

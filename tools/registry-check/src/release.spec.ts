@@ -19,7 +19,10 @@ it('nx release --dry-run plans a version and a changelog entry for each public p
   const output = r.stdout + r.stderr;
   expect({ code: r.code, tail: r.code === 0 ? '' : output.slice(-3000) }).toEqual({ code: 0, tail: '' });
   for (const pkg of PUBLIC_PACKAGES) {
-    expect({ pkg: pkg.name, version: new RegExp(`${pkg.name.replace('/', '\\/')}.*New version \\d+\\.\\d+\\.\\d+ written`).test(output) }).toEqual({
+    expect({
+      pkg: pkg.name,
+      version: new RegExp(`${pkg.name.replace('/', '\\/')}.*New version \\d+\\.\\d+\\.\\d+ written`).test(output),
+    }).toEqual({
       pkg: pkg.name,
       version: true,
     });

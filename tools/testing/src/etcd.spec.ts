@@ -42,7 +42,10 @@ describe('startEtcd', () => {
     await etcd.restart({ hard: true, downMs: 100 });
     expect(etcd.pid).not.toBe(oldPid);
     const got = (await (
-      await fetch(`${etcd.clientUrl}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: Buffer.from('k').toString('base64') }) })
+      await fetch(`${etcd.clientUrl}/v3/kv/range`, {
+        method: 'POST',
+        body: JSON.stringify({ key: Buffer.from('k').toString('base64') }),
+      })
     ).json()) as { kvs?: { value: string }[] };
     expect(Buffer.from(got.kvs?.[0]?.value ?? '', 'base64').toString()).toBe('v');
     await etcd.stop();
@@ -75,7 +78,9 @@ describe('startEtcd', () => {
   it('reports a clear error with the stderr tail when etcd cannot start', async () => {
     const first = await startEtcd();
     // the same data dir is locked by the first etcd: the second one fails
-    await expect(startEtcd({ dataDir: first.dataDir, readyTimeoutMs: 3000 })).rejects.toThrow(/etcd n1 (exited|not healthy)/);
+    await expect(startEtcd({ dataDir: first.dataDir, readyTimeoutMs: 3000 })).rejects.toThrow(
+      /etcd n1 (exited|not healthy)/,
+    );
     await first.stop();
   });
 });

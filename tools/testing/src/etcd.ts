@@ -76,36 +76,60 @@ interface MemberPorts {
   peerPort: number;
 }
 
-function memberArgs(m: MemberPorts, dataDir: string, initialCluster: string, clusterToken: string, tls?: StartEtcdOptions['tls']): string[] {
+function memberArgs(
+  m: MemberPorts,
+  dataDir: string,
+  initialCluster: string,
+  clusterToken: string,
+  tls?: StartEtcdOptions['tls'],
+): string[] {
   const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${m.clientPort}`;
   const peer = `http://127.0.0.1:${m.peerPort}`;
   const secure =
     tls === undefined
       ? []
       : [
-          '--cert-file', tls.pki.server.certFile,
-          '--key-file', tls.pki.server.keyFile,
-          '--trusted-ca-file', tls.pki.caFile,
+          '--cert-file',
+          tls.pki.server.certFile,
+          '--key-file',
+          tls.pki.server.keyFile,
+          '--trusted-ca-file',
+          tls.pki.caFile,
           ...(tls.clientCertAuth === true ? ['--client-cert-auth'] : []),
         ];
   return [
     ...secure,
-    '--name', m.name,
-    '--data-dir', dataDir,
-    '--listen-client-urls', client,
-    '--advertise-client-urls', client,
-    '--listen-peer-urls', peer,
-    '--initial-advertise-peer-urls', peer,
-    '--initial-cluster', initialCluster,
-    '--initial-cluster-state', 'new',
-    '--initial-cluster-token', clusterToken,
-    '--log-level', 'warn',
-    '--logger', 'zap',
+    '--name',
+    m.name,
+    '--data-dir',
+    dataDir,
+    '--listen-client-urls',
+    client,
+    '--advertise-client-urls',
+    client,
+    '--listen-peer-urls',
+    peer,
+    '--initial-advertise-peer-urls',
+    peer,
+    '--initial-cluster',
+    initialCluster,
+    '--initial-cluster-state',
+    'new',
+    '--initial-cluster-token',
+    clusterToken,
+    '--log-level',
+    'warn',
+    '--logger',
+    'zap',
   ];
 }
 
 /** Asks `GET {clientUrl}/health`; true when etcd says `"health":"true"`. `tls`: CA and client certificate for https. */
-export async function etcdHealthy(clientUrl: string, timeoutMs = 1000, tls?: StartEtcdOptions['tls']): Promise<boolean> {
+export async function etcdHealthy(
+  clientUrl: string,
+  timeoutMs = 1000,
+  tls?: StartEtcdOptions['tls'],
+): Promise<boolean> {
   if (tls !== undefined) return httpsHealthy(clientUrl, timeoutMs, tls.pki);
   try {
     const res = await fetch(`${clientUrl}/health`, { signal: AbortSignal.timeout(timeoutMs) });
@@ -119,18 +143,28 @@ export async function etcdHealthy(clientUrl: string, timeoutMs = 1000, tls?: Sta
 function httpsHealthy(clientUrl: string, timeoutMs: number, pki: TestPki): Promise<boolean> {
   const client = Object.values(pki.clients)[0] ?? pki.server;
   return new Promise((resolve) => {
-    const req = httpsGet(`${clientUrl}/health`, { ca: pki.ca, cert: client.cert, key: client.key, timeout: timeoutMs }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve(/"health":\s*"?true/.test(body)));
-    });
+    const req = httpsGet(
+      `${clientUrl}/health`,
+      { ca: pki.ca, cert: client.cert, key: client.key, timeout: timeoutMs },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (body += c));
+        res.on('end', () => resolve(/"health":\s*"?true/.test(body)));
+      },
+    );
     req.on('timeout', () => req.destroy());
     req.on('error', () => resolve(false));
   });
 }
 
-async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: number, what: string, tls?: StartEtcdOptions['tls']): Promise<void> {
+async function waitHealthy(
+  proc: ProcessHandle,
+  clientUrl: string,
+  timeoutMs: number,
+  what: string,
+  tls?: StartEtcdOptions['tls'],
+): Promise<void> {
   const start = Date.now();
   for (;;) {
     const ended = proc.exitStatus();
@@ -157,14 +191,20 @@ async function waitHealthy(proc: ProcessHandle, clientUrl: string, timeoutMs: nu
  * ports come from the same range), and etcd then exits with "address already in use": that start is tried
  * again, every 250 ms for up to ~5 s, before the error goes to the test (seen once in CI in etcd.spec.ts).
  */
-async function startAgainHealthy(spawn: () => ProcessHandle, clientUrl: string, timeoutMs: number, what: string): Promise<ProcessHandle> {
+async function startAgainHealthy(
+  spawn: () => ProcessHandle,
+  clientUrl: string,
+  timeoutMs: number,
+  what: string,
+): Promise<ProcessHandle> {
   for (let attempt = 1; ; attempt++) {
     const proc = spawn();
     try {
       await waitHealthy(proc, clientUrl, timeoutMs, what);
       return proc;
     } catch (e) {
-      const portTaken = proc.exitStatus() !== undefined && proc.stderrLines.some((l) => l.includes('address already in use'));
+      const portTaken =
+        proc.exitStatus() !== undefined && proc.stderrLines.some((l) => l.includes('address already in use'));
       if (!portTaken || attempt >= 20) throw e;
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -190,7 +230,13 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const ports: MemberPorts = { name, clientPort: await freePort(), peerPort: await freePort() };
   const { dir, owned } = await prepareDataDir(options.dataDir, 'idgen-etcd');
   const clientUrl = `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports.clientPort}`;
-  const args = memberArgs(ports, dir, `${name}=http://127.0.0.1:${ports.peerPort}`, `idgen-test-${ports.clientPort}`, options.tls);
+  const args = memberArgs(
+    ports,
+    dir,
+    `${name}=http://127.0.0.1:${ports.peerPort}`,
+    `idgen-test-${ports.clientPort}`,
+    options.tls,
+  );
   let proc = spawnProcess(binary, args);
   let stopped = false;
   const stop = async (): Promise<void> => {
@@ -227,7 +273,12 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
       if (o.hard === true) await proc.kill();
       else await proc.stop(5000);
       if (o.downMs !== undefined) await new Promise((r) => setTimeout(r, o.downMs));
-      await startAgainHealthy(() => (proc = spawnProcess(binary, args)), clientUrl, readyTimeoutMs, `etcd ${name} (restarted)`);
+      await startAgainHealthy(
+        () => (proc = spawnProcess(binary, args)),
+        clientUrl,
+        readyTimeoutMs,
+        `etcd ${name} (restarted)`,
+      );
     },
   };
 }
@@ -324,7 +375,12 @@ export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number
       },
       async start() {
         if (member.running()) return;
-        await startAgainHealthy(() => (proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token))), clientUrl, readyTimeoutMs, `etcd member ${p.name}`);
+        await startAgainHealthy(
+          () => (proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token))),
+          clientUrl,
+          readyTimeoutMs,
+          `etcd member ${p.name}`,
+        );
       },
       pause: () => proc?.signal('SIGSTOP'),
       resume: () => proc?.signal('SIGCONT'),
@@ -373,7 +429,8 @@ export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number
             // member paused or not answering: ask the next
           }
         }
-        if (Date.now() - start > timeoutMs) throw new Error(`no etcd member knows a running leader after ${timeoutMs} ms`);
+        if (Date.now() - start > timeoutMs)
+          throw new Error(`no etcd member knows a running leader after ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 100));
       }
     },

@@ -42,7 +42,10 @@ async function dies(pid: number, boundMs = 15_000): Promise<boolean> {
 
 describe('spawnProcess', () => {
   it('collects lines and waits for one, before or after it is printed', async () => {
-    const p = spawnProcess(process.execPath, ['-e', 'console.log("hello"); setTimeout(() => console.error("ready 42"), 200); setTimeout(() => {}, 600)']);
+    const p = spawnProcess(process.execPath, [
+      '-e',
+      'console.log("hello"); setTimeout(() => console.error("ready 42"), 200); setTimeout(() => {}, 600)',
+    ]);
     expect(await p.waitForLine(/ready (\d+)/, 5000)).toBe('ready 42');
     expect(await p.waitForLine(/hello/, 10)).toBe('hello');
     expect(p.stderrLines).toEqual(['ready 42']);
@@ -108,14 +111,17 @@ describe('spawnProcess', () => {
 });
 
 describe('shebangNodeFlags', () => {
-  it('reads the node flags of a script\'s first line, and refuses a first line that is not a node shebang', async () => {
+  it("reads the node flags of a script's first line, and refuses a first line that is not a node shebang", async () => {
     const dir = await tempDir('shebang');
     const write = (name: string, first: string): string => {
       const file = join(dir.path, name);
       writeFileSync(file, `${first}\nconsole.log(1);\n`);
       return file;
     };
-    expect(shebangNodeFlags(write('a.js', '#!/usr/bin/env -S node --max-semi-space-size=16 --no-warnings'))).toEqual(['--max-semi-space-size=16', '--no-warnings']);
+    expect(shebangNodeFlags(write('a.js', '#!/usr/bin/env -S node --max-semi-space-size=16 --no-warnings'))).toEqual([
+      '--max-semi-space-size=16',
+      '--no-warnings',
+    ]);
     expect(shebangNodeFlags(write('b.js', '#!/usr/bin/env node'))).toEqual([]);
     expect(() => shebangNodeFlags(write('c.js', '// no shebang'))).toThrow(/first line is not/);
     expect(() => shebangNodeFlags(write('d.js', '#!/bin/sh'))).toThrow(/first line is not/);

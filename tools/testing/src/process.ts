@@ -134,13 +134,19 @@ export function spawnProcess(cmd: string, args: readonly string[], options: Spaw
         const fail = (why: string): void => {
           waiters.delete(waiter);
           clearTimeout(timer);
-          reject(new Error(`${why} waiting for a line matching ${String(pattern)} from ${cmd}; last output:\n${tail()}`));
+          reject(
+            new Error(`${why} waiting for a line matching ${String(pattern)} from ${cmd}; last output:\n${tail()}`),
+          );
         };
         const timer = setTimeout(() => fail(`timed out after ${timeoutMs} ms`), timeoutMs);
         waiters.add(waiter);
         void exited.then((s) => {
           if (waiters.has(waiter)) {
-            fail(spawnError ? `could not start (${spawnError.message})` : `process ended (code ${s.code}, signal ${s.signal})`);
+            fail(
+              spawnError
+                ? `could not start (${spawnError.message})`
+                : `process ended (code ${s.code}, signal ${s.signal})`,
+            );
           }
         });
       });
@@ -186,6 +192,7 @@ export function spawnProcess(cmd: string, args: readonly string[], options: Spaw
 export function shebangNodeFlags(script: string): string[] {
   const first = readFileSync(script, 'utf8').split('\n', 1)[0] ?? '';
   const m = /^#!\/usr\/bin\/env(?: -S)? node((?: --?[\w-]+(?:=\S+)?)*)\s*$/.exec(first);
-  if (m === null) throw new Error(`${script}: the first line is not "#!/usr/bin/env -S node [flags]": ${JSON.stringify(first)}`);
+  if (m === null)
+    throw new Error(`${script}: the first line is not "#!/usr/bin/env -S node [flags]": ${JSON.stringify(first)}`);
   return (m[1] ?? '').split(' ').filter((f) => f !== '');
 }

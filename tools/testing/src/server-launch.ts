@@ -9,6 +9,7 @@ import { shebangNodeFlags } from './process.js';
  */
 export function serverLaunchArgs(serverMain: string): string[] {
   const bin = join(dirname(serverMain), '..', 'bin', 'idgen-server.js');
-  if (!existsSync(bin)) throw new Error(`${bin} is missing: the server's command holds its launch flags (next to ${serverMain})`);
+  if (!existsSync(bin))
+    throw new Error(`${bin} is missing: the server's command holds its launch flags (next to ${serverMain})`);
   return [...shebangNodeFlags(bin), serverMain];
 }

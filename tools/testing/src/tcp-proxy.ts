@@ -61,7 +61,8 @@ interface Link {
 function parseTarget(target: string): { host: string; port: number } {
   const m = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(target.replace(/^[a-z]+:\/\//, ''));
   const port = m === null ? NaN : Number(m[2]);
-  if (m === null || !(port > 0 && port < 65536)) throw new RangeError(`createTcpProxy: target must be host:port, got ${JSON.stringify(target)}`);
+  if (m === null || !(port > 0 && port < 65536))
+    throw new RangeError(`createTcpProxy: target must be host:port, got ${JSON.stringify(target)}`);
   return { host: m[1] as string, port };
 }
 
@@ -79,10 +80,12 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
 
   const destroy = (link: Link, reset: boolean): void => {
     links.delete(link);
-    if (reset && typeof link.client.resetAndDestroy === 'function' && !link.client.destroyed) link.client.resetAndDestroy();
+    if (reset && typeof link.client.resetAndDestroy === 'function' && !link.client.destroyed)
+      link.client.resetAndDestroy();
     else link.client.destroy();
     if (link.upstream !== undefined) {
-      if (reset && typeof link.upstream.resetAndDestroy === 'function' && !link.upstream.destroyed) link.upstream.resetAndDestroy();
+      if (reset && typeof link.upstream.resetAndDestroy === 'function' && !link.upstream.destroyed)
+        link.upstream.resetAndDestroy();
       else link.upstream.destroy();
     }
   };
@@ -170,7 +173,8 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
     });
   });
   const address = server.address();
-  if (address === null || typeof address === 'string') throw new Error('createTcpProxy: the listener has no TCP address');
+  if (address === null || typeof address === 'string')
+    throw new Error('createTcpProxy: the listener has no TCP address');
   const port = address.port;
 
   const closeAll = (): void => {
@@ -226,6 +230,7 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
 }
 
 function checkLatency(ms: number): number {
-  if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`createTcpProxy: latency must be a finite number ≥ 0, got ${ms}`);
+  if (!Number.isFinite(ms) || ms < 0)
+    throw new RangeError(`createTcpProxy: latency must be a finite number ≥ 0, got ${ms}`);
   return ms;
 }

@@ -23,20 +23,48 @@ export interface TestPki {
   readonly clients: Readonly<Record<string, TestCertificate>>;
 }
 
-export const OPENSSL_MISSING_MESSAGE = 'openssl not found on PATH: install it (apt-get install openssl); TLS tests make their certificates with it';
+export const OPENSSL_MISSING_MESSAGE =
+  'openssl not found on PATH: install it (apt-get install openssl); TLS tests make their certificates with it';
 
 function openssl(args: readonly string[], cwd: string): void {
   execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }
 
-function leaf(dir: string, name: string, subject: string, ext: string, ca: { certFile: string; keyFile: string }, days: number): TestCertificate {
+function leaf(
+  dir: string,
+  name: string,
+  subject: string,
+  ext: string,
+  ca: { certFile: string; keyFile: string },
+  days: number,
+): TestCertificate {
   const keyFile = join(dir, `${name}.key`);
   const csr = join(dir, `${name}.csr`);
   const certFile = join(dir, `${name}.crt`);
   const extFile = join(dir, `${name}.ext`);
   writeFileSync(extFile, ext);
   openssl(['req', '-new', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', csr, '-subj', subject], dir);
-  openssl(['x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-CAcreateserial', '-out', certFile, '-days', String(days), '-sha256', '-extfile', extFile], dir);
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      csr,
+      '-CA',
+      ca.certFile,
+      '-CAkey',
+      ca.keyFile,
+      '-CAcreateserial',
+      '-out',
+      certFile,
+      '-days',
+      String(days),
+      '-sha256',
+      '-extfile',
+      extFile,
+    ],
+    dir,
+  );
   return { certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') };
 }
 
@@ -50,7 +78,24 @@ export function makeTestPki(options: { clients?: readonly string[]; name?: strin
   const dir = tempDirSync(options.name ?? 'pki').path;
   const caKeyFile = join(dir, 'ca.key');
   const caFile = join(dir, 'ca.crt');
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', caKeyFile, '-out', caFile, '-days', '2', '-subj', `/CN=idgen test CA ${options.name ?? ''}`.trim()], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      caKeyFile,
+      '-out',
+      caFile,
+      '-days',
+      '2',
+      '-subj',
+      `/CN=idgen test CA ${options.name ?? ''}`.trim(),
+    ],
+    dir,
+  );
   const ca = { certFile: caFile, keyFile: caKeyFile };
   const server = leaf(
     dir,
@@ -62,7 +107,14 @@ export function makeTestPki(options: { clients?: readonly string[]; name?: strin
   );
   const clients: Record<string, TestCertificate> = {};
   for (const cn of options.clients ?? []) {
-    clients[cn] = leaf(dir, `client-${cn}`, `/CN=${cn}`, `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\nsubjectAltName=DNS:${cn}\n`, ca, 2);
+    clients[cn] = leaf(
+      dir,
+      `client-${cn}`,
+      `/CN=${cn}`,
+      `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\nsubjectAltName=DNS:${cn}\n`,
+      ca,
+      2,
+    );
   }
   return { dir, caFile, ca: readFileSync(caFile, 'utf8'), server, clients };
 }
@@ -76,8 +128,13 @@ export interface EtcdTestUser {
 }
 
 /** Runs `etcdctl` against `clientUrl` (with the PKI's CA and first client certificate for https). */
-export function etcdctl(clientUrl: string, args: readonly string[], options: { pki?: TestPki; user?: string } = {}): string {
-  if (findOnPath('etcdctl') === undefined) throw new Error('etcdctl not found on PATH: install it (apt-get install etcd-client)');
+export function etcdctl(
+  clientUrl: string,
+  args: readonly string[],
+  options: { pki?: TestPki; user?: string } = {},
+): string {
+  if (findOnPath('etcdctl') === undefined)
+    throw new Error('etcdctl not found on PATH: install it (apt-get install etcd-client)');
   const tls: string[] = [];
   if (options.pki !== undefined) {
     const client = Object.values(options.pki.clients)[0] ?? options.pki.server;
@@ -95,7 +152,12 @@ export function etcdctl(clientUrl: string, args: readonly string[], options: { p
  * Turns etcd's authentication on: a `root` user (password `rootPassword`) and one user per entry, each with a
  * role that may only `permission` keys under its prefix. After this every call needs a user and password.
  */
-export function enableEtcdAuth(clientUrl: string, rootPassword: string, users: readonly EtcdTestUser[], pki?: TestPki): void {
+export function enableEtcdAuth(
+  clientUrl: string,
+  rootPassword: string,
+  users: readonly EtcdTestUser[],
+  pki?: TestPki,
+): void {
   const run = (args: readonly string[]): string => etcdctl(clientUrl, args, pki === undefined ? {} : { pki });
   run(['user', 'add', `root:${rootPassword}`, '--interactive=false']);
   run(['user', 'grant-role', 'root', 'root']);
