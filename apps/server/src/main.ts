@@ -3,24 +3,12 @@
  * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
  */
 import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
-import { createGuardedMinter, createMintScheduler, createTimeSourceCheck, type GuardStatus } from '@idgen/clock-guard';
-import { createEtcdLease, createStandaloneLease, isLeaseError, type LeaseSnapshot, type WorkerLease } from '@idgen/lease';
-import {
-  READINESS_REASONS,
-  createLeaseTroubleTracker,
-  createServingPort,
-  describeReadiness,
-  formatHostPort,
-  judgeReadiness,
-  watchReadiness,
-  type Phase,
-  type Readiness,
-} from '@idgen/serving';
-import { boot } from './boot.js';
+import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
+import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
+import { createIdgenNode, formatHostPort } from '@idgen/serving';
 import { etcdLeaseOptions, parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
 
@@ -68,57 +56,38 @@ function run(config: ServerConfig): void {
     maxFenceMs: config.maxFenceMs,
     meter: metrics.meter('@idgen/clock-guard'),
   });
-  const leaseLogger = logger.child({ component: 'lease' });
-  const workers = { first: config.workers.from, last: config.workers.to };
-  let lease: WorkerLease;
   const etcdOptions = etcdLeaseOptions(config);
-  if (etcdOptions !== undefined) {
-    lease = createEtcdLease({ ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: leaseLogger }, guard);
-  } else {
-    const stateFile = config.standalone?.stateFile ?? '';
+  const stateFile = config.standalone?.stateFile ?? '';
+  if (etcdOptions === undefined) {
     logger.warn(
       { mode: 'standalone', stateFile },
       'STANDALONE MODE (--standalone): worker slots are leased from an in-process store. ' +
         'This is a single-node development mode: two such nodes in one region WILL mint duplicate IDs. ' +
         'Production runs with --etcd.',
     );
-    lease = createStandaloneLease({ region: config.region, workers, nodeId: config.nodeId, stateFile }, guard);
   }
+  const lease =
+    etcdOptions !== undefined
+      ? createEtcdLease({ ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) }, guard)
+      : createStandaloneLease({ region: config.region, workers: { first: config.workers.from, last: config.workers.to }, nodeId: config.nodeId, stateFile }, guard);
   const timeSource = createTimeSourceCheck({
     mode: config.timeSource,
     guard,
     maxOffsetMs: config.maxClockOffsetMs,
     logger: logger.child({ component: 'time-source' }),
   });
-
-  let phase: Phase = 'starting';
-  let advertise = config.advertise ?? formatHostPort(config.listen);
-  // Readiness and why, judged in one place (@idgen/serving's judgeReadiness) for /readyz, Health/Check, GetStatus and the log.
-  const leaseTrouble = createLeaseTroubleTracker(lease);
-  const readiness = (): Readiness =>
-    judgeReadiness({
-      phase,
-      canMint: guard.canMint(),
-      guard: guard.status(),
-      timeSourceMode: config.timeSource,
-      timeSource: timeSource.last(),
-      lease: lease.snapshot(),
-      leaseTrouble: leaseTrouble.current(),
-      nowMs: Date.now(),
-    });
-  // One scheduler for every path that mints: requests that need a later millisecond wait on a timer, fairly
-  // between connections, never spinning on the loop the lease's keep-alives run on (issue 13).
-  const server = createServingPort({
+  // The lease, guard, mint scheduler, serving port, readiness and shutdown order: @idgen/serving's createIdgenNode.
+  const node = createIdgenNode({
     guard,
-    mints: createMintScheduler(guard),
-    lease: () => lease.snapshot(),
-    phase: () => phase,
+    lease,
+    timeSource,
+    listen: config.listen,
+    advertise: config.advertise,
     region: config.region,
+    slots: config.workers.to - config.workers.from + 1,
     maxCount: config.maxCount,
     timeSourceMode: config.timeSource,
-    advertise: () => advertise,
     statusDetails: config.statusDetails,
-    readiness,
     maxBodyBytes: config.maxBodyBytes,
     requestTimeoutMs: config.requestTimeoutMs,
     maxConnections: config.maxConnections,
@@ -127,53 +96,17 @@ function run(config: ServerConfig): void {
     stalledWriteTimeoutMs: config.stalledWriteTimeoutMs,
     http2Server: config.http2Server,
     ...(config.tls === undefined ? {} : { tls: config.tls }),
-    metrics: metrics.hooks,
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    metrics,
     logger,
   });
 
-  metrics.observeNode(READINESS_REASONS, () => {
-    const r = readiness();
-    return { region: config.region, ready: r.ready, reason: r.reason, slotHeld: lease.snapshot().worker !== undefined, slots: config.workers.to - config.workers.from + 1 };
-  });
-  // One log line each time the reason (or its cause) changes, from the first boot step on.
-  const readinessLog = watchReadiness(readiness, (r, previous) => {
-    const fields = { readiness: r.reason, cause: r.cause, detail: r.detail, waitMs: r.waitMs, previous: previous?.reason };
-    if (r.ready) logger.info(fields, 'readiness: ready');
-    else logger.warn(fields, `readiness: not ready, ${describeReadiness(r)}`);
-  });
-  lease.on('state', () => readinessLog.poke());
-
-  const bootAbort = new AbortController();
-  let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) {
-      logger.warn({ signal }, 'second signal while shutting down: still shutting down');
-      return;
-    }
-    stopping = true;
     const t0 = performance.now();
-    // docs/design.md §5 shutdown: stop taking requests (readiness false, every mint refused with UNAVAILABLE
-    // `draining`), finish in-flight requests (bounded), deregister, final `last-ms` released, revoke.
-    phase = 'draining';
-    guard.drain();
-    bootAbort.abort(new Error(`shutting down on ${signal}`));
-    logger.info({ signal, inFlight: server.inFlight() }, 'shutting down: draining');
-    const budget = config.shutdownTimeoutMs;
-    const left = await server.close(Math.max(100, Math.floor(budget / 2)));
-    if (left > 0) logger.warn({ cancelled: left }, 'shutdown: cancelled requests still in flight at the bound');
-    const released = await withTimeout(lease.release(), Math.max(100, budget - (performance.now() - t0)));
-    if (released !== 'ok') {
-      logger.error(
-        { err: released === 'timeout' ? undefined : released.error, timedOut: released === 'timeout' },
-        'shutdown: lease release incomplete; the slot will expire in etcd and its next holder waits out the floor',
-      );
-    }
-    timeSource.stop();
-    readinessLog.stop();
-    leaseTrouble.stop();
-    guard.close();
+    const stopped = await node.shutdown(signal);
+    if (stopped === undefined) return;
     await metrics.close();
-    exit(0, 'stopped', { signal, shutdownMs: Math.round(performance.now() - t0), released: released === 'ok' });
+    exit(0, 'stopped', { signal, shutdownMs: Math.round(performance.now() - t0), released: stopped.released });
   };
   process.on('SIGTERM', () => void shutdown('SIGTERM'));
   process.on('SIGINT', () => void shutdown('SIGINT'));
@@ -184,19 +117,12 @@ function run(config: ServerConfig): void {
 
   const start = async (): Promise<void> => {
     const t0 = performance.now();
-    let bound;
+    let addresses;
     try {
-      bound = await server.listen(config.listen);
+      addresses = await node.listen();
     } catch (e) {
       return exit(EXIT_FATAL, `cannot listen on ${formatHostPort(config.listen)}`, { err: e });
     }
-    const listen = formatHostPort(bound);
-    if (config.advertise === undefined) {
-      // An unspecified bind address is not dialable: advertise the host name instead.
-      advertise = bound.host === '0.0.0.0' || bound.host === '::' ? formatHostPort({ host: hostname(), port: bound.port }) : listen;
-    }
-    lease.setAddress(advertise);
-    logger.info({ listen, advertise }, 'serving port open (not ready yet)');
     let metricsAddress: string | undefined;
     if (config.metricsListen !== undefined) {
       try {
@@ -206,42 +132,18 @@ function run(config: ServerConfig): void {
       }
       logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
     }
-
     let report;
     try {
-      report = await boot({ timeSource, lease, logger, signal: bootAbort.signal });
+      report = await node.start();
     } catch (e) {
-      if (stopping) return;
       // docs/design.md §7: a region code this etcd lent out, or a spare it never adopted, is the operator's to fix.
       if (isLeaseError(e) && e.code === 'spare-code') return exit(EXIT_REGION_REFUSED, e.message);
       return exit(EXIT_FATAL, 'boot failed', { err: e });
     }
-    if (stopping) return;
-    phase = 'running';
-    guard.on('state', (s: GuardStatus) => {
-      if (s.state === 'serving') logger.info({ worker: s.worker }, 'guard: serving');
-      else logger.warn({ reason: s.reason, detail: s.message }, 'guard: fenced');
-    });
-    lease.on('state', (s: LeaseSnapshot) => {
-      const fields = { state: s.state, worker: s.worker, leaseId: s.leaseId, detail: s.message };
-      if (s.state === 'alive' || s.state === 'released') logger.info(fields, `lease: ${s.state}`);
-      else logger.warn(fields, `lease: ${s.state}`);
-    });
-    logger.info(
-      {
-        worker: report.lease.worker,
-        leaseId: report.lease.leaseId,
-        mode: report.lease.mode,
-        listen,
-        advertise,
-        metrics: metricsAddress,
-        bootMs: report.bootMs,
-        sinceProcessStartMs: Math.round(performance.now()),
-        startMs: Math.round(performance.now() - t0),
-        steps: report.steps,
-      },
-      'ready',
-    );
+    if (report === undefined) return;
+    const { worker, leaseId, mode } = report.lease;
+    const timing = { bootMs: report.bootMs, sinceProcessStartMs: Math.round(performance.now()), startMs: Math.round(performance.now() - t0) };
+    logger.info({ worker, leaseId, mode, ...addresses, metrics: metricsAddress, ...timing, steps: report.steps }, 'ready');
   };
   void start();
 }
@@ -253,18 +155,6 @@ function packageVersion(): string {
     return typeof pkg.version === 'string' ? pkg.version : 'unknown';
   } catch {
     return 'unknown';
-  }
-}
-
-async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeout' | { error: unknown }> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), ms);
-  });
-  try {
-    return await Promise.race([p.then(() => 'ok' as const, (error: unknown) => ({ error })), timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

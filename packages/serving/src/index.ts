@@ -2,6 +2,10 @@
 // @idgen/h2, the NextIds fast path, the deadline queue) stay internal.
 export { createServingPort } from './serving-port.js';
 export type { ServingLogger, ServingMetricsHooks, ServingPort, ServingPortOptions } from './serving-port.js';
+export { createIdgenNode } from './node.js';
+export type { IdgenNode, IdgenNodeOptions } from './node.js';
+export { boot } from './boot.js';
+export type { BootDeps, BootLogger, BootReport } from './boot.js';
 export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
 export type { LeaseView, Phase, ServiceDeps, ServingGuard } from './service.js';
 export { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness } from './readiness.js';

@@ -2,8 +2,8 @@ import { createGuardedMinter, createTimeSourceCheck, type GuardedMinter } from '
 import { createStandaloneLease } from '@idgen/lease';
 import { join } from 'node:path';
 import { cleanupAll, tempDirSync } from '@idgen/testing';
-import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
-import { boot, type BootLogger } from '../src/boot.js';
+import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from '../test/chrony-stub.js';
+import { boot, type BootLogger } from './boot.js';
 
 interface Entry {
   level: 'info' | 'warn' | 'error';
