@@ -3,7 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
-import { defaultNodeId, isLeaseError, resolveLeaseConfig, type EtcdLeaseOptions, type LeaseConfigError } from '@idgen/lease';
+import {
+  defaultNodeId,
+  isLeaseError,
+  resolveLeaseConfig,
+  type EtcdLeaseOptions,
+  type LeaseConfigError,
+} from '@idgen/lease';
 import { TlsMaterialError, formatHostPort, loadTlsMaterial, type HostPort, type TlsFiles } from '@idgen/serving';
 
 /** The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS}. */
@@ -80,7 +86,11 @@ interface FlagSpec {
 }
 
 /** A flag: key and variable follow from its name. */
-function flag(flags: string, description: string, defaults: { value?: string; description?: string; int?: readonly [number, number] } = {}): FlagSpec {
+function flag(
+  flags: string,
+  description: string,
+  defaults: { value?: string; description?: string; int?: readonly [number, number] } = {},
+): FlagSpec {
   const name = flags.split(' ')[0]?.slice(2) ?? '';
   return {
     flags,
@@ -95,61 +105,130 @@ function flag(flags: string, description: string, defaults: { value?: string; de
 
 /** Every flag, each also an `IDGEN_*` environment variable (docs/design.md §6). The command line wins over the environment. */
 export const FLAGS: readonly FlagSpec[] = [
-  flag('--region <code>', `region code this node mints for, 0-${DEFAULT_LAYOUT.maxRegion}; required with --etcd`, { description: '0 in standalone mode' }),
+  flag('--region <code>', `region code this node mints for, 0-${DEFAULT_LAYOUT.maxRegion}; required with --etcd`, {
+    description: '0 in standalone mode',
+  }),
   flag('--etcd <urls>', 'comma-separated etcd client URLs (http://host:port); required unless --standalone'),
   flag(
     '--standalone',
     'one node, no etcd, for development only: worker slots from an in-process store (a second node WILL mint duplicates); ' +
       'the environment variable takes 1 or 0',
   ),
-  flag('--state-file <path>', 'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)', {
-    description: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
-  }),
+  flag(
+    '--state-file <path>',
+    'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
+    {
+      description: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
+    },
+  ),
   flag('--etcd-prefix <prefix>', 'key prefix in etcd', { value: '/idgen' }),
   flag('--etcd-ca <file>', "PEM file of the CA that signed the etcd servers' certificates (https:// endpoints)"),
   flag('--etcd-cert <file>', 'PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)'),
   flag('--etcd-key <file>', 'PEM private key of --etcd-cert'),
   flag('--etcd-user <name>', 'etcd user (with --etcd-password-file); its role must read and write the prefix'),
-  flag('--etcd-password-file <file>', "file holding the etcd user's password (one line; never a password on the command line)"),
-  flag('--listen <host:port>', 'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port', { value: '127.0.0.1:8080' }),
-  flag('--tls-cert <file>', 'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1'),
+  flag(
+    '--etcd-password-file <file>',
+    "file holding the etcd user's password (one line; never a password on the command line)",
+  ),
+  flag(
+    '--listen <host:port>',
+    'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port',
+    { value: '127.0.0.1:8080' },
+  ),
+  flag(
+    '--tls-cert <file>',
+    'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1',
+  ),
   flag('--tls-key <file>', 'PEM private key of --tls-cert'),
   flag('--tls-client-ca <file>', 'mTLS: clients must present a certificate this CA signed'),
-  flag('--tls-client-names <names>', 'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed'),
+  flag(
+    '--tls-client-names <names>',
+    'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed',
+  ),
   flag(
     '--status-details <mode>',
     'GetStatus details (lease id, fence deadline, floor, last minted ms): full, redacted, or auto (full only with --tls-client-ca, ' +
       'where every caller holds an allowed certificate; set full behind a mesh sidecar that authenticates callers)',
     { value: 'auto' },
   ),
-  flag('--advertise <host:port>', 'address callers should dial, registered in discovery', { description: 'the bound --listen address' }),
-  flag('--metrics-listen <host:port>', 'Prometheus /metrics address; "off" or empty turns it off', { value: '127.0.0.1:9464' }),
+  flag('--advertise <host:port>', 'address callers should dial, registered in discovery', {
+    description: 'the bound --listen address',
+  }),
+  flag('--metrics-listen <host:port>', 'Prometheus /metrics address; "off" or empty turns it off', {
+    value: '127.0.0.1:9464',
+  }),
   // The nodes' share of a region's slots; embedded callers default to 18-127 (docs/design.md §7).
-  flag('--workers <from-to>', 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)', { value: '0-17' }),
+  flag('--workers <from-to>', 'the worker slots this node may claim, inclusive (e.g. 0-15, or 7 for one slot)', {
+    value: '0-17',
+  }),
   flag('--lease-ttl <seconds>', 'etcd lease TTL in seconds, 2-60', { value: '6' }),
-  flag('--fence-margin-ms <ms>', 'stop minting this long before the lease TTL runs out since the last acknowledged keep-alive', { value: '1000' }),
-  flag('--time-source <mode>', 'chrony (read `chronyc -c tracking`) or none (no check: development only)', { value: 'chrony' }),
-  flag('--max-clock-offset-ms <ms>', 'largest |offset| from the time source before the node fences', { value: '10', int: [1, 1000] }),
-  flag('--max-rollback-ms <ms>', 'clock rollbacks up to this are waited out; larger ones fence', { value: '10', int: [0, 1000] }),
-  flag('--max-fence-ms <ms>', 'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease', { value: '30000', int: [1000, 3_600_000] }),
+  flag(
+    '--fence-margin-ms <ms>',
+    'stop minting this long before the lease TTL runs out since the last acknowledged keep-alive',
+    { value: '1000' },
+  ),
+  flag('--time-source <mode>', 'chrony (read `chronyc -c tracking`) or none (no check: development only)', {
+    value: 'chrony',
+  }),
+  flag('--max-clock-offset-ms <ms>', 'largest |offset| from the time source before the node fences', {
+    value: '10',
+    int: [1, 1000],
+  }),
+  flag('--max-rollback-ms <ms>', 'clock rollbacks up to this are waited out; larger ones fence', {
+    value: '10',
+    int: [0, 1000],
+  }),
+  flag(
+    '--max-fence-ms <ms>',
+    'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease',
+    { value: '30000', int: [1000, 3_600_000] },
+  ),
   // 65536 is the clock guard's largest block request (16 ms of a 12-bit sequence).
   flag('--max-count <n>', 'largest count NextIds accepts, 1-65536', { value: '4096', int: [1, 65_536] }),
-  flag('--node-id <id>', "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)", { description: '<hostname>-<pid>-<random>' }),
+  flag('--node-id <id>', "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)", {
+    description: '<hostname>-<pid>-<random>',
+  }),
   flag('--log-level <level>', LOG_LEVELS.join('|'), { value: 'info' }),
-  flag('--request-timeout-ms <ms>', 'longest a request may take, body included, before it is cancelled', { value: '5000', int: [100, 600_000] }),
-  flag('--shutdown-timeout-ms <ms>', 'longest a graceful shutdown waits for in-flight requests and the lease release', { value: '5000', int: [100, 600_000] }),
+  flag('--request-timeout-ms <ms>', 'longest a request may take, body included, before it is cancelled', {
+    value: '5000',
+    int: [100, 600_000],
+  }),
+  flag('--shutdown-timeout-ms <ms>', 'longest a graceful shutdown waits for in-flight requests and the lease release', {
+    value: '5000',
+    int: [100, 600_000],
+  }),
   flag('--max-body-bytes <n>', 'largest request body accepted', { value: '65536', int: [1024, 16 * 1024 * 1024] }),
-  flag('--max-connections <n>', 'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)', {
-    value: '4096',
-    int: [1, 1_000_000],
-  }),
-  flag('--preface-timeout-ms <ms>', 'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed', { value: '4000', int: [100, 600_000] }),
-  flag('--idle-timeout-ms <ms>', 'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)', { value: '30000', int: [1_000, 3_600_000] }),
-  flag('--stalled-write-timeout-ms <ms>', 'a connection whose peer takes none of its answers for this long is cut (a client that never reads)', {
-    value: '10000',
-    int: [1_000, 600_000],
-  }),
-  flag('--http2-server <impl>', 'HTTP/2 (h2c) implementation: idgen (@idgen/h2, no GC pauses from headers) or node (node:http2, the fallback)', { value: 'idgen' }),
+  flag(
+    '--max-connections <n>',
+    'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)',
+    {
+      value: '4096',
+      int: [1, 1_000_000],
+    },
+  ),
+  flag(
+    '--preface-timeout-ms <ms>',
+    'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed',
+    { value: '4000', int: [100, 600_000] },
+  ),
+  flag(
+    '--idle-timeout-ms <ms>',
+    'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)',
+    { value: '30000', int: [1_000, 3_600_000] },
+  ),
+  flag(
+    '--stalled-write-timeout-ms <ms>',
+    'a connection whose peer takes none of its answers for this long is cut (a client that never reads)',
+    {
+      value: '10000',
+      int: [1_000, 600_000],
+    },
+  ),
+  flag(
+    '--http2-server <impl>',
+    'HTTP/2 (h2c) implementation: idgen (@idgen/h2, no GC pauses from headers) or node (node:http2, the fallback)',
+    { value: 'idgen' },
+  ),
 ];
 
 function buildCommand(): Command {
@@ -183,7 +262,11 @@ export function helpText(): string {
  * Parses and validates the command line and environment, before any I/O (docs/design.md §5 boot step 1).
  * A bad value gives `{kind: 'exit', code: 2}` with one line for stderr; `--help` gives code 0 and the help.
  */
-export function parseConfig(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, layout: Layout = DEFAULT_LAYOUT): ConfigOutcome {
+export function parseConfig(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  layout: Layout = DEFAULT_LAYOUT,
+): ConfigOutcome {
   const command = buildCommand();
   try {
     command.parse([...argv], { from: 'user' });
@@ -192,7 +275,12 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
       if (e.code === 'commander.helpDisplayed' || e.code === 'commander.help') {
         return { kind: 'exit', code: 0, stdout: command.helpInformation(), stderr: '' };
       }
-      return { kind: 'exit', code: CONFIG_ERROR_EXIT_CODE, stdout: '', stderr: errorLine(e.message.replace(/^error: /, '')) };
+      return {
+        kind: 'exit',
+        code: CONFIG_ERROR_EXIT_CODE,
+        stdout: '',
+        stderr: errorLine(e.message.replace(/^error: /, '')),
+      };
     }
     throw e;
   }
@@ -212,7 +300,8 @@ export function parseConfig(argv: readonly string[], env: Readonly<Record<string
   try {
     return { kind: 'config', config: validate(raw, layout) };
   } catch (e) {
-    if (e instanceof ConfigError) return { kind: 'exit', code: CONFIG_ERROR_EXIT_CODE, stdout: '', stderr: errorLine(e.message) };
+    if (e instanceof ConfigError)
+      return { kind: 'exit', code: CONFIG_ERROR_EXIT_CODE, stdout: '', stderr: errorLine(e.message) };
     throw e;
   }
 }
@@ -242,7 +331,8 @@ type IntKey =
   | 'stalledWriteTimeoutMs';
 
 function validate(raw: Raw, layout: Layout): ServerConfig {
-  const get = (key: string): { value: string | undefined; from: string } => raw.get(key) ?? { value: undefined, from: key };
+  const get = (key: string): { value: string | undefined; from: string } =>
+    raw.get(key) ?? { value: undefined, from: key };
   const integer = (key: string, min: number, max: number): number => {
     const { value, from } = get(key);
     if (value === undefined || !/^\d+$/.test(value.trim())) {
@@ -291,7 +381,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const prefixRaw = get('etcdPrefix');
   const etcdPrefix = prefixRaw.value ?? '/idgen';
   if (!/^\/[A-Za-z0-9._\-/]*[A-Za-z0-9._-]$/.test(etcdPrefix) || etcdPrefix.includes('//')) {
-    throw new ConfigError(`${prefixRaw.from} must start with "/", not end with "/" and use [A-Za-z0-9._-/], got ${JSON.stringify(etcdPrefix)}`);
+    throw new ConfigError(
+      `${prefixRaw.from} must start with "/", not end with "/" and use [A-Za-z0-9._-/], got ${JSON.stringify(etcdPrefix)}`,
+    );
   }
 
   const { etcdTls, etcdAuth } = etcdCredentials(get, etcd !== undefined);
@@ -308,8 +400,14 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   }
   const metricsRaw = get('metricsListen');
   const metricsValue = (metricsRaw.value ?? '').trim();
-  const metricsListen = metricsValue === '' || metricsValue === 'off' ? undefined : parseHostPort(metricsValue, metricsRaw.from, true);
-  if (metricsListen !== undefined && metricsListen.port !== 0 && metricsListen.port === listen.port && metricsListen.host === listen.host) {
+  const metricsListen =
+    metricsValue === '' || metricsValue === 'off' ? undefined : parseHostPort(metricsValue, metricsRaw.from, true);
+  if (
+    metricsListen !== undefined &&
+    metricsListen.port !== 0 &&
+    metricsListen.port === listen.port &&
+    metricsListen.host === listen.host
+  ) {
     throw new ConfigError(`${metricsRaw.from} must differ from --listen (${formatHostPort(listen)})`);
   }
 
@@ -319,7 +417,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const leaseTtlSeconds = integer('leaseTtl', 2, 60);
   const fenceMarginMs = integer('fenceMarginMs', 100, 59_000);
   if (fenceMarginMs >= leaseTtlSeconds * 1000) {
-    throw new ConfigError(`${get('fenceMarginMs').from} (${fenceMarginMs}) must be below the lease TTL (${leaseTtlSeconds * 1000} ms)`);
+    throw new ConfigError(
+      `${get('fenceMarginMs').from} (${fenceMarginMs}) must be below the lease TTL (${leaseTtlSeconds * 1000} ms)`,
+    );
   }
 
   const tsRaw = get('timeSource');
@@ -330,18 +430,23 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
   const logRaw = get('logLevel');
   const logLevel = LOG_LEVELS.find((l) => l === logRaw.value);
-  if (logLevel === undefined) throw new ConfigError(`${logRaw.from} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logRaw.value ?? '')}`);
+  if (logLevel === undefined)
+    throw new ConfigError(
+      `${logRaw.from} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logRaw.value ?? '')}`,
+    );
 
   const h2Raw = get('http2Server');
   const http2Server = h2Raw.value === 'idgen' || h2Raw.value === 'node' ? h2Raw.value : undefined;
-  if (http2Server === undefined) throw new ConfigError(`${h2Raw.from} must be idgen or node, got ${JSON.stringify(h2Raw.value ?? '')}`);
+  if (http2Server === undefined)
+    throw new ConfigError(`${h2Raw.from} must be idgen or node, got ${JSON.stringify(h2Raw.value ?? '')}`);
 
   const detailsRaw = get('statusDetails');
   const detailsValue = detailsRaw.value ?? 'auto';
   if (detailsValue !== 'auto' && detailsValue !== 'full' && detailsValue !== 'redacted') {
     throw new ConfigError(`${detailsRaw.from} must be auto, full or redacted, got ${JSON.stringify(detailsValue)}`);
   }
-  const statusDetails = detailsValue === 'auto' ? (tls?.clientCaFile !== undefined ? 'full' : 'redacted') : detailsValue;
+  const statusDetails =
+    detailsValue === 'auto' ? (tls?.clientCaFile !== undefined ? 'full' : 'redacted') : detailsValue;
 
   const nodeRaw = get('nodeId');
   const nodeId = nodeRaw.value ?? defaultNodeId();
@@ -357,7 +462,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     etcd,
     etcdTls,
     etcdAuth,
-    standalone: standalone ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) } : undefined,
+    standalone: standalone
+      ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) }
+      : undefined,
     etcdPrefix,
     listen,
     tls,
@@ -381,7 +488,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
       resolveLeaseConfig(leaseOptions);
     } catch (e) {
       if (isLeaseError(e) && e.code === 'config') {
-        throw new ConfigError(`lease settings (--etcd, --etcd-prefix, --etcd-ca/-cert/-key, --etcd-user, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`);
+        throw new ConfigError(
+          `lease settings (--etcd, --etcd-prefix, --etcd-ca/-cert/-key, --etcd-user, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`,
+        );
       }
       throw e;
     }
@@ -426,10 +535,16 @@ function tlsFiles(get: Getter): TlsFiles | undefined {
     if (stray !== undefined) throw new ConfigError(`${stray.from} applies only with --tls-cert and --tls-key`);
     return undefined;
   }
-  if (cert.value === undefined || key.value === undefined) throw new ConfigError('--tls-cert and --tls-key go together: give both or neither');
-  if (names.value !== undefined && ca.value === undefined) throw new ConfigError(`${names.from} needs --tls-client-ca (names are checked on verified client certificates)`);
-  const clientNames = names.value?.split(',').map((n) => n.trim()).filter((n) => n !== '');
-  if (clientNames !== undefined && clientNames.length === 0) throw new ConfigError(`${names.from} must list at least one name`);
+  if (cert.value === undefined || key.value === undefined)
+    throw new ConfigError('--tls-cert and --tls-key go together: give both or neither');
+  if (names.value !== undefined && ca.value === undefined)
+    throw new ConfigError(`${names.from} needs --tls-client-ca (names are checked on verified client certificates)`);
+  const clientNames = names.value
+    ?.split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  if (clientNames !== undefined && clientNames.length === 0)
+    throw new ConfigError(`${names.from} must list at least one name`);
   const files: TlsFiles = {
     certFile: cert.value,
     keyFile: key.value,
@@ -452,7 +567,9 @@ function readFlagFile(raw: { value: string | undefined; from: string }, what: st
   try {
     text = readFileSync(raw.value, 'utf8');
   } catch (e) {
-    throw new ConfigError(`${raw.from}: cannot read ${what} ${JSON.stringify(raw.value)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+    throw new ConfigError(
+      `${raw.from}: cannot read ${what} ${JSON.stringify(raw.value)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
+    );
   }
   if (text.trim() === '') throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is empty`);
   return text;
@@ -460,7 +577,9 @@ function readFlagFile(raw: { value: string | undefined; from: string }, what: st
 
 /** The etcd TLS files and credentials (docs/design.md §5, root of trust): all or nothing of each pair, only with --etcd. */
 function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'etcdTls' | 'etcdAuth'> {
-  const given = ['etcdCa', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile'].map(get).filter((r) => r.value !== undefined);
+  const given = ['etcdCa', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile']
+    .map(get)
+    .filter((r) => r.value !== undefined);
   if (!withEtcd) {
     if (given.length > 0) throw new ConfigError(`${given[0]?.from} applies only with --etcd`);
     return { etcdTls: undefined, etcdAuth: undefined };
@@ -468,18 +587,28 @@ function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'et
   const ca = readFlagFile(get('etcdCa'), 'the etcd CA file');
   const cert = readFlagFile(get('etcdCert'), 'the etcd client certificate');
   const key = readFlagFile(get('etcdKey'), 'the etcd client key');
-  if ((cert === undefined) !== (key === undefined)) throw new ConfigError('--etcd-cert and --etcd-key go together: give both or neither');
-  for (const [pem, raw] of [[ca, get('etcdCa')], [cert, get('etcdCert')]] as const) {
-    if (pem !== undefined && !pem.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is not a PEM certificate`);
+  if ((cert === undefined) !== (key === undefined))
+    throw new ConfigError('--etcd-cert and --etcd-key go together: give both or neither');
+  for (const [pem, raw] of [
+    [ca, get('etcdCa')],
+    [cert, get('etcdCert')],
+  ] as const) {
+    if (pem !== undefined && !pem.includes('-----BEGIN CERTIFICATE-----'))
+      throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is not a PEM certificate`);
   }
-  if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) throw new ConfigError(`${get('etcdKey').from}: not a PEM private key`);
+  if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key))
+    throw new ConfigError(`${get('etcdKey').from}: not a PEM private key`);
   const user = get('etcdUser');
   const passwordFile = get('etcdPasswordFile');
   if ((user.value === undefined) !== (passwordFile.value === undefined)) {
     throw new ConfigError('--etcd-user and --etcd-password-file go together: give both or neither');
   }
   const password = readFlagFile(passwordFile, 'the etcd password file')?.replace(/\r?\n$/, '');
-  const tlsParts = { ...(ca === undefined ? {} : { ca }), ...(cert === undefined ? {} : { cert }), ...(key === undefined ? {} : { key }) };
+  const tlsParts = {
+    ...(ca === undefined ? {} : { ca }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
   return {
     etcdTls: Object.keys(tlsParts).length > 0 ? tlsParts : undefined,
     etcdAuth: user.value === undefined || password === undefined ? undefined : { username: user.value, password },
@@ -487,8 +616,12 @@ function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'et
 }
 
 function parseEtcd(value: string, from: string): string[] {
-  const urls = value.split(',').map((s) => s.trim()).filter((s) => s !== '');
-  if (urls.length === 0) throw new ConfigError(`${from} must list at least one etcd URL (http://host:port), got ${JSON.stringify(value)}`);
+  const urls = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (urls.length === 0)
+    throw new ConfigError(`${from} must list at least one etcd URL (http://host:port), got ${JSON.stringify(value)}`);
   for (const u of urls) {
     let url: URL;
     try {
@@ -526,7 +659,9 @@ function parseWorkers(value: string, from: string, maxWorker: number): { from: n
   const lo = m === null ? NaN : Number(m[1]);
   const hi = m === null ? NaN : Number(m[2] ?? m[1]);
   if (m === null || !(lo >= 0 && hi <= maxWorker && lo <= hi)) {
-    throw new ConfigError(`${from} must be a range from-to within 0-${maxWorker} (from <= to), got ${JSON.stringify(value)}`);
+    throw new ConfigError(
+      `${from} must be a range from-to within 0-${maxWorker} (from <= to), got ${JSON.stringify(value)}`,
+    );
   }
   return { from: lo, to: hi };
 }

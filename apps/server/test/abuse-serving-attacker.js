@@ -14,7 +14,6 @@ const started = Date.now();
 const until = started + Number(durationText);
 const parallel = Number(parallelText ?? 1);
 
-
 const stats = { connections: 0, cut: 0, oldestOpenMs: 0, bytesAccepted: 0, streamsOpened: 0 };
 
 /**
@@ -27,13 +26,16 @@ function once(attack) {
     const socket = connect(port, '127.0.0.1');
     const openedAt = Date.now();
     let open = true;
-    const stopAt = setTimeout(() => {
-      if (!open) return;
-      open = false;
-      stats.oldestOpenMs = Math.max(stats.oldestOpenMs, Date.now() - openedAt);
-      socket.destroy();
-      resolve();
-    }, Math.max(0, until - Date.now()));
+    const stopAt = setTimeout(
+      () => {
+        if (!open) return;
+        open = false;
+        stats.oldestOpenMs = Math.max(stats.oldestOpenMs, Date.now() - openedAt);
+        socket.destroy();
+        resolve();
+      },
+      Math.max(0, until - Date.now()),
+    );
     const finish = () => {
       if (!open) return;
       open = false;
@@ -115,8 +117,10 @@ const ATTACKS = {
         if (type === FrameType.RST_STREAM) ended++;
         else if (type === FrameType.HEADERS && (flags & Flag.END_STREAM) !== 0) ended++;
         else if (type === FrameType.DATA && (flags & Flag.END_STREAM) !== 0) ended++;
-        else if (type === FrameType.SETTINGS && (flags & Flag.ACK) === 0) replies.push(frame(FrameType.SETTINGS, Flag.ACK, 0));
-        else if (type === FrameType.PING && (flags & Flag.ACK) === 0) replies.push(frame(FrameType.PING, Flag.ACK, 0, input.subarray(9, 17)));
+        else if (type === FrameType.SETTINGS && (flags & Flag.ACK) === 0)
+          replies.push(frame(FrameType.SETTINGS, Flag.ACK, 0));
+        else if (type === FrameType.PING && (flags & Flag.ACK) === 0)
+          replies.push(frame(FrameType.PING, Flag.ACK, 0, input.subarray(9, 17)));
         input = input.subarray(9 + length);
       }
       if (replies.length > 0 && !socket.destroyed) socket.write(Buffer.concat(replies));

@@ -25,14 +25,29 @@ interface AttackStats {
 }
 
 /** Runs the attack `name` with `parallel` connections for `ms` while probing every 250 ms; checks the common bounds. */
-async function attackWhileProbing(node: ServerNode, client: ProbeClient, name: string, ms: number, parallel: number): Promise<AttackStats> {
-  const attacker = spawnProcess(process.execPath, [join(__dirname, 'abuse-serving-attacker.js'), name, String(node.port), String(ms), String(parallel)]);
+async function attackWhileProbing(
+  node: ServerNode,
+  client: ProbeClient,
+  name: string,
+  ms: number,
+  parallel: number,
+): Promise<AttackStats> {
+  const attacker = spawnProcess(process.execPath, [
+    join(__dirname, 'abuse-serving-attacker.js'),
+    name,
+    String(node.port),
+    String(ms),
+    String(parallel),
+  ]);
   const probe = await probeWhile(node, client, attacker.exited);
   const exit = await attacker.exited;
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
-  if (exit.code !== 0 || line === undefined) throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
+  if (exit.code !== 0 || line === undefined)
+    throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
   const stats = JSON.parse(line) as AttackStats;
-  console.log(`${name}: ${JSON.stringify(stats)}; probes ${probe.failed}/${probe.calls} failed; peak RSS ${Math.round(probe.peakRss / 1e6)} MB`);
+  console.log(
+    `${name}: ${JSON.stringify(stats)}; probes ${probe.failed}/${probe.calls} failed; peak RSS ${Math.round(probe.peakRss / 1e6)} MB`,
+  );
   expectWithinBounds(node, probe);
   return stats;
 }

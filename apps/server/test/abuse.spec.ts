@@ -32,10 +32,16 @@ const ATTACKS: [string, string][] = [
 
 /** Runs the attack `name` for `ms` from a child process; resolves with how many connections it opened. */
 async function runAttack(port: number, name: string, ms: number): Promise<{ connections: number }> {
-  const attacker = spawnProcess(process.execPath, [join(__dirname, 'abuse-attacker.js'), name, String(port), String(ms)]);
+  const attacker = spawnProcess(process.execPath, [
+    join(__dirname, 'abuse-attacker.js'),
+    name,
+    String(port),
+    String(ms),
+  ]);
   const exit = await attacker.exited;
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
-  if (exit.code !== 0 || line === undefined) throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
+  if (exit.code !== 0 || line === undefined)
+    throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
   return JSON.parse(line) as { connections: number };
 }
 
@@ -54,7 +60,9 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
     const attack = runAttack(node.port, name, ATTACK_MS);
     const during = await probeWhile(node, client, attack);
     const { connections } = await attack;
-    console.log(`${what}: ${connections} attacking connections; probes ${during.failed}/${during.calls} failed; peak RSS ${Math.round(during.peakRss / 1e6)} MB`);
+    console.log(
+      `${what}: ${connections} attacking connections; probes ${during.failed}/${during.calls} failed; peak RSS ${Math.round(during.peakRss / 1e6)} MB`,
+    );
     expectWithinBounds(node, during);
     expect(connections).toBeGreaterThan(0);
   });
@@ -62,7 +70,10 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
   it('idle and preface-only connections: capped, then cut; the probe keeps working', async () => {
     // 6,000 sockets here and up to 4,096 in the server: both processes need the descriptors.
     const openFiles = Number(/Max open files\s+(\d+)/.exec(readFileSync('/proc/self/limits', 'latin1'))?.[1] ?? 0);
-    if (openFiles < 8_192) throw new Error(`this test opens 6,000 connections: raise the open-files limit (ulimit -n ${openFiles}) to 8,192 or more`);
+    if (openFiles < 8_192)
+      throw new Error(
+        `this test opens 6,000 connections: raise the open-files limit (ulimit -n ${openFiles}) to 8,192 or more`,
+      );
     const sockets: Socket[] = [];
     const closed = { prefaceOnly: 0, idle: 0 };
     const open = (bytes: Buffer, kind: keyof typeof closed): Promise<void> =>
@@ -82,16 +93,20 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
     const probing = probeWhile(node, client, stop);
     try {
       // 1,000 connections that send only the preface, then 5,000 idle HTTP/2 connections (preface and SETTINGS).
-      for (let i = 0; i < 1_000; i += 100) await Promise.all(Array.from({ length: 100 }, () => open(PREFACE, 'prefaceOnly')));
+      for (let i = 0; i < 1_000; i += 100)
+        await Promise.all(Array.from({ length: 100 }, () => open(PREFACE, 'prefaceOnly')));
       for (let i = 0; i < 5_000; i += 100) {
-        await Promise.all(Array.from({ length: 100 }, () => open(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0)]), 'idle')));
+        await Promise.all(
+          Array.from({ length: 100 }, () => open(Buffer.concat([PREFACE, frame(FrameType.SETTINGS, 0, 0)]), 'idle')),
+        );
       }
       // The preface-only ones go at their 4 s timeout; the cap (4,096 connections, the probe's own among them)
       // closes idle ones as they come: at least those past it once the preface-only ones are gone, more if the idle
       // ones came while those were still there.
       const room = 4_096 - 1;
       const deadline = Date.now() + 15_000;
-      while ((closed.prefaceOnly < 1_000 || closed.idle < 5_000 - room) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      while ((closed.prefaceOnly < 1_000 || closed.idle < 5_000 - room) && Date.now() < deadline)
+        await new Promise((r) => setTimeout(r, 100));
       attackDone();
       const during = await probing;
       console.log(

@@ -5,9 +5,11 @@ import { join } from 'node:path';
 import { tempDirSync } from '@idgen/testing';
 
 /** `chronyc -c tracking` of a synchronised clock 0.012 ms off. */
-export const CHRONY_HEALTHY = 'A29FC87B,ntp1.example,2,1700000000.123,0.000012,0.000010,0.000020,-1.2,0.001,0.02,0.001,0.0005,64.0,Normal';
+export const CHRONY_HEALTHY =
+  'A29FC87B,ntp1.example,2,1700000000.123,0.000012,0.000010,0.000020,-1.2,0.001,0.02,0.001,0.0005,64.0,Normal';
 /** `chronyc -c tracking` of a clock that is not synchronised. */
-export const CHRONY_UNSYNCHRONISED = '00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000000000,0.000000000,0.0,Not synchronised';
+export const CHRONY_UNSYNCHRONISED =
+  '00000000,,0,0.000000000,0.000000000,0.000000000,0.000000000,0.000,0.000,0.000,0.000000000,0.000000000,0.0,Not synchronised';
 
 /** A directory holding an executable `chronyc`, and a way to change what it says. */
 export interface ChronyStub {

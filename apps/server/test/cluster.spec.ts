@@ -26,8 +26,24 @@ let readyLines: LogLine[] = [];
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  const args = ['--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--request-timeout-ms', '1500', '--status-details', 'full'];
-  nodes = await Promise.all([startServer([...args, '--node-id', 'node-a']), startServer([...args, '--node-id', 'node-b'])]);
+  const args = [
+    '--region',
+    String(REGION),
+    '--etcd',
+    etcd.clientUrl,
+    '--time-source',
+    'none',
+    '--lease-ttl',
+    '4',
+    '--request-timeout-ms',
+    '1500',
+    '--status-details',
+    'full',
+  ];
+  nodes = await Promise.all([
+    startServer([...args, '--node-id', 'node-a']),
+    startServer([...args, '--node-id', 'node-b']),
+  ]);
   readyLines = await Promise.all(nodes.map((n) => n.ready()));
 });
 
@@ -49,7 +65,10 @@ describe('two nodes on one etcd', () => {
     expect(new Set(workers).size).toBe(2);
     for (const l of readyLines) expect(l).toMatchObject({ region: REGION, mode: 'etcd' });
     const registered = await etcdRange(etcd.clientUrl, `/idgen/regions/${REGION}/nodes/`, true);
-    expect(registered.map((kv) => kv.key).sort()).toEqual([`/idgen/regions/${REGION}/nodes/node-a`, `/idgen/regions/${REGION}/nodes/node-b`]);
+    expect(registered.map((kv) => kv.key).sort()).toEqual([
+      `/idgen/regions/${REGION}/nodes/node-a`,
+      `/idgen/regions/${REGION}/nodes/node-b`,
+    ]);
     for (const kv of registered) {
       const value = JSON.parse(kv.value) as { address: string; worker: number };
       expect(nodes.map((n) => `127.0.0.1:${n.port}`)).toContain(value.address);
@@ -106,7 +125,9 @@ describe('two nodes on one etcd', () => {
   it('answers grpc.health.v1 Check SERVING, /readyz 200 and /healthz 200', async () => {
     const health = createClient(Health, createGrpcTransport({ baseUrl: node(1).baseUrl }));
     expect((await health.check({ service: '' })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
-    expect((await health.check({ service: 'idgen.v1.IdGenerator' })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await health.check({ service: 'idgen.v1.IdGenerator' })).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
     await expect(health.check({ service: 'nope.v1.Nope' })).rejects.toMatchObject({ code: Code.NotFound });
     expect((await fetch(`${node(1).baseUrl}/readyz`)).status).toBe(200);
     expect((await fetch(`${node(1).baseUrl}/healthz`)).status).toBe(200);
@@ -122,18 +143,21 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
     expect(n.process.exitStatus()).toBeUndefined();
   }
 
-  it.each(PROTOCOLS)('count 0 and count above --max-count: INVALID_ARGUMENT naming the range (%s)', async (protocol) => {
-    const client = idClient(node(0).baseUrl, protocol);
-    for (const count of [0, 4097, 4_294_967_295]) {
-      const error = await client.nextIds({ count }).then(
-        () => undefined,
-        (e: unknown) => ConnectError.from(e),
-      );
-      expect(error?.code).toBe(Code.InvalidArgument);
-      expect(error?.rawMessage).toBe(`count must be from 1 to 4096, got ${count}`);
-    }
-    await stillServing(node(0));
-  });
+  it.each(PROTOCOLS)(
+    'count 0 and count above --max-count: INVALID_ARGUMENT naming the range (%s)',
+    async (protocol) => {
+      const client = idClient(node(0).baseUrl, protocol);
+      for (const count of [0, 4097, 4_294_967_295]) {
+        const error = await client.nextIds({ count }).then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
+        expect(error?.code).toBe(Code.InvalidArgument);
+        expect(error?.rawMessage).toBe(`count must be from 1 to 4096, got ${count}`);
+      }
+      await stillServing(node(0));
+    },
+  );
 
   it.each([
     ['malformed JSON', '{"count":'],
@@ -177,7 +201,11 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
     expect(grpc).toMatchObject({ status: 200, grpcStatus: '3' });
     expect(grpc.grpcMessage).toMatch(/^parse binary/);
     const frame = new Uint8Array([0, 0, 0, 0, 2, 0xff, 0xff]);
-    const web = await fetch(`${node(0).baseUrl}${nextIds}`, { method: 'POST', headers: { 'content-type': 'application/grpc-web+proto' }, body: frame });
+    const web = await fetch(`${node(0).baseUrl}${nextIds}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/grpc-web+proto' },
+      body: frame,
+    });
     const body = Buffer.from(await web.arrayBuffer());
     expect(body[0]).toBe(0x80);
     expect(body.subarray(5).toString()).toMatch(/grpc-status: 3\r\n/);
@@ -195,7 +223,11 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
 
   it('a body that never finishes, headers that never end, a connection that says nothing: cut at the deadline', async () => {
     const port = node(1).port;
-    const slowBody = await stallAfter(port, `POST ${nextIds} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"cou`, 20_000);
+    const slowBody = await stallAfter(
+      port,
+      `POST ${nextIds} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{"cou`,
+      20_000,
+    );
     const slowHeaders = await stallAfter(port, `POST ${nextIds} HTTP/1.1\r\nhost: x\r\n`, 20_000);
     const silent = await stallAfter(port, 'PO', 20_000);
     for (const r of [slowBody, slowHeaders, silent]) expect(r.outcome).toBe('closed');
@@ -203,7 +235,9 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
   });
 
   it('an unknown method or path: 404, and a GET on an RPC: not served', async () => {
-    expect((await rawPost(node(0).baseUrl, '/idgen.v1.IdGenerator/DeleteEverything', '{}', 'application/json')).status).toBe(404);
+    expect(
+      (await rawPost(node(0).baseUrl, '/idgen.v1.IdGenerator/DeleteEverything', '{}', 'application/json')).status,
+    ).toBe(404);
     expect((await rawPost(node(0).baseUrl, '/no.such.Service/Method', '{}', 'application/json')).status).toBe(404);
     expect((await fetch(`${node(0).baseUrl}/`)).status).toBe(404);
     const get = await fetch(`${node(0).baseUrl}${nextIds}`);
@@ -215,15 +249,20 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
     // Watch is deliberately not implemented (a held-open stream per prober is a resource to pile up).
     const health = createClient(Health, createGrpcTransport({ baseUrl: node(0).baseUrl }));
     const stream = health.watch({ service: '' });
-    await expect((async () => {
-      for await (const _ of stream) return;
-    })()).rejects.toMatchObject({ code: Code.Unimplemented });
+    await expect(
+      (async () => {
+        for await (const _ of stream) return;
+      })(),
+    ).rejects.toMatchObject({ code: Code.Unimplemented });
     await stillServing(node(0));
   });
 
   it('a huge body: RESOURCE_EXHAUSTED (or the connection is cut), never read whole', async () => {
     const huge = `{"count":1,"pad":"${'x'.repeat(8 * 1024 * 1024)}"}`;
-    const res = await rawPost(node(1).baseUrl, nextIds, huge, 'application/json').catch((e: unknown) => ({ status: 0, text: String(e) }));
+    const res = await rawPost(node(1).baseUrl, nextIds, huge, 'application/json').catch((e: unknown) => ({
+      status: 0,
+      text: String(e),
+    }));
     if (res.status !== 0) {
       expect(res.status).toBe(429);
       expect((JSON.parse(res.text) as { code: string }).code).toBe('resource_exhausted');
@@ -233,7 +272,9 @@ describe('bad input over the wire: the right code, and the node keeps serving', 
 
   it('counts requests by method and code in /metrics', async () => {
     const text = await (await fetch(String(node(0).metricsUrl))).text();
-    expect(text).toMatch(/idgen_server_requests_total\{[^}]*rpc_method="NextIds"[^}]*rpc_response_status_code="invalid_argument"[^}]*\} [1-9]/);
+    expect(text).toMatch(
+      /idgen_server_requests_total\{[^}]*rpc_method="NextIds"[^}]*rpc_response_status_code="invalid_argument"[^}]*\} [1-9]/,
+    );
     expect(text).toMatch(/idgen_server_request_duration_bucket\{[^}]*rpc_method="NextIds"/);
     // The packages' own metrics reach the same exporter.
     expect(text).toMatch(/idgen_ids_minted_total/);

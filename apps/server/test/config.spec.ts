@@ -46,13 +46,19 @@ describe('parseConfig', () => {
     });
     expect(c.etcdTls).toEqual({ ca: cert, cert, key });
     expect(c.etcdAuth).toEqual({ username: 'idgen-node', password: 's3cret' });
-    expect(failure([...etcd, '--etcd-ca', join(dir, 'missing')])).toMatch(/--etcd-ca: cannot read the etcd CA file .*ENOENT/);
+    expect(failure([...etcd, '--etcd-ca', join(dir, 'missing')])).toMatch(
+      /--etcd-ca: cannot read the etcd CA file .*ENOENT/,
+    );
     expect(failure([...etcd, '--etcd-ca', file('bad.crt', 'hello')])).toMatch(/is not a PEM certificate/);
     expect(failure([...etcd, '--etcd-cert', join(dir, 'c.crt')])).toMatch(/--etcd-cert and --etcd-key go together/);
     expect(failure([...etcd, '--etcd-user', 'u'])).toMatch(/--etcd-user and --etcd-password-file go together/);
     expect(failure([...etcd, '--etcd-user', 'u', '--etcd-password-file', file('empty', '')])).toMatch(/is empty/);
-    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--etcd-ca', join(dir, 'ca.crt')])).toMatch(/uses http:\/\/; use https:\/\//);
-    expect(failure(['--etcd-user', 'u', '--etcd-password-file', join(dir, 'pw')])).toMatch(/--etcd-user applies only with --etcd/);
+    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--etcd-ca', join(dir, 'ca.crt')])).toMatch(
+      /uses http:\/\/; use https:\/\//,
+    );
+    expect(failure(['--etcd-user', 'u', '--etcd-password-file', join(dir, 'pw')])).toMatch(
+      /--etcd-user applies only with --etcd/,
+    );
     // There is no flag that takes a password.
     expect(FLAGS.some((f) => /password </.test(f.flags))).toBe(false);
   });
@@ -61,10 +67,18 @@ describe('parseConfig', () => {
     expect(failure([], {}, true)).toMatch(/give --etcd <urls> \(production\) or --standalone/);
     expect(failure(['--region', '2'], { IDGEN_STANDALONE: '0' }, true)).toMatch(/or --standalone/);
     expect(failure(['--standalone', '--etcd', 'http://127.0.0.1:2379', '--region', '2'], {}, true)).toMatch(/not both/);
-    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--state-file', '/x'], {}, true)).toMatch(/applies only with --standalone/);
-    expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toMatch(/idgen-standalone-region-2\.json$/);
-    expect(config(['--standalone', '--state-file', '/var/lib/idgen/s.json']).standalone).toEqual({ stateFile: '/var/lib/idgen/s.json' });
-    expect(config([], { IDGEN_STANDALONE: 'true', IDGEN_STATE_FILE: '/s.json' }).standalone).toEqual({ stateFile: '/s.json' });
+    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--state-file', '/x'], {}, true)).toMatch(
+      /applies only with --standalone/,
+    );
+    expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toMatch(
+      /idgen-standalone-region-2\.json$/,
+    );
+    expect(config(['--standalone', '--state-file', '/var/lib/idgen/s.json']).standalone).toEqual({
+      stateFile: '/var/lib/idgen/s.json',
+    });
+    expect(config([], { IDGEN_STANDALONE: 'true', IDGEN_STATE_FILE: '/s.json' }).standalone).toEqual({
+      stateFile: '/s.json',
+    });
     expect(config(['--etcd', 'http://127.0.0.1:2379', '--region', '2']).standalone).toBeUndefined();
   });
 
@@ -97,13 +111,56 @@ describe('parseConfig', () => {
 
   it('reads every flag from the command line', () => {
     const c = config([
-      '--region', '2', '--etcd', 'http://127.0.0.1:2379,http://127.0.0.1:2380', '--etcd-prefix', '/x/y',
-      '--listen', '0.0.0.0:0', '--advertise', 'node1.example:8080', '--metrics-listen', 'off', '--workers', '5-9',
-      '--lease-ttl', '10', '--fence-margin-ms', '1500', '--time-source', 'none', '--max-count', '100', '--node-id', 'n-1',
-      '--log-level', 'warn', '--max-rollback-ms', '5', '--max-fence-ms', '2000', '--max-clock-offset-ms', '20',
-      '--request-timeout-ms', '1000', '--shutdown-timeout-ms', '3000', '--max-body-bytes', '4096',
-      '--http2-server', 'node', '--status-details', 'full', '--max-connections', '100',
-      '--preface-timeout-ms', '2000', '--idle-timeout-ms', '9000', '--stalled-write-timeout-ms', '3000',
+      '--region',
+      '2',
+      '--etcd',
+      'http://127.0.0.1:2379,http://127.0.0.1:2380',
+      '--etcd-prefix',
+      '/x/y',
+      '--listen',
+      '0.0.0.0:0',
+      '--advertise',
+      'node1.example:8080',
+      '--metrics-listen',
+      'off',
+      '--workers',
+      '5-9',
+      '--lease-ttl',
+      '10',
+      '--fence-margin-ms',
+      '1500',
+      '--time-source',
+      'none',
+      '--max-count',
+      '100',
+      '--node-id',
+      'n-1',
+      '--log-level',
+      'warn',
+      '--max-rollback-ms',
+      '5',
+      '--max-fence-ms',
+      '2000',
+      '--max-clock-offset-ms',
+      '20',
+      '--request-timeout-ms',
+      '1000',
+      '--shutdown-timeout-ms',
+      '3000',
+      '--max-body-bytes',
+      '4096',
+      '--http2-server',
+      'node',
+      '--status-details',
+      'full',
+      '--max-connections',
+      '100',
+      '--preface-timeout-ms',
+      '2000',
+      '--idle-timeout-ms',
+      '9000',
+      '--stalled-write-timeout-ms',
+      '3000',
     ]);
     expect(c).toEqual({
       region: 2,
@@ -136,23 +193,54 @@ describe('parseConfig', () => {
 
   it('reads every flag from its IDGEN_* variable, and the command line wins', () => {
     const env = {
-      IDGEN_REGION: '3', IDGEN_ETCD: 'http://10.0.0.1:2379', IDGEN_ETCD_PREFIX: '/p', IDGEN_LISTEN: '[::1]:9000',
-      IDGEN_ADVERTISE: '[::1]:9000', IDGEN_METRICS_LISTEN: '', IDGEN_WORKERS: '7', IDGEN_LEASE_TTL: '8',
-      IDGEN_FENCE_MARGIN_MS: '2000', IDGEN_TIME_SOURCE: 'none', IDGEN_MAX_COUNT: '10', IDGEN_NODE_ID: 'env-node',
-      IDGEN_LOG_LEVEL: 'debug', IDGEN_MAX_ROLLBACK_MS: '1', IDGEN_MAX_FENCE_MS: '5000', IDGEN_MAX_CLOCK_OFFSET_MS: '3',
-      IDGEN_REQUEST_TIMEOUT_MS: '700', IDGEN_SHUTDOWN_TIMEOUT_MS: '800', IDGEN_MAX_BODY_BYTES: '2048',
-      IDGEN_HTTP2_SERVER: 'node', IDGEN_STATUS_DETAILS: 'redacted', IDGEN_MAX_CONNECTIONS: '512',
-      IDGEN_PREFACE_TIMEOUT_MS: '1000', IDGEN_IDLE_TIMEOUT_MS: '60000', IDGEN_STALLED_WRITE_TIMEOUT_MS: '20000',
+      IDGEN_REGION: '3',
+      IDGEN_ETCD: 'http://10.0.0.1:2379',
+      IDGEN_ETCD_PREFIX: '/p',
+      IDGEN_LISTEN: '[::1]:9000',
+      IDGEN_ADVERTISE: '[::1]:9000',
+      IDGEN_METRICS_LISTEN: '',
+      IDGEN_WORKERS: '7',
+      IDGEN_LEASE_TTL: '8',
+      IDGEN_FENCE_MARGIN_MS: '2000',
+      IDGEN_TIME_SOURCE: 'none',
+      IDGEN_MAX_COUNT: '10',
+      IDGEN_NODE_ID: 'env-node',
+      IDGEN_LOG_LEVEL: 'debug',
+      IDGEN_MAX_ROLLBACK_MS: '1',
+      IDGEN_MAX_FENCE_MS: '5000',
+      IDGEN_MAX_CLOCK_OFFSET_MS: '3',
+      IDGEN_REQUEST_TIMEOUT_MS: '700',
+      IDGEN_SHUTDOWN_TIMEOUT_MS: '800',
+      IDGEN_MAX_BODY_BYTES: '2048',
+      IDGEN_HTTP2_SERVER: 'node',
+      IDGEN_STATUS_DETAILS: 'redacted',
+      IDGEN_MAX_CONNECTIONS: '512',
+      IDGEN_PREFACE_TIMEOUT_MS: '1000',
+      IDGEN_IDLE_TIMEOUT_MS: '60000',
+      IDGEN_STALLED_WRITE_TIMEOUT_MS: '20000',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential
     // files (read from the environment in 'reads the etcd TLS files and credentials').
     // The TLS files are read in test/tls.spec.ts.
     const standalonePair = [
-      'IDGEN_STANDALONE', 'IDGEN_STATE_FILE', 'IDGEN_ETCD_CA', 'IDGEN_ETCD_CERT', 'IDGEN_ETCD_KEY', 'IDGEN_ETCD_USER', 'IDGEN_ETCD_PASSWORD_FILE',
-      'IDGEN_TLS_CERT', 'IDGEN_TLS_KEY', 'IDGEN_TLS_CLIENT_CA', 'IDGEN_TLS_CLIENT_NAMES',
+      'IDGEN_STANDALONE',
+      'IDGEN_STATE_FILE',
+      'IDGEN_ETCD_CA',
+      'IDGEN_ETCD_CERT',
+      'IDGEN_ETCD_KEY',
+      'IDGEN_ETCD_USER',
+      'IDGEN_ETCD_PASSWORD_FILE',
+      'IDGEN_TLS_CERT',
+      'IDGEN_TLS_KEY',
+      'IDGEN_TLS_CLIENT_CA',
+      'IDGEN_TLS_CLIENT_NAMES',
     ];
-    expect(Object.keys(env).sort()).toEqual(FLAGS.map((f) => f.env).filter((e) => !standalonePair.includes(e)).sort());
+    expect(Object.keys(env).sort()).toEqual(
+      FLAGS.map((f) => f.env)
+        .filter((e) => !standalonePair.includes(e))
+        .sort(),
+    );
     expect(config([], env)).toEqual({
       region: 3,
       etcd: ['http://10.0.0.1:2379'],
@@ -188,12 +276,19 @@ describe('parseConfig', () => {
   });
 
   it('accepts the shortest lease TTL with a margin that leaves room for a keep-alive (keep-alives every TTL/3)', () => {
-    expect(config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '500'])).toMatchObject({ leaseTtlSeconds: 2 });
-    expect(config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '4'])).toMatchObject({ leaseTtlSeconds: 4 });
+    expect(
+      config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '500']),
+    ).toMatchObject({ leaseTtlSeconds: 2 });
+    expect(config(['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '4'])).toMatchObject({
+      leaseTtlSeconds: 4,
+    });
   });
 
   it('treats an empty variable as unset, except IDGEN_METRICS_LISTEN where empty turns metrics off', () => {
-    expect(config([], { IDGEN_LISTEN: '', IDGEN_MAX_COUNT: '' })).toMatchObject({ listen: { port: 8080 }, maxCount: 4096 });
+    expect(config([], { IDGEN_LISTEN: '', IDGEN_MAX_COUNT: '' })).toMatchObject({
+      listen: { port: 8080 },
+      maxCount: 4096,
+    });
     expect(config([], { IDGEN_METRICS_LISTEN: '' }).metricsListen).toBeUndefined();
     expect(config(['--metrics-listen', '']).metricsListen).toBeUndefined();
   });
@@ -217,8 +312,14 @@ describe('parseConfig', () => {
     [['--workers', '0-128'], /--workers must be a range/],
     [['--workers', 'all'], /--workers must be a range/],
     [['--lease-ttl', '1'], /--lease-ttl must be an integer from 2 to 60/],
-    [['--lease-ttl', '2', '--fence-margin-ms', '2000'], /--fence-margin-ms \(2000\) must be below the lease TTL \(2000 ms\)/],
-    [['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '1000'], /lease settings .* do not fit: keepAliveIntervalMs \+ keepAliveTimeoutMs/],
+    [
+      ['--lease-ttl', '2', '--fence-margin-ms', '2000'],
+      /--fence-margin-ms \(2000\) must be below the lease TTL \(2000 ms\)/,
+    ],
+    [
+      ['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '1000'],
+      /lease settings .* do not fit: keepAliveIntervalMs \+ keepAliveTimeoutMs/,
+    ],
     [['--time-source', 'ntp'], /--time-source must be chrony or none, got "ntp"/],
     [['--max-count', '0'], /--max-count must be an integer from 1 to 65536, got "0"/],
     [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],
@@ -241,7 +342,9 @@ describe('parseConfig', () => {
   });
 
   it('names the variable when the bad value came from the environment', () => {
-    expect(failure([], { IDGEN_MAX_COUNT: 'lots' })).toMatch(/IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "lots"/);
+    expect(failure([], { IDGEN_MAX_COUNT: 'lots' })).toMatch(
+      /IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "lots"/,
+    );
     expect(failure([], { IDGEN_TIME_SOURCE: 'sundial' })).toMatch(/IDGEN_TIME_SOURCE must be chrony or none/);
   });
 

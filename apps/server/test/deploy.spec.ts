@@ -5,7 +5,15 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupAll, findOnPath, freePort, makeTestPki, shebangNodeFlags, spawnProcess, tempDirSync } from '@idgen/testing';
+import {
+  cleanupAll,
+  findOnPath,
+  freePort,
+  makeTestPki,
+  shebangNodeFlags,
+  spawnProcess,
+  tempDirSync,
+} from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';
 import { parseAllDocuments } from 'yaml';
 import { FLAGS, parseConfig } from '../src/config.js';
@@ -52,7 +60,12 @@ function withRealFiles(args: string[], pki: TestPki): string[] {
   if (client === undefined) throw new Error('no client certificate');
   const pw = join(pki.dir, 'password');
   writeFileSync(pw, 'secret\n');
-  const files: Record<string, string> = { '--etcd-ca': pki.caFile, '--etcd-cert': client.certFile, '--etcd-key': client.keyFile, '--etcd-password-file': pw };
+  const files: Record<string, string> = {
+    '--etcd-ca': pki.caFile,
+    '--etcd-cert': client.certFile,
+    '--etcd-key': client.keyFile,
+    '--etcd-password-file': pw,
+  };
   return flagsOf(args).flatMap(([flag, value]) => {
     const replaced = files[flag] ?? value;
     return replaced === undefined ? [flag] : [flag, replaced];
@@ -65,14 +78,26 @@ interface Container {
   ports?: { name: string; containerPort: number }[];
   readinessProbe?: { httpGet?: { path?: string; port?: string } };
   livenessProbe?: { httpGet?: { path?: string; port?: string } };
-  securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    capabilities?: { drop?: string[] };
+  };
 }
 
 describe('deploy/kubernetes', () => {
-  const docs = parseAllDocuments(readFileSync(join(DEPLOY, 'kubernetes', 'deployment.yaml'), 'utf8')).map((d) => d.toJSON() as Record<string, unknown>);
+  const docs = parseAllDocuments(readFileSync(join(DEPLOY, 'kubernetes', 'deployment.yaml'), 'utf8')).map(
+    (d) => d.toJSON() as Record<string, unknown>,
+  );
   const kinds = docs.map((d) => d['kind']);
-  const deployment = docs.find((d) => d['kind'] === 'Deployment') as { spec: { template: { spec: Record<string, unknown> } } };
-  const pod = deployment.spec.template.spec as { containers: Container[]; terminationGracePeriodSeconds: number; securityContext: Record<string, unknown> };
+  const deployment = docs.find((d) => d['kind'] === 'Deployment') as {
+    spec: { template: { spec: Record<string, unknown> } };
+  };
+  const pod = deployment.spec.template.spec as {
+    containers: Container[];
+    terminationGracePeriodSeconds: number;
+    securityContext: Record<string, unknown>;
+  };
   const container = pod.containers[0] as Container;
 
   it('has a Deployment, a PodDisruptionBudget and a headless Service', () => {
@@ -92,7 +117,10 @@ describe('deploy/kubernetes', () => {
     }
     if (env['IDGEN_NODE_ID'] === undefined) env['IDGEN_NODE_ID'] = 'idgen-server-7d9f-abcde'; // from metadata.name
     const pki = makeTestPki({ clients: ['idgen-node'], name: 'deploy' });
-    const argv = withRealFiles(args.map((a) => a.replace('REGION_CODE', '2')), pki);
+    const argv = withRealFiles(
+      args.map((a) => a.replace('REGION_CODE', '2')),
+      pki,
+    );
     const outcome = parseConfig(argv, env);
     if (outcome.kind !== 'config') throw new Error(`the manifest's configuration is refused: ${outcome.stderr}`);
     expect(outcome.config.etcdAuth?.username).toBe('idgen-node');
@@ -115,8 +143,15 @@ describe('deploy/kubernetes', () => {
 
   it('runs as non-root on a read-only root file system with no capabilities, etcd credentials from a Secret', () => {
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true });
-    expect(container.securityContext).toMatchObject({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
-    const volumes = (deployment.spec.template.spec['volumes'] ?? []) as { name: string; secret?: { secretName: string } }[];
+    expect(container.securityContext).toMatchObject({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    const volumes = (deployment.spec.template.spec['volumes'] ?? []) as {
+      name: string;
+      secret?: { secretName: string };
+    }[];
     expect(volumes.find((v) => v.name === 'etcd-credentials')?.secret?.secretName).toBe('idgen-etcd');
     expect((container.args ?? []).filter((a) => /^--[a-z-]*password(=|$)/.test(a))).toEqual([]); // a file, never the password
   });
@@ -156,7 +191,8 @@ describe('deploy/systemd', () => {
   const text = readFileSync(unit, 'utf8');
 
   function verify(file: string): { status: number | null; output: string } {
-    if (findOnPath('systemd-analyze') === undefined) throw new Error('systemd-analyze not found: install systemd (apt-get install systemd)');
+    if (findOnPath('systemd-analyze') === undefined)
+      throw new Error('systemd-analyze not found: install systemd (apt-get install systemd)');
     const r = spawnSync('systemd-analyze', ['verify', file], { encoding: 'utf8' });
     return { status: r.status, output: `${r.stdout}${r.stderr}` };
   }
@@ -174,7 +210,11 @@ describe('deploy/systemd', () => {
   it('uses only variables and flags the server has, restarts on failure, stops after the shutdown timeout', () => {
     for (const m of text.matchAll(/^Environment=(IDGEN_[A-Z_]+)=/gm)) expect(envNames).toContain(m[1]);
     const exec = (text.match(/^ExecStart=(.*)$/m)?.[1] ?? '').split(/\s+/);
-    expect(exec.slice(0, 2 + launchFlags.length)).toEqual(['/usr/bin/node', ...launchFlags, '/opt/idgen/apps/server/dist/main.js']);
+    expect(exec.slice(0, 2 + launchFlags.length)).toEqual([
+      '/usr/bin/node',
+      ...launchFlags,
+      '/opt/idgen/apps/server/dist/main.js',
+    ]);
     for (const [flag] of flagsOf(exec.slice(2 + launchFlags.length))) expect(flagNames).toContain(flag);
     expect(text).toMatch(/^Restart=on-failure$/m);
     expect(text).toMatch(/^NoNewPrivileges=yes$/m);
@@ -189,7 +229,11 @@ describe('npm start', () => {
     if (npm === undefined) throw new Error('npm not found on PATH');
     const env: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) env[k] = v;
-    Object.assign(env, { IDGEN_LISTEN: `127.0.0.1:${port}`, IDGEN_METRICS_LISTEN: 'off', IDGEN_STATE_FILE: standaloneStateFile() });
+    Object.assign(env, {
+      IDGEN_LISTEN: `127.0.0.1:${port}`,
+      IDGEN_METRICS_LISTEN: 'off',
+      IDGEN_STATE_FILE: standaloneStateFile(),
+    });
     const proc = spawnProcess(npm, ['start', '--silent'], { cwd: REPO, env });
     await proc.waitForLine(/"msg":"ready"/, 90_000);
     proc.signal('SIGTERM'); // to npm only, as an orchestrator or a terminal sends it
@@ -198,6 +242,11 @@ describe('npm start', () => {
     const stopped = proc.stdoutLines.map(parseLine).find((l) => l?.msg === 'stopped');
     expect(stopped).toMatchObject({ signal: 'SIGTERM', released: true });
     // Nothing is left listening on the port.
-    expect(execFileSync(process.execPath, ['-e', `require('net').connect(${port},'127.0.0.1').on('error',()=>process.exit(0)).on('connect',()=>process.exit(1))`]).length).toBe(0);
+    expect(
+      execFileSync(process.execPath, [
+        '-e',
+        `require('net').connect(${port},'127.0.0.1').on('error',()=>process.exit(0)).on('connect',()=>process.exit(1))`,
+      ]).length,
+    ).toBe(0);
   });
 });

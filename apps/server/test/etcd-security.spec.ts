@@ -36,7 +36,17 @@ describe('etcd with client TLS (--client-cert-auth)', () => {
   it('serves IDs with --etcd-ca/--etcd-cert/--etcd-key', async () => {
     const client = pki.clients['idgen-node'];
     if (client === undefined) throw new Error('no client certificate');
-    const node = await startServer([...base, '--etcd', url, '--etcd-ca', pki.caFile, '--etcd-cert', client.certFile, '--etcd-key', client.keyFile]);
+    const node = await startServer([
+      ...base,
+      '--etcd',
+      url,
+      '--etcd-ca',
+      pki.caFile,
+      '--etcd-cert',
+      client.certFile,
+      '--etcd-key',
+      client.keyFile,
+    ]);
     await node.ready(30_000);
     const ids = idsOf((await idClient(node.baseUrl, 'grpc-h2').nextIds({ count: 5 })).blocks);
     expect(ids).toHaveLength(5);
@@ -46,9 +56,19 @@ describe('etcd with client TLS (--client-cert-auth)', () => {
   it('fails fast with a clear message on a CA that did not sign etcd, and without a client certificate', async () => {
     const theirs = other.clients['idgen-node'];
     if (theirs === undefined) throw new Error('no client certificate');
-    expect(await fatalOf([...base, '--etcd', url, '--etcd-ca', other.caFile, '--etcd-cert', theirs.certFile, '--etcd-key', theirs.keyFile])).toMatch(
-      /TLS to etcd failed/,
-    );
+    expect(
+      await fatalOf([
+        ...base,
+        '--etcd',
+        url,
+        '--etcd-ca',
+        other.caFile,
+        '--etcd-cert',
+        theirs.certFile,
+        '--etcd-key',
+        theirs.keyFile,
+      ]),
+    ).toMatch(/TLS to etcd failed/);
     expect(await fatalOf([...base, '--etcd', url, '--etcd-ca', pki.caFile])).toMatch(/TLS to etcd failed|certificate/);
   });
 });
@@ -73,18 +93,42 @@ describe('etcd with authentication (a role per user, on the prefix)', () => {
   };
 
   it('serves IDs as a user whose role may write the prefix, the password read from a file', async () => {
-    const node = await startServer([...base, '--etcd', url, '--etcd-user', 'idgen-node', '--etcd-password-file', passwordFile('node', 'node-pw')]);
+    const node = await startServer([
+      ...base,
+      '--etcd',
+      url,
+      '--etcd-user',
+      'idgen-node',
+      '--etcd-password-file',
+      passwordFile('node', 'node-pw'),
+    ]);
     await node.ready(30_000);
     expect(idsOf((await idClient(node.baseUrl, 'grpc-h2').nextIds({ count: 3 })).blocks)).toHaveLength(3);
     expect((await node.stop()).code).toBe(0);
   });
 
   it('fails fast with a clear message on a wrong password, and as a read-only operator', async () => {
-    expect(await fatalOf([...base, '--etcd', url, '--etcd-user', 'idgen-node', '--etcd-password-file', passwordFile('wrong', 'nope')])).toMatch(
-      /etcd refused the credentials/,
-    );
-    expect(await fatalOf([...base, '--etcd', url, '--etcd-user', 'operator', '--etcd-password-file', passwordFile('op', 'operator-pw')])).toMatch(
-      /etcd denied access/,
-    );
+    expect(
+      await fatalOf([
+        ...base,
+        '--etcd',
+        url,
+        '--etcd-user',
+        'idgen-node',
+        '--etcd-password-file',
+        passwordFile('wrong', 'nope'),
+      ]),
+    ).toMatch(/etcd refused the credentials/);
+    expect(
+      await fatalOf([
+        ...base,
+        '--etcd',
+        url,
+        '--etcd-user',
+        'operator',
+        '--etcd-password-file',
+        passwordFile('op', 'operator-pw'),
+      ]),
+    ).toMatch(/etcd denied access/);
   });
 });

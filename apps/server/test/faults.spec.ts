@@ -19,8 +19,22 @@ afterAll(() => cleanupAll());
 
 function args(worker: number, nodeId: string): string[] {
   return [
-    '--region', String(REGION), '--etcd', etcd.clientUrl, '--time-source', 'none', '--lease-ttl', String(TTL_SECONDS), '--status-details', 'full',
-    '--workers', `${worker}-${worker}`, '--node-id', nodeId, '--metrics-listen', 'off',
+    '--region',
+    String(REGION),
+    '--etcd',
+    etcd.clientUrl,
+    '--time-source',
+    'none',
+    '--lease-ttl',
+    String(TTL_SECONDS),
+    '--status-details',
+    'full',
+    '--workers',
+    `${worker}-${worker}`,
+    '--node-id',
+    nodeId,
+    '--metrics-listen',
+    'off',
   ];
 }
 
@@ -84,7 +98,11 @@ describe('a paused node whose slot was taken meanwhile (SIGSTOP past the TTL, SI
 
     // The successor leaves cleanly; the old node re-claims the slot with a new lease and mints above it.
     expect((await successor.stop()).code).toBe(0);
-    await waitFor('the old node to be ready again', async () => (await fetch(`${old.baseUrl}/readyz`)).status === 200, 30_000);
+    await waitFor(
+      'the old node to be ready again',
+      async () => (await fetch(`${old.baseUrl}/readyz`)).status === 200,
+      30_000,
+    );
     const after = await take(old, 5);
     expect(min(after) > max(successorIds)).toBe(true);
     for (const id of after) expect(decode(id)).toMatchObject({ region: REGION, worker });
@@ -104,7 +122,10 @@ describe('a killed node and a newcomer on its slot (SIGKILL)', () => {
     await dead.process.kill();
     // No release: the slot frees only when etcd expires the lease, and last-ms says "not released".
     await waitFor(`etcd to expire worker ${worker}`, () => slotFree(worker), 30_000);
-    const record = JSON.parse((await etcdRange(etcd.clientUrl, lastMsKey(worker)))[0]?.value ?? '{}') as { ms: number; released: boolean };
+    const record = JSON.parse((await etcdRange(etcd.clientUrl, lastMsKey(worker)))[0]?.value ?? '{}') as {
+      ms: number;
+      released: boolean;
+    };
     expect(record.released).toBe(false);
     // last-ms is the clock at the last acknowledged keep-alive; the holder could not mint past last-ms + TTL.
     expect(decode(max(deadIds)).timestampMs + DEFAULT_LAYOUT.epochMs).toBeLessThan(record.ms + TTL_SECONDS * 1000);
@@ -130,7 +151,11 @@ describe('a clean stop (SIGTERM)', () => {
 
     expect(await etcdRange(etcd.clientUrl, workerKey(worker))).toEqual([]);
     expect(await etcdRange(etcd.clientUrl, nodeKey('leaving-node'))).toEqual([]);
-    const record = JSON.parse((await etcdRange(etcd.clientUrl, lastMsKey(worker)))[0]?.value ?? '{}') as { ms: number; released: boolean; nodeId: string };
+    const record = JSON.parse((await etcdRange(etcd.clientUrl, lastMsKey(worker)))[0]?.value ?? '{}') as {
+      ms: number;
+      released: boolean;
+      nodeId: string;
+    };
     expect(record).toMatchObject({ released: true, nodeId: 'leaving-node' });
     expect(record.ms).toBeGreaterThanOrEqual(decode(max(ids)).timestampMs + DEFAULT_LAYOUT.epochMs);
     const logs = node.logs();
@@ -150,17 +175,31 @@ describe('etcd unreachable at boot', () => {
     stalled.pause();
     try {
       const node = await startServer([
-        '--region', String(REGION), '--etcd', stalled.clientUrl, '--time-source', 'none', '--lease-ttl', String(TTL_SECONDS),
-        '--workers', '11-11', '--node-id', 'patient-node', '--metrics-listen', 'off',
+        '--region',
+        String(REGION),
+        '--etcd',
+        stalled.clientUrl,
+        '--time-source',
+        'none',
+        '--lease-ttl',
+        String(TTL_SECONDS),
+        '--workers',
+        '11-11',
+        '--node-id',
+        'patient-node',
+        '--metrics-listen',
+        'off',
       ]);
       await sleep(3_000);
       expect(node.process.exitStatus()).toBeUndefined();
       expect((await fetch(`${node.baseUrl}/healthz`)).status).toBe(200);
       expect((await fetch(`${node.baseUrl}/readyz`)).status).toBe(503);
-      const refused = await idClient(node.baseUrl, 'grpc-h2').nextIds({ count: 1 }).then(
-        () => undefined,
-        (e: unknown) => ConnectError.from(e),
-      );
+      const refused = await idClient(node.baseUrl, 'grpc-h2')
+        .nextIds({ count: 1 })
+        .then(
+          () => undefined,
+          (e: unknown) => ConnectError.from(e),
+        );
       expect(refused?.code).toBe(Code.Unavailable);
       expect((await idClient(node.baseUrl, 'grpc-h2').getStatus({})).state).toBe(NodeState.STARTING);
 

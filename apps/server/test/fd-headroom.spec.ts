@@ -52,8 +52,16 @@ describe('connectionCap', () => {
 
   it('is the configured cap, lowered to the limit less the headroom (at least 1)', () => {
     expect(DESCRIPTOR_HEADROOM).toBe(HEADROOM);
-    expect(connectionCap(4_096, 1_024)).toEqual({ maxConnections: 1_024 - HEADROOM, openFilesLimit: 1_024, lowered: true });
-    expect(connectionCap(4_096, 1_048_576)).toEqual({ maxConnections: 4_096, openFilesLimit: 1_048_576, lowered: false });
+    expect(connectionCap(4_096, 1_024)).toEqual({
+      maxConnections: 1_024 - HEADROOM,
+      openFilesLimit: 1_024,
+      lowered: true,
+    });
+    expect(connectionCap(4_096, 1_048_576)).toEqual({
+      maxConnections: 4_096,
+      openFilesLimit: 1_048_576,
+      lowered: false,
+    });
     expect(connectionCap(4_096, 64).maxConnections).toBe(1);
   });
 });
@@ -63,16 +71,38 @@ describe(`a node at ulimit -n ${OPEN_FILES} with --time-source chrony`, () => {
     const chrony = createChronyStub(CHRONY_HEALTHY);
     const clean: NodeJS.ProcessEnv = {};
     for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) clean[k] = v;
-    const args = ['--standalone', '--state-file', standaloneStateFile(), '--time-source', 'chrony', '--listen', '127.0.0.1:0', '--metrics-listen', '127.0.0.1:0'];
+    const args = [
+      '--standalone',
+      '--state-file',
+      standaloneStateFile(),
+      '--time-source',
+      'chrony',
+      '--listen',
+      '127.0.0.1:0',
+      '--metrics-listen',
+      '127.0.0.1:0',
+    ];
     // `exec`: the shell becomes the node, under the lower limit (a missing sh or node fails the spawn loudly).
-    const proc = spawnProcess('sh', ['-c', `ulimit -n ${OPEN_FILES} && exec "$0" "$@"`, process.execPath, ...NODE_ARGV, ...args], {
-      env: { ...clean, PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}` },
-    });
+    const proc = spawnProcess(
+      'sh',
+      ['-c', `ulimit -n ${OPEN_FILES} && exec "$0" "$@"`, process.execPath, ...NODE_ARGV, ...args],
+      {
+        env: { ...clean, PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}` },
+      },
+    );
     const sockets: Socket[] = [];
     try {
       const cap = parseLine(await proc.waitForLine(/"msg":"connection cap/, 15_000)) ?? {};
-      expect(cap).toMatchObject({ maxConnections: OPEN_FILES - HEADROOM, configured: 4096, openFilesLimit: OPEN_FILES });
-      const port = Number(String(parseLine(await proc.waitForLine(/"msg":"serving port open/, 15_000))?.['listen']).split(':').pop());
+      expect(cap).toMatchObject({
+        maxConnections: OPEN_FILES - HEADROOM,
+        configured: 4096,
+        openFilesLimit: OPEN_FILES,
+      });
+      const port = Number(
+        String(parseLine(await proc.waitForLine(/"msg":"serving port open/, 15_000))?.['listen'])
+          .split(':')
+          .pop(),
+      );
       const metricsUrl = String(parseLine(await proc.waitForLine(/"msg":"metrics listening"/, 15_000))?.['metrics']);
       await proc.waitForLine(/"msg":"ready"/, 20_000);
       // The probe's own connection first: it holds one of the capped places.
@@ -97,7 +127,9 @@ describe(`a node at ulimit -n ${OPEN_FILES} with --time-source chrony`, () => {
       const metrics = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5_000) })).text();
       const refused = sample(metrics, 'idgen_h2_refusals_total', 'reason="connection-limit"');
       const open = held.filter((h) => !h.closed()).length;
-      console.log(`ulimit -n ${OPEN_FILES}: ${open} of ${CONNECTIONS} idle connections kept, ${refused} refused (connection-limit); probe failures ${failures.length}/16`);
+      console.log(
+        `ulimit -n ${OPEN_FILES}: ${open} of ${CONNECTIONS} idle connections kept, ${refused} refused (connection-limit); probe failures ${failures.length}/16`,
+      );
 
       expect(proc.exitStatus()).toBeUndefined();
       expect(failures).toEqual([]);

@@ -26,11 +26,31 @@ interface Value {
   readonly valid: boolean | undefined;
 }
 
-const ok = (...texts: string[]): fc.Arbitrary<Value> => fc.constantFrom(...texts).map((text) => ({ text, valid: true }));
-const bad = (...texts: string[]): fc.Arbitrary<Value> => fc.constantFrom(...texts).map((text) => ({ text, valid: false }));
+const ok = (...texts: string[]): fc.Arbitrary<Value> =>
+  fc.constantFrom(...texts).map((text) => ({ text, valid: true }));
+const bad = (...texts: string[]): fc.Arbitrary<Value> =>
+  fc.constantFrom(...texts).map((text) => ({ text, valid: false }));
 const junk: fc.Arbitrary<Value> = fc
   .oneof(
-    fc.constantFrom('', ' ', 'abc', 'null', 'undefined', 'NaN', '-', '--', '0x10', '1e3', '½', '３', 'région', '💥', '\u202e1', 'a\tb', 'a\nb'),
+    fc.constantFrom(
+      '',
+      ' ',
+      'abc',
+      'null',
+      'undefined',
+      'NaN',
+      '-',
+      '--',
+      '0x10',
+      '1e3',
+      '½',
+      '３',
+      'région',
+      '💥',
+      '\u202e1',
+      'a\tb',
+      'a\nb',
+    ),
     fc.string({ minLength: 1, maxLength: 12, unit: 'grapheme' }),
     fc.integer({ min: 1_000, max: 50_000 }).map((n) => 'x'.repeat(n)),
   )
@@ -40,14 +60,37 @@ const intFlag = (min: number, max: number): fc.Arbitrary<Value> =>
   fc.oneof(
     { weight: 3, arbitrary: fc.integer({ min, max }).map((n) => ({ text: String(n), valid: true })) },
     { weight: 2, arbitrary: ok(String(min), String(max)) },
-    { weight: 3, arbitrary: bad(String(min - 1), String(max + 1), '-1', '1.5', `${max}0000000000000000000000`, `${min}.0`, '+1', '1_000') },
+    {
+      weight: 3,
+      arbitrary: bad(
+        String(min - 1),
+        String(max + 1),
+        '-1',
+        '1.5',
+        `${max}0000000000000000000000`,
+        `${min}.0`,
+        '+1',
+        '1_000',
+      ),
+    },
     { weight: 2, arbitrary: junk },
   );
 const hostPort = (allowZero: boolean): fc.Arbitrary<Value> =>
   fc.oneof(
     allowZero ? ok('127.0.0.1:0', 'localhost:0') : ok('127.0.0.1:1', 'example.com:443', '[::1]:8080'),
     allowZero ? bad('127.0.0.1:65536') : bad('127.0.0.1:0', '127.0.0.1:65536'),
-    bad('127.0.0.1', 'localhost', ':8080', '127.0.0.1:-1', '127.0.0.1:80a', 'http://127.0.0.1:0', '127.0.0.1:0:0', '[::1', '127.0.0.1:999999', 'host name:80'),
+    bad(
+      '127.0.0.1',
+      'localhost',
+      ':8080',
+      '127.0.0.1:-1',
+      '127.0.0.1:80a',
+      'http://127.0.0.1:0',
+      '127.0.0.1:0:0',
+      '[::1',
+      '127.0.0.1:999999',
+      'host name:80',
+    ),
     junk,
   );
 
@@ -80,13 +123,32 @@ const FLAGS: Record<string, fc.Arbitrary<Value>> = {
   ),
   '--listen': hostPort(true),
   // Empty (or blank) turns metrics off, like "off".
-  '--metrics-listen': fc.oneof(ok('off', '127.0.0.1:0', '', ' '), hostPort(true).map((v) => (v.text.trim() === '' ? { text: v.text, valid: true } : v))),
+  '--metrics-listen': fc.oneof(
+    ok('off', '127.0.0.1:0', '', ' '),
+    hostPort(true).map((v) => (v.text.trim() === '' ? { text: v.text, valid: true } : v)),
+  ),
   '--advertise': hostPort(false),
-  '--etcd-prefix': fc.oneof(ok('/idgen', '/a/b', '/a.b-c_d'), bad('idgen', '/', '/a/', '//a', '/a b', '/a//b', '/ü'), junk),
+  '--etcd-prefix': fc.oneof(
+    ok('/idgen', '/a/b', '/a.b-c_d'),
+    bad('idgen', '/', '/a/', '//a', '/a b', '/a//b', '/ü'),
+    junk,
+  ),
   // Well-formed URLs point at a closed port: the node starts, retries etcd with backoff, and stops on SIGTERM.
   '--etcd': fc.oneof(
     ok('http://127.0.0.1:1', 'http://127.0.0.1:1,http://localhost:2', 'https://127.0.0.1:1'),
-    bad('localhost:2379', 'http://', 'ftp://127.0.0.1:1', 'http://127.0.0.1', 'http://127.0.0.1:1/v3', 'http://u:p@127.0.0.1:1', ',', ' , ', 'http://[::1', 'http://127.0.0.1:1?x=1', 'http://127.0.0.1:99999'),
+    bad(
+      'localhost:2379',
+      'http://',
+      'ftp://127.0.0.1:1',
+      'http://127.0.0.1',
+      'http://127.0.0.1:1/v3',
+      'http://u:p@127.0.0.1:1',
+      ',',
+      ' , ',
+      'http://[::1',
+      'http://127.0.0.1:1?x=1',
+      'http://127.0.0.1:99999',
+    ),
     junk,
   ),
 };
@@ -98,21 +160,34 @@ interface ConfigCase {
   readonly cli: readonly (readonly [string, Value])[];
   readonly env: readonly (readonly [string, Value])[];
   /** Unknown flags, stray arguments, `--flag=value` forms, duplicates. */
-  readonly extras: readonly { readonly args: readonly string[]; readonly valid: boolean | undefined; readonly kind: string }[];
+  readonly extras: readonly {
+    readonly args: readonly string[];
+    readonly valid: boolean | undefined;
+    readonly kind: string;
+  }[];
 }
 
-const flagValue = fc.constantFrom(...FLAG_NAMES).chain((flag) => (FLAGS[flag] as fc.Arbitrary<Value>).map((v) => [flag, v] as const));
+const flagValue = fc
+  .constantFrom(...FLAG_NAMES)
+  .chain((flag) => (FLAGS[flag] as fc.Arbitrary<Value>).map((v) => [flag, v] as const));
 const extra = fc.oneof(
-  fc.constantFrom('--nope', '--regio', '-x', '--REGION', '---region').map((f) => ({ args: [f], valid: false, kind: 'unknown flag' })),
+  fc
+    .constantFrom('--nope', '--regio', '-x', '--REGION', '---region')
+    .map((f) => ({ args: [f], valid: false, kind: 'unknown flag' })),
   fc.constantFrom('extra', 'start', '3').map((a) => ({ args: [a], valid: false, kind: 'stray argument' })),
   fc.constant({ args: ['--region'], valid: false, kind: 'flag without value' }),
   fc.integer({ min: 0, max: 7 }).map((r) => ({ args: [`--region=${r}`], valid: true, kind: '--flag=value' })),
-  fc.tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 7 })).map(([a, b]) => ({ args: ['--region', String(a), '--region', String(b)], valid: true, kind: 'duplicate flag' })),
+  fc
+    .tuple(fc.integer({ min: 0, max: 7 }), fc.integer({ min: 0, max: 7 }))
+    .map(([a, b]) => ({ args: ['--region', String(a), '--region', String(b)], valid: true, kind: 'duplicate flag' })),
 );
 const mixedCase: fc.Arbitrary<ConfigCase> = fc.record({
   cli: fc.array(flagValue, { maxLength: 4 }),
   env: fc.array(flagValue, { maxLength: 3 }),
-  extras: fc.oneof({ weight: 4, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(extra, { minLength: 1, maxLength: 2 }) }),
+  extras: fc.oneof(
+    { weight: 4, arbitrary: fc.constant([]) },
+    { weight: 1, arbitrary: fc.array(extra, { minLength: 1, maxLength: 2 }) },
+  ),
 });
 // Only values meant to be accepted: most would otherwise be refused for their first bad value, and the
 // started side (bind, serve, SIGTERM, exit 0) needs its share of runs too.
@@ -120,7 +195,16 @@ const validValue = flagValue.filter(([, v]) => v.valid !== false);
 const validCase: fc.Arbitrary<ConfigCase> = fc.record({
   cli: fc.array(validValue, { maxLength: 4 }),
   env: fc.array(validValue, { maxLength: 3 }),
-  extras: fc.oneof({ weight: 4, arbitrary: fc.constant([]) }, { weight: 1, arbitrary: fc.array(extra.filter((e) => e.valid !== false), { minLength: 1, maxLength: 2 }) }),
+  extras: fc.oneof(
+    { weight: 4, arbitrary: fc.constant([]) },
+    {
+      weight: 1,
+      arbitrary: fc.array(
+        extra.filter((e) => e.valid !== false),
+        { minLength: 1, maxLength: 2 },
+      ),
+    },
+  ),
 });
 const configCase: fc.Arbitrary<ConfigCase> = fc.oneof(mixedCase, validCase);
 
@@ -157,7 +241,10 @@ function expectation(c: ConfigCase): boolean | undefined {
 
 /** Builds argv and env: safe defaults (free ports, no chrony, short shutdown) unless the case sets the flag. */
 function command(c: ConfigCase): { args: string[]; env: Record<string, string> } {
-  const set = new Set([...c.cli.map(([f]) => f), ...c.env.filter(([f, v]) => v.text !== '' || f === '--metrics-listen').map(([f]) => f)]);
+  const set = new Set([
+    ...c.cli.map(([f]) => f),
+    ...c.env.filter(([f, v]) => v.text !== '' || f === '--metrics-listen').map(([f]) => f),
+  ]);
   const args: string[] = [];
   const defaults: [string, string][] = [
     ['--listen', '127.0.0.1:0'],
@@ -200,21 +287,30 @@ async function runOne(c: ConfigCase): Promise<RunResult> {
     if (exit.code === 2) {
       outcome = 'refused';
       // Exactly one clear line on stderr, nothing on stdout: refused before any I/O (docs/design.md §5 step 1).
-      if (proc.stderrLines.length !== 1) problems.push(`${proc.stderrLines.length} stderr lines: ${JSON.stringify(proc.stderrLines.slice(0, 5))}`);
+      if (proc.stderrLines.length !== 1)
+        problems.push(`${proc.stderrLines.length} stderr lines: ${JSON.stringify(proc.stderrLines.slice(0, 5))}`);
       const line = proc.stderrLines[0] ?? '';
-      if (!/^idgen-server: \S.* \(see --help\)$/.test(line)) problems.push(`unclear stderr line: ${JSON.stringify(line.slice(0, 300))}`);
-      if (/^\s+at |Error:|node:internal|\.js:\d+/.test(proc.stderrLines.join('\n'))) problems.push('a stack trace or error dump on stderr');
-      if (proc.stdoutLines.length > 0) problems.push(`stdout before refusing: ${JSON.stringify(proc.stdoutLines.slice(0, 3))}`);
+      if (!/^idgen-server: \S.* \(see --help\)$/.test(line))
+        problems.push(`unclear stderr line: ${JSON.stringify(line.slice(0, 300))}`);
+      if (/^\s+at |Error:|node:internal|\.js:\d+/.test(proc.stderrLines.join('\n')))
+        problems.push('a stack trace or error dump on stderr');
+      if (proc.stdoutLines.length > 0)
+        problems.push(`stdout before refusing: ${JSON.stringify(proc.stdoutLines.slice(0, 3))}`);
     } else if (exit.code === 0 && c.extras.length === 0 && proc.stdoutLines.some((l) => l.startsWith('Usage:'))) {
       outcome = 'help';
     } else {
       problems.push(`exited ${exit.code ?? exit.signal} before serving; output: ${proc.tail(5).slice(0, 600)}`);
     }
-  } else if (decided === 'started' || (decided === 'undecided' && quiet && proc.exitStatus() === undefined && proc.stderrLines.length === 0)) {
+  } else if (
+    decided === 'started' ||
+    (decided === 'undecided' && quiet && proc.exitStatus() === undefined && proc.stderrLines.length === 0)
+  ) {
     outcome = 'started';
     const stopped = await proc.stop(STOP_MS);
-    if (stopped.code !== 0) problems.push(`SIGTERM ended it with ${stopped.code ?? stopped.signal}; output: ${proc.tail(5).slice(0, 600)}`);
-    if (proc.stderrLines.length > 0) problems.push(`stderr while running: ${JSON.stringify(proc.stderrLines.slice(0, 3))}`);
+    if (stopped.code !== 0)
+      problems.push(`SIGTERM ended it with ${stopped.code ?? stopped.signal}; output: ${proc.tail(5).slice(0, 600)}`);
+    if (proc.stderrLines.length > 0)
+      problems.push(`stderr while running: ${JSON.stringify(proc.stderrLines.slice(0, 3))}`);
     // Fatal is the level of every exit reason; errors may be expected (no chronyc here: the time source is unhealthy).
     const fatal = proc.stdoutLines.map(parseLine).find((l) => (l?.level ?? 0) >= 60);
     if (fatal !== undefined) problems.push(`a fatal line while running: ${String(fatal.msg)}`);
@@ -224,7 +320,8 @@ async function runOne(c: ConfigCase): Promise<RunResult> {
   }
   const expected = expectation(c);
   if (outcome === 'started' && expected === false) problems.push('started with a value that should have been refused');
-  if (outcome === 'refused' && expected === true) problems.push(`refused a valid configuration: ${proc.stderrLines[0] ?? ''}`);
+  if (outcome === 'refused' && expected === true)
+    problems.push(`refused a valid configuration: ${proc.stderrLines[0] ?? ''}`);
   return { outcome, problems };
 }
 
@@ -255,7 +352,11 @@ describe('configuration fuzzing: generated flags and environment for the built s
     const byFlag = new Map<string, { started: number; refused: number }>();
     for (const { c, r } of results) {
       byOutcome.set(r.outcome, (byOutcome.get(r.outcome) ?? 0) + 1);
-      const flags = new Set([...c.cli.map(([f]) => f), ...c.env.map(([f]) => `${envName(f)}`), ...c.extras.map((e) => e.kind)]);
+      const flags = new Set([
+        ...c.cli.map(([f]) => f),
+        ...c.env.map(([f]) => `${envName(f)}`),
+        ...c.extras.map((e) => e.kind),
+      ]);
       for (const f of flags) {
         const entry = byFlag.get(f) ?? { started: 0, refused: 0 };
         if (r.outcome === 'started') entry.started++;
@@ -263,13 +364,17 @@ describe('configuration fuzzing: generated flags and environment for the built s
         byFlag.set(f, entry);
       }
     }
-    const failures = results.filter(({ r }) => r.problems.length > 0).map(({ c, r }) => `${r.problems.join('; ')}\n    ${describeConfig(c)}`);
+    const failures = results
+      .filter(({ r }) => r.problems.length > 0)
+      .map(({ c, r }) => `${r.problems.join('; ')}\n    ${describeConfig(c)}`);
     console.log(
       [
         `config fuzz: seed ${SEED}, ${results.length} runs in ${((Date.now() - t0) / 1000).toFixed(1)} s, ${PARALLEL} at a time, ${failures.length} problems`,
         `by outcome: ${[...byOutcome.entries()].map(([k, v]) => `${k} ${v}`).join(', ')}`,
         `by flag (started / refused):`,
-        ...[...byFlag.entries()].sort((a, b) => a[0].localeCompare(b[0])).map(([f, e]) => `  ${f.padEnd(28)} ${String(e.started).padStart(4)} / ${e.refused}`),
+        ...[...byFlag.entries()]
+          .sort((a, b) => a[0].localeCompare(b[0]))
+          .map(([f, e]) => `  ${f.padEnd(28)} ${String(e.started).padStart(4)} / ${e.refused}`),
         ...(failures.length > 0 ? ['problems:', ...failures.slice(0, 40)] : []),
       ].join('\n'),
     );

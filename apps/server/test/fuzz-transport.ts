@@ -26,7 +26,8 @@ export type WireResult =
 
 function flatten(h: Record<string, string | string[] | number | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
+  for (const [k, v] of Object.entries(h))
+    if (v !== undefined) out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
   return out;
 }
 
@@ -126,7 +127,15 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
       });
       stream.on('close', () => {
         if (!responded) settle({ kind: 'cut', reason: `h2 stream closed before a response (rst ${stream.rstCode})` });
-        else settle({ kind: 'response', status, headers, trailers, body: Buffer.concat(chunks), rstCode: stream.rstCode ?? 0 });
+        else
+          settle({
+            kind: 'response',
+            status,
+            headers,
+            trailers,
+            body: Buffer.concat(chunks),
+            rstCode: stream.rstCode ?? 0,
+          });
       });
       stream.end(c.body);
     });
@@ -139,7 +148,9 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
         socket.destroy();
         resolve(r);
       }, timeoutMs);
-      const h2 = Buffer.from(c.raw ?? []).toString('latin1').startsWith('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+      const h2 = Buffer.from(c.raw ?? [])
+        .toString('latin1')
+        .startsWith('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
       socket.on('data', (d: Buffer) => {
         chunks.push(d);
         // A connection error on HTTP/2 is answered with GOAWAY; node:http2 then leaves the socket to the
@@ -153,9 +164,26 @@ export function createSender(port: number, timeoutMs: number): FuzzSender {
       socket.on('close', () => {
         const text = Buffer.concat(chunks).toString('latin1');
         // Skip interim answers (100 Continue): the final status is the first one from 200 up.
-        const final = [...text.matchAll(/(?:^|\r\n)HTTP\/1\.[01] (\d{3})/g)].map((m) => Number(m[1])).find((n) => n >= 200);
-        if (final === undefined) settle({ kind: 'cut', reason: text.length === 0 ? 'closed without an answer' : `closed after ${text.length} bytes with no final HTTP/1.x status` });
-        else settle({ kind: 'response', status: final, headers: {}, trailers: {}, body: Buffer.from(text, 'latin1'), rstCode: 0 });
+        const final = [...text.matchAll(/(?:^|\r\n)HTTP\/1\.[01] (\d{3})/g)]
+          .map((m) => Number(m[1]))
+          .find((n) => n >= 200);
+        if (final === undefined)
+          settle({
+            kind: 'cut',
+            reason:
+              text.length === 0
+                ? 'closed without an answer'
+                : `closed after ${text.length} bytes with no final HTTP/1.x status`,
+          });
+        else
+          settle({
+            kind: 'response',
+            status: final,
+            headers: {},
+            trailers: {},
+            body: Buffer.from(text, 'latin1'),
+            rstCode: 0,
+          });
       });
     });
 

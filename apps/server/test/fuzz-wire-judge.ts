@@ -5,7 +5,13 @@ import { fromBinary, fromJsonString, type DescMessage } from '@bufbuild/protobuf
 import { Code } from '@connectrpc/connect';
 import { codeFromString, codeToHttpStatus } from '@connectrpc/connect/protocol-connect';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { GetStatusResponseSchema, HealthCheckResponseSchema, HealthListResponseSchema, NextIdsRequestSchema, NextIdsResponseSchema } from '@idgen/proto';
+import {
+  GetStatusResponseSchema,
+  HealthCheckResponseSchema,
+  HealthListResponseSchema,
+  NextIdsRequestSchema,
+  NextIdsResponseSchema,
+} from '@idgen/proto';
 import { FUZZ_LIMITS, GET_STATUS, HEALTH_CHECK, NEXT_IDS, type WireCase } from './fuzz-wire-cases.js';
 import type { WireResult } from './fuzz-transport.js';
 
@@ -30,7 +36,13 @@ export interface Verdict {
  * Connect error codes a caller's request may earn here (docs/design.md §6): its own mistakes, a method we do not
  * serve, a limit, a node that may not mint now, its deadline. `not_found` only for an unknown health service.
  */
-const ALLOWED_CONNECT_CODES = new Set<Code>([Code.InvalidArgument, Code.Unimplemented, Code.ResourceExhausted, Code.Unavailable, Code.DeadlineExceeded]);
+const ALLOWED_CONNECT_CODES = new Set<Code>([
+  Code.InvalidArgument,
+  Code.Unimplemented,
+  Code.ResourceExhausted,
+  Code.Unavailable,
+  Code.DeadlineExceeded,
+]);
 /** Plain HTTP refusals with no Connect body: unknown path, method, media type; node:http's own 400/408/413/414/431. */
 const ALLOWED_PLAIN_STATUSES = new Set([400, 404, 405, 408, 413, 414, 415, 431]);
 /** A raw connection may also get 505 for an HTTP version node:http does not speak. */
@@ -51,7 +63,9 @@ function expectedCount(c: WireCase): number | undefined {
   if (c.message === undefined) return undefined;
   try {
     return c.message.format === 'json'
-      ? fromJsonString(NextIdsRequestSchema, Buffer.from(c.message.bytes).toString('utf8'), { ignoreUnknownFields: true }).count
+      ? fromJsonString(NextIdsRequestSchema, Buffer.from(c.message.bytes).toString('utf8'), {
+          ignoreUnknownFields: true,
+        }).count
       : fromBinary(NextIdsRequestSchema, c.message.bytes).count;
   } catch {
     return undefined;
@@ -80,11 +94,21 @@ function frames(body: Buffer): { flags: number; payload: Buffer }[] | undefined 
   return out;
 }
 
-function decodeMessage<T extends DescMessage>(schema: T, contentType: string, bytes: Buffer): ReturnType<typeof fromBinary<T>> {
+function decodeMessage<T extends DescMessage>(
+  schema: T,
+  contentType: string,
+  bytes: Buffer,
+): ReturnType<typeof fromBinary<T>> {
   return contentType.includes('json') ? fromJsonString(schema, bytes.toString('utf8')) : fromBinary(schema, bytes);
 }
 
-function checkSuccess(c: WireCase, contentType: string, payload: Buffer, ctx: JudgeContext, problems: string[]): { first: bigint; count: number }[] {
+function checkSuccess(
+  c: WireCase,
+  contentType: string,
+  payload: Buffer,
+  ctx: JudgeContext,
+  problems: string[],
+): { first: bigint; count: number }[] {
   const path = c.path.split('?')[0];
   try {
     if (path === GET_STATUS) {
@@ -112,20 +136,25 @@ function checkSuccess(c: WireCase, contentType: string, payload: Buffer, ctx: Ju
     for (const b of blocks) {
       total += b.count;
       if (b.count < 1) problems.push(`a block of ${b.count} IDs`);
-      if (b.first <= previousLast) problems.push(`block ${b.first} does not follow the previous block's last ID ${previousLast}`);
+      if (b.first <= previousLast)
+        problems.push(`block ${b.first} does not follow the previous block's last ID ${previousLast}`);
       previousLast = b.first + BigInt(b.count) - 1n;
       for (const id of [b.first, previousLast]) {
         const f = DEFAULT_LAYOUT.decompose(id);
-        if (f.region !== ctx.region || f.worker !== ctx.worker) problems.push(`ID ${id} has region ${f.region} worker ${f.worker}, expected ${ctx.region}/${ctx.worker}`);
+        if (f.region !== ctx.region || f.worker !== ctx.worker)
+          problems.push(`ID ${id} has region ${f.region} worker ${f.worker}, expected ${ctx.region}/${ctx.worker}`);
         const ms = DEFAULT_LAYOUT.unixMsOf(id);
         // Not a timing assertion: an ID's timestamp must come from this run's wall clock (docs/design.md §1), whatever the speed.
-        if (ms < ctx.startedMs - 5_000 || ms > now + 5_000) problems.push(`ID ${id} carries ${new Date(ms).toISOString()}, outside this run`);
+        if (ms < ctx.startedMs - 5_000 || ms > now + 5_000)
+          problems.push(`ID ${id} carries ${new Date(ms).toISOString()}, outside this run`);
       }
     }
     const expected = expectedCount(c);
-    if (total < 1 || total > FUZZ_LIMITS.maxCount) problems.push(`${total} IDs served, outside 1..${FUZZ_LIMITS.maxCount}`);
+    if (total < 1 || total > FUZZ_LIMITS.maxCount)
+      problems.push(`${total} IDs served, outside 1..${FUZZ_LIMITS.maxCount}`);
     if (expected !== undefined && total !== expected) problems.push(`${total} IDs served for a request of ${expected}`);
-    if (expected === undefined && c.message !== undefined) problems.push('served IDs for a message that does not decode');
+    if (expected === undefined && c.message !== undefined)
+      problems.push('served IDs for a message that does not decode');
     return blocks;
   } catch (e) {
     problems.push(`a success whose body does not decode: ${e instanceof Error ? e.message : String(e)}`);
@@ -170,12 +199,17 @@ export function judge(c: WireCase, r: WireResult, ctx: JudgeContext): Verdict {
     if (c.method === 'GET' || c.method === 'HEAD') {
       if (r.status !== 200) problems.push(`${c.method} ${path}: ${r.status}`);
     } else if (r.status !== 405) problems.push(`${c.method} ${path}: ${r.status}, expected 405`);
-  } else if ((protocol === 'grpc' || protocol === 'grpc-web') && r.status === 200 && contentType.startsWith('application/grpc')) {
+  } else if (
+    (protocol === 'grpc' || protocol === 'grpc-web') &&
+    r.status === 200 &&
+    contentType.startsWith('application/grpc')
+  ) {
     const parsed = frames(r.body);
     let status: string | undefined = r.trailers['grpc-status'] ?? r.headers['grpc-status'];
     let message = r.trailers['grpc-message'] ?? r.headers['grpc-message'] ?? '';
     const data = (parsed ?? []).filter((f) => (f.flags & 0x80) === 0);
-    if (parsed === undefined) problems.push(`a ${protocol} body with broken framing: ${r.body.subarray(0, 40).toString('hex')}`);
+    if (parsed === undefined)
+      problems.push(`a ${protocol} body with broken framing: ${r.body.subarray(0, 40).toString('hex')}`);
     if (protocol === 'grpc-web') {
       const trailer = (parsed ?? []).find((f) => (f.flags & 0x80) !== 0)?.payload.toString('latin1') ?? '';
       status = status ?? /^grpc-status:\s*(\d+)/im.exec(trailer)?.[1];
@@ -197,15 +231,20 @@ export function judge(c: WireCase, r: WireResult, ctx: JudgeContext): Verdict {
       }
       // The gRPC protocol prescribes INTERNAL for a compressed message with no (or identity) grpc-encoding.
       const compressedWithoutEncoding =
-        code === Code.Internal && /compressed (envelope|message)/.test(text) && (c.body[0] ?? 0) & 1 && ['identity', undefined].includes(c.headers['grpc-encoding']);
+        code === Code.Internal &&
+        /compressed (envelope|message)/.test(text) &&
+        (c.body[0] ?? 0) & 1 &&
+        ['identity', undefined].includes(c.headers['grpc-encoding']);
       const notFound = code === Code.NotFound && path === HEALTH_CHECK;
-      if (!ALLOWED_CONNECT_CODES.has(code) && !compressedWithoutEncoding && !notFound) problems.push(`grpc-status ${grpcStatusName(code)}: ${text}`);
+      if (!ALLOWED_CONNECT_CODES.has(code) && !compressedWithoutEncoding && !notFound)
+        problems.push(`grpc-status ${grpcStatusName(code)}: ${text}`);
       if (compressedWithoutEncoding) outcome += ' (compressed flag, no grpc-encoding)';
     }
   } else if (r.status === 200) {
     outcome = 'connect:ok';
     if (c.method !== 'POST') problems.push(`${c.method} ${path} answered 200`);
-    else if (protocol !== 'connect') problems.push(`HTTP 200 with content-type ${contentType} for a ${protocol} request`);
+    else if (protocol !== 'connect')
+      problems.push(`HTTP 200 with content-type ${contentType} for a ${protocol} request`);
     else blocks = checkSuccess(c, contentType, r.body, ctx, problems);
   } else if (contentType.startsWith('application/json') && r.body.length > 0 && protocol === 'connect') {
     let error: { code?: unknown; message?: unknown } | undefined;
@@ -218,11 +257,14 @@ export function judge(c: WireCase, r: WireResult, ctx: JudgeContext): Verdict {
     outcome = `connect:${codeText}`;
     const code = codeFromString(codeText);
     const notFound = code === Code.NotFound && path === HEALTH_CHECK;
-    if (code === undefined || (!ALLOWED_CONNECT_CODES.has(code) && !notFound)) problems.push(`Connect error code ${codeText} (HTTP ${r.status}): ${String(error?.message)}`);
-    else if (codeToHttpStatus(code) !== r.status) problems.push(`Connect error ${codeText} with HTTP ${r.status}, the protocol says ${codeToHttpStatus(code)}`);
+    if (code === undefined || (!ALLOWED_CONNECT_CODES.has(code) && !notFound))
+      problems.push(`Connect error code ${codeText} (HTTP ${r.status}): ${String(error?.message)}`);
+    else if (codeToHttpStatus(code) !== r.status)
+      problems.push(`Connect error ${codeText} with HTTP ${r.status}, the protocol says ${codeToHttpStatus(code)}`);
   } else {
     outcome = `http:${r.status}`;
-    if (!ALLOWED_PLAIN_STATUSES.has(r.status)) problems.push(`HTTP ${r.status} (${contentType}) ${r.body.subarray(0, 200).toString('latin1')}`);
+    if (!ALLOWED_PLAIN_STATUSES.has(r.status))
+      problems.push(`HTTP ${r.status} (${contentType}) ${r.body.subarray(0, 200).toString('latin1')}`);
   }
   if (c.mustServe !== undefined && blocks.reduce((n, b) => n + b.count, 0) !== c.mustServe) {
     problems.push(`a valid request for ${c.mustServe} IDs was answered ${outcome}`);

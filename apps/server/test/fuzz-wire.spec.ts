@@ -67,7 +67,8 @@ function overlaps(blocks: { first: bigint; count: number }[]): string | undefine
   for (let i = 1; i < sorted.length; i++) {
     const prev = sorted[i - 1] as { first: bigint; count: number };
     const cur = sorted[i] as { first: bigint; count: number };
-    if (cur.first < prev.first + BigInt(prev.count)) return `blocks ${prev.first}+${prev.count} and ${cur.first}+${cur.count} overlap`;
+    if (cur.first < prev.first + BigInt(prev.count))
+      return `blocks ${prev.first}+${prev.count} and ${cur.first}+${cur.count} overlap`;
   }
   return undefined;
 }
@@ -130,7 +131,13 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
         if (result === undefined) return;
         const v = judge(c, result.r, ctx);
         blocks.push(...v.blocks);
-        if (record) tally.add(c, v.outcome, v.blocks.reduce((n, b) => n + b.count, 0), result.ms);
+        if (record)
+          tally.add(
+            c,
+            v.outcome,
+            v.blocks.reduce((n, b) => n + b.count, 0),
+            result.ms,
+          );
         if (v.problems.length > 0) problems.push(`${v.problems.join('; ')}\n    request: ${describeCase(c)}`);
       });
       if (problems.length > 0) {
@@ -142,7 +149,8 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
 
     // Warm-up: every path once or more, so the baseline below is the node's working level, not its cold start.
     const warm = createSender(node.port, REQUEST_TIMEOUT_MS);
-    for (const batch of fc.sample(fc.array(wireCase, BATCH), { numRuns: 60, seed: SEED + 1 })) await runBatch(warm, batch, false);
+    for (const batch of fc.sample(fc.array(wireCase, BATCH), { numRuns: 60, seed: SEED + 1 }))
+      await runBatch(warm, batch, false);
     await warm.close();
     const baseFds = await settledFds(pid);
     const baseRss = rssBytes(pid);
@@ -182,7 +190,9 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
     // @idgen/h2 (the default) ends the socket itself after its GOAWAY; on node:http2, which stops reading such
     // a connection, the server's PING probe (packages/serving/src/http.ts) destroys it ~2 × 2 s after it went silent. Either way
     // well inside settledFds' 10 s: no allowance for them.
-    const goaways = [...tally.byOutcome.entries()].filter(([k]) => k.startsWith('raw:h2-goaway')).reduce((n, [, v]) => n + v, 0);
+    const goaways = [...tally.byOutcome.entries()]
+      .filter(([k]) => k.startsWith('raw:h2-goaway'))
+      .reduce((n, [, v]) => n + v, 0);
     const afterFds = await settledFds(pid, baseFds + FD_GROWTH_LIMIT);
     const overlap = overlaps(blocks);
 
@@ -199,7 +209,8 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
       ].join('\n'),
     );
 
-    if (failures.length > 0) console.log(`problems:\n${[...new Set(failures.map((f) => f.replace(/\d{6,}/g, 'N')))].slice(0, 60).join('\n')}`);
+    if (failures.length > 0)
+      console.log(`problems:\n${[...new Set(failures.map((f) => f.replace(/\d{6,}/g, 'N')))].slice(0, 60).join('\n')}`);
     expect(failures).toEqual([]);
     expect(overlap).toBeUndefined();
     expect(tally.sent).toBeGreaterThan(0);
@@ -231,30 +242,74 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
 
     it('a compressed body that ends early is INVALID_ARGUMENT, not INTERNAL (decode-errors.ts)', async () => {
       const cut = gzipSync(new Uint8Array([0x08, 0x03])).subarray(0, 6);
-      expect(await answer({ transport: 'h1', headers: { 'content-type': 'application/proto', 'content-encoding': 'gzip' }, body: cut })).toBe('connect:invalid_argument');
-      expect(await answer({ transport: 'h2', headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' }, body: new Uint8Array([0x1f]) })).toBe('connect:invalid_argument');
-      expect(await answer({ transport: 'h2', headers: { 'content-type': 'application/grpc', 'grpc-encoding': 'gzip', te: 'trailers' }, body: grpcFrame(cut, 1) })).toBe(
-        'grpc:3 invalid_argument',
-      );
-      expect(await answer({ transport: 'h1', headers: { 'content-type': 'application/grpc-web+proto', 'grpc-encoding': 'gzip' }, body: grpcFrame(cut, 1) })).toBe(
-        'grpc-web:3 invalid_argument',
-      );
+      expect(
+        await answer({
+          transport: 'h1',
+          headers: { 'content-type': 'application/proto', 'content-encoding': 'gzip' },
+          body: cut,
+        }),
+      ).toBe('connect:invalid_argument');
+      expect(
+        await answer({
+          transport: 'h2',
+          headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+          body: new Uint8Array([0x1f]),
+        }),
+      ).toBe('connect:invalid_argument');
+      expect(
+        await answer({
+          transport: 'h2',
+          headers: { 'content-type': 'application/grpc', 'grpc-encoding': 'gzip', te: 'trailers' },
+          body: grpcFrame(cut, 1),
+        }),
+      ).toBe('grpc:3 invalid_argument');
+      expect(
+        await answer({
+          transport: 'h1',
+          headers: { 'content-type': 'application/grpc-web+proto', 'grpc-encoding': 'gzip' },
+          body: grpcFrame(cut, 1),
+        }),
+      ).toBe('grpc-web:3 invalid_argument');
     });
 
     it('gRPC and gRPC-Web JSON whose parse error cuts a surrogate pair: a gRPC status, not a bare HTTP 500 (http.ts)', async () => {
       // Valid UTF-8 for two astral characters; JSON.parse's error quotes the text cut inside a pair.
       const astral = grpcFrame(new Uint8Array([0xf2, 0x82, 0x94, 0xa9, 0xf2, 0xa1, 0x9f, 0x87]));
-      expect(await answer({ transport: 'h2', headers: { 'content-type': 'application/grpc+json', te: 'trailers' }, body: astral })).toBe('grpc:3 invalid_argument');
-      expect(await answer({ transport: 'h1', headers: { 'content-type': 'application/grpc+json', te: 'trailers' }, body: astral })).toBe('grpc:3 invalid_argument');
-      expect(await answer({ transport: 'h1', headers: { 'content-type': 'application/grpc-web+json' }, body: astral })).toBe('grpc-web:3 invalid_argument');
+      expect(
+        await answer({
+          transport: 'h2',
+          headers: { 'content-type': 'application/grpc+json', te: 'trailers' },
+          body: astral,
+        }),
+      ).toBe('grpc:3 invalid_argument');
+      expect(
+        await answer({
+          transport: 'h1',
+          headers: { 'content-type': 'application/grpc+json', te: 'trailers' },
+          body: astral,
+        }),
+      ).toBe('grpc:3 invalid_argument');
+      expect(
+        await answer({ transport: 'h1', headers: { 'content-type': 'application/grpc-web+json' }, body: astral }),
+      ).toBe('grpc-web:3 invalid_argument');
     });
 
     it('a body refused before it is read ends its HTTP/1.1 connection and says so; the next request on a new one is served (fast-path.ts, http.ts)', async () => {
       const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-      const post = (contentType: string, body: Uint8Array): Promise<{ status: number; connection: string | undefined }> =>
+      const post = (
+        contentType: string,
+        body: Uint8Array,
+      ): Promise<{ status: number; connection: string | undefined }> =>
         new Promise((resolve, reject) => {
           const req = http1Request(
-            { host: '127.0.0.1', port: node.port, method: 'POST', path: NEXT_IDS, agent, headers: { 'content-type': contentType, 'content-length': body.length } },
+            {
+              host: '127.0.0.1',
+              port: node.port,
+              method: 'POST',
+              path: NEXT_IDS,
+              agent,
+              headers: { 'content-type': contentType, 'content-length': body.length },
+            },
             (res) => {
               res.resume();
               res.on('end', () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection }));
@@ -271,7 +326,10 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
           // The fast path (Connect JSON) and connect-es (gRPC-Web: refused on the frame header).
           expect(await post('application/json', big)).toEqual({ status: 429, connection: 'close' });
           expect(await post('application/json', valid)).toEqual({ status: 200, connection: 'keep-alive' });
-          expect(await post('application/grpc-web+proto', grpcFrame(big))).toEqual({ status: 200, connection: 'close' });
+          expect(await post('application/grpc-web+proto', grpcFrame(big))).toEqual({
+            status: 200,
+            connection: 'close',
+          });
           expect(await post('application/json', valid)).toEqual({ status: 200, connection: 'keep-alive' });
         }
       } finally {

@@ -23,17 +23,39 @@ function h2specBinary(): string {
   try {
     accessSync(path, constants.X_OK);
   } catch {
-    throw new Error(`h2spec not found (or not executable) at ${path}: it is vendored in tools/h2spec/ (see its README); restore it or set H2SPEC`);
+    throw new Error(
+      `h2spec not found (or not executable) at ${path}: it is vendored in tools/h2spec/ (see its README); restore it or set H2SPEC`,
+    );
   }
   return path;
 }
 
 /** Runs h2spec and returns the ids of the failed and skipped cases (read from its JUnit report) and the total. */
-async function h2spec(port: number, path: string, strict: boolean, tls = false): Promise<{ total: number; failed: string[]; skipped: string[] }> {
+async function h2spec(
+  port: number,
+  path: string,
+  strict: boolean,
+  tls = false,
+): Promise<{ total: number; failed: string[]; skipped: string[] }> {
   const report = join(tempDirSync('h2spec').path, 'report.xml');
-  const args = ['-h', '127.0.0.1', '-p', String(port), '-P', path, '-o', '5', '-j', report, ...(strict ? ['--strict'] : []), ...(tls ? ['-t', '-k'] : [])];
+  const args = [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-P',
+    path,
+    '-o',
+    '5',
+    '-j',
+    report,
+    ...(strict ? ['--strict'] : []),
+    ...(tls ? ['-t', '-k'] : []),
+  ];
   const output = await new Promise<string>((done) => {
-    execFile(h2specBinary(), args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (_error, stdout, stderr) => done(stdout + stderr));
+    execFile(h2specBinary(), args, { timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (_error, stdout, stderr) =>
+      done(stdout + stderr),
+    );
   });
   const xml = readFileSync(report, 'latin1');
   const failed: string[] = [];
@@ -75,10 +97,13 @@ describe.each([
   });
   afterAll(() => node.stop());
 
-  it.each(CASES)(`%s (strict: %s): every case passes${tls ? '' : ' but the sniffed invalid preface'}`, async (path, strict) => {
-    const result = await h2spec(node.port, path, strict, tls);
-    expect(result.failed).toEqual(failing);
-    expect(result.total).toBe(strict ? 147 : 146);
-    expect(result.skipped.length).toBe(path === '/healthz' ? 0 : 4);
-  });
+  it.each(CASES)(
+    `%s (strict: %s): every case passes${tls ? '' : ' but the sniffed invalid preface'}`,
+    async (path, strict) => {
+      const result = await h2spec(node.port, path, strict, tls);
+      expect(result.failed).toEqual(failing);
+      expect(result.total).toBe(strict ? 147 : 146);
+      expect(result.skipped.length).toBe(path === '/healthz' ? 0 : 4);
+    },
+  );
 });

@@ -41,7 +41,12 @@ describe('the lease under attack (real etcd, default TTL)', () => {
 
   it.each(ATTACKS)('%s for %d ms: the node keeps its slot, /readyz stays 200, a probe is served', async (name, ms) => {
     const probe = idClient(node.baseUrl, 'grpc-h2');
-    const attacker = spawnProcess(process.execPath, [join(__dirname, 'abuse-attacker.js'), name, String(node.port), String(ms)]);
+    const attacker = spawnProcess(process.execPath, [
+      join(__dirname, 'abuse-attacker.js'),
+      name,
+      String(node.port),
+      String(ms),
+    ]);
     let polls = 0;
     const notReady: number[] = [];
     let probes = 0;
@@ -63,7 +68,9 @@ describe('the lease under attack (real etcd, default TTL)', () => {
     const lost = counter(metrics, 'idgen_lease_churn_total', 'event="lost"');
     const leaseFences = counter(metrics, 'idgen_fences_total', 'reason="lease"');
     const failures = counter(metrics, 'idgen_lease_keepalive_failures_total', '');
-    console.log(`${name}: ${polls} /readyz polls, ${notReady.length} not 200; probes ${probeFailures}/${probes} failed; keep-alive failures so far ${failures}`);
+    console.log(
+      `${name}: ${polls} /readyz polls, ${notReady.length} not 200; probes ${probeFailures}/${probes} failed; keep-alive failures so far ${failures}`,
+    );
     expect(node.process.exitStatus()).toBeUndefined();
     expect(lost).toBe(0);
     expect(leaseFences).toBe(0);

@@ -31,7 +31,16 @@ const SETTINGS = Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]);
 describe('lifetimes from flags', () => {
   let node: ServerNode;
   beforeAll(async () => {
-    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--idle-timeout-ms', '1000', '--preface-timeout-ms', '500']);
+    node = await startServer([
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+      '--idle-timeout-ms',
+      '1000',
+      '--preface-timeout-ms',
+      '500',
+    ]);
     await node.ready();
   });
   afterAll(() => node.stop());

@@ -17,13 +17,32 @@ describe('server metrics on /metrics', () => {
       const text = await (await fetch(`http://${address}/metrics`)).text();
       const series = (suffix: string, code: string, le?: string): number => {
         const labels = `rpc_service="idgen.v1.IdGenerator",rpc_method="NextIds",rpc_response_status_code="${code}",otel_scope_name="@idgen/server"`;
-        const line = text.split('\n').find((l) => l.startsWith(`idgen_server_request_duration_${suffix}{${labels}${le === undefined ? '' : `,le="${le}"`}}`));
+        const line = text
+          .split('\n')
+          .find((l) =>
+            l.startsWith(`idgen_server_request_duration_${suffix}{${labels}${le === undefined ? '' : `,le="${le}"`}}`),
+          );
         if (line === undefined) throw new Error(`no ${suffix} ${code} ${le ?? ''} in:\n${text}`);
         return Number(line.split(' ').pop());
       };
       expect(text).toContain('# TYPE idgen_server_request_duration histogram');
       expect(series('count', 'ok')).toBe(3);
-      const buckets = ['0.0001', '0.00025', '0.0005', '0.001', '0.002', '0.005', '0.01', '0.025', '0.05', '0.1', '0.25', '1', '5', '+Inf'];
+      const buckets = [
+        '0.0001',
+        '0.00025',
+        '0.0005',
+        '0.001',
+        '0.002',
+        '0.005',
+        '0.01',
+        '0.025',
+        '0.05',
+        '0.1',
+        '0.25',
+        '1',
+        '5',
+        '+Inf',
+      ];
       const cumulative = buckets.map((le) => series('bucket', 'ok', le));
       // Cumulative, never decreasing, all three by 5 s; none at or under 250 µs; at most one by 1 ms, two by 2 ms.
       cumulative.forEach((n, i) => expect(n).toBeGreaterThanOrEqual(cumulative[i - 1] ?? 0));
@@ -46,12 +65,20 @@ describe('server metrics on /metrics', () => {
   it('names the service on target_info and declares the event counters at 0 before any event', async () => {
     const metrics = createServerMetrics({ serviceVersion: '1.2.3', instanceId: 'node-7', runtime: false });
     try {
-      metrics.observeNode(['ready', 'waiting-for-slot'], () => ({ region: 2, ready: false, reason: 'waiting-for-slot', slotHeld: false, slots: 4 }));
+      metrics.observeNode(['ready', 'waiting-for-slot'], () => ({
+        region: 2,
+        ready: false,
+        reason: 'waiting-for-slot',
+        slotHeld: false,
+        slots: 4,
+      }));
       const address = await metrics.listen({ host: '127.0.0.1', port: 0 });
       const text = await (await fetch(`http://${address}/metrics`)).text();
       expect(text).toContain('idgen_node_ready{region="2",otel_scope_name="@idgen/server"} 0');
       expect(text).toContain('idgen_node_readiness{region="2",reason="ready",otel_scope_name="@idgen/server"} 0');
-      expect(text).toContain('idgen_node_readiness{region="2",reason="waiting-for-slot",otel_scope_name="@idgen/server"} 1');
+      expect(text).toContain(
+        'idgen_node_readiness{region="2",reason="waiting-for-slot",otel_scope_name="@idgen/server"} 1',
+      );
       expect(text).toContain('idgen_node_slot_held{region="2",otel_scope_name="@idgen/server"} 0');
       expect(text).toContain('idgen_region_slots{region="2",otel_scope_name="@idgen/server"} 4');
       const targetInfo = text.split('\n').find((l) => l.startsWith('target_info{'));

@@ -42,10 +42,16 @@ function parseScrape(text: string): Scrape {
 /** The README's metrics table: series name → the type its second column starts with. */
 function readmeTable(): Map<string, string> {
   const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('\n## Metrics\n'), readme.indexOf('\n## ', readme.indexOf('\n## Metrics\n') + 5));
+  const section = readme.slice(
+    readme.indexOf('\n## Metrics\n'),
+    readme.indexOf('\n## ', readme.indexOf('\n## Metrics\n') + 5),
+  );
   const table = new Map<string, string>();
   for (const row of section.split('\n').filter((l) => l.startsWith('| `'))) {
-    const [names = '', type = ''] = row.split('|').slice(1).map((c) => c.trim());
+    const [names = '', type = ''] = row
+      .split('|')
+      .slice(1)
+      .map((c) => c.trim());
     let previous = '';
     for (const [, name = ''] of names.matchAll(/`([a-z0-9_]+)`/g)) {
       // `nodejs_eventloop_delay_min`, `_max`: a name from `_` continues the previous one's stem.
@@ -67,7 +73,9 @@ function metricNames(promql: string): Set<string> {
     .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, '')
     .replace(/(label_values\([^,]*),[^)]*\)/g, '$1)')
     .replace(/\{\{[^}]*\}\}/g, '');
-  return new Set([...bare.matchAll(/\b((?:idgen|nodejs|v8js|process)_[a-z0-9_]+|target_info)\b/g)].map((m) => m[1] ?? ''));
+  return new Set(
+    [...bare.matchAll(/\b((?:idgen|nodejs|v8js|process)_[a-z0-9_]+|target_info)\b/g)].map((m) => m[1] ?? ''),
+  );
 }
 
 /** Every `expr` of the rules file, and the names it records. */
@@ -157,7 +165,8 @@ describe('a live node’s /metrics', () => {
   });
 
   it('names the service on target_info', () => {
-    const version = (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
+    const version = (JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version: string })
+      .version;
     const line = scrape.text.split('\n').find((l) => l.startsWith('target_info{'));
     expect(line).toContain('service_name="idgen-server"');
     expect(line).toContain(`service_version="${version}"`);
@@ -168,7 +177,16 @@ describe('a live node’s /metrics', () => {
     expect(scrape.text).toMatch(/^idgen_lease_keepalive_failures_total\{[^}]*\} 0$/m);
     expect(scrape.text).toMatch(/^idgen_lease_churn_total\{event="acquired",[^}]*\} 1$/m);
     expect(scrape.text).toMatch(/^idgen_lease_churn_total\{event="lost",[^}]*\} 0$/m);
-    for (const reason of ['not-assigned', 'waiting-for-floor', 'clock-rollback', 'clock-out-of-range', 'lease', 'clock-ahead', 'time-source', 'draining']) {
+    for (const reason of [
+      'not-assigned',
+      'waiting-for-floor',
+      'clock-rollback',
+      'clock-out-of-range',
+      'lease',
+      'clock-ahead',
+      'time-source',
+      'draining',
+    ]) {
       expect(scrape.text).toMatch(new RegExp(`^idgen_fences_total\\{reason="${reason}",[^}]*\\} \\d+$`, 'm'));
     }
     expect(scrape.text).toMatch(/^idgen_node_ready\{region="2",[^}]*\} 1$/m);
@@ -183,7 +201,9 @@ describe('a live node’s /metrics', () => {
     expect(used.size).toBeGreaterThan(5);
     expect([...used].filter((name) => !scrape.samples.has(name))).toEqual([]);
     // A recording rule used by another rule is defined in the file.
-    const usedRecorded = new Set(exprs.flatMap((e) => [...e.matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1] ?? '')));
+    const usedRecorded = new Set(
+      exprs.flatMap((e) => [...e.matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1] ?? '')),
+    );
     expect([...usedRecorded].filter((name) => !recorded.has(name))).toEqual([]);
   });
 
@@ -193,7 +213,9 @@ describe('a live node’s /metrics', () => {
     const used = new Set(exprs.flatMap((e) => [...metricNames(e)]));
     expect([...used].filter((name) => !scrape.samples.has(name))).toEqual([]);
     const { recorded } = rules();
-    const usedRecorded = new Set(exprs.flatMap((e) => [...e.matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1] ?? '')));
+    const usedRecorded = new Set(
+      exprs.flatMap((e) => [...e.matchAll(/\b(idgen:[a-z0-9_:]+)/g)].map((m) => m[1] ?? '')),
+    );
     expect([...usedRecorded].filter((name) => !recorded.has(name))).toEqual([]);
   });
 });

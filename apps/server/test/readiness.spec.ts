@@ -40,13 +40,21 @@ async function readyz(node: ServerNode): Promise<{ status: number; body: ReadyzB
 }
 
 /** Polls /readyz (bounded) until its reason is `reason`; returns that answer. */
-async function readyzSays(node: ServerNode, reason: string, timeoutMs = 20_000): Promise<{ status: number; body: ReadyzBody }> {
+async function readyzSays(
+  node: ServerNode,
+  reason: string,
+  timeoutMs = 20_000,
+): Promise<{ status: number; body: ReadyzBody }> {
   let last: { status: number; body: ReadyzBody } | undefined;
   try {
-    await waitFor(`/readyz to say ${reason}`, async () => {
-      last = await readyz(node);
-      return last.body.reason === reason;
-    }, timeoutMs);
+    await waitFor(
+      `/readyz to say ${reason}`,
+      async () => {
+        last = await readyz(node);
+        return last.body.reason === reason;
+      },
+      timeoutMs,
+    );
   } catch (e) {
     throw new Error(`${(e as Error).message}; last answer ${JSON.stringify(last)}`);
   }
@@ -77,15 +85,31 @@ describe('a node says why it is not ready', () => {
     expect(health.headers.get('idgen-readiness-cause')).toBe('chronyc-missing');
 
     const status2 = await idClient(node.baseUrl, 'grpc-h2').getStatus({});
-    expect(status2).toMatchObject({ ready: false, readinessReason: ReadinessReason.TIME_SOURCE_UNAVAILABLE, readinessCause: 'chronyc-missing' });
+    expect(status2).toMatchObject({
+      ready: false,
+      readinessReason: ReadinessReason.TIME_SOURCE_UNAVAILABLE,
+      readinessCause: 'chronyc-missing',
+    });
 
     await node.process.waitForLine(/"msg":"readiness: not ready, time-source-unavailable \(chronyc-missing\)/, 10_000);
-    await node.process.waitForLine(/"problem":"chronyc-missing".*"msg":"boot: time source unhealthy \(chronyc-missing\)/, 10_000);
+    await node.process.waitForLine(
+      /"problem":"chronyc-missing".*"msg":"boot: time source unhealthy \(chronyc-missing\)/,
+      10_000,
+    );
   });
 
   it('an etcd URL nobody listens on: etcd-unreachable, with etcd’s error', async () => {
     const port = await freePort();
-    const node = await start(['--region', '3', '--etcd', `http://127.0.0.1:${port}`, '--time-source', 'none', '--metrics-listen', 'off']);
+    const node = await start([
+      '--region',
+      '3',
+      '--etcd',
+      `http://127.0.0.1:${port}`,
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+    ]);
     const { status, body } = await readyzSays(node, 'etcd-unreachable');
     expect(status).toBe(503);
     expect(body.ready).toBe(false);
@@ -94,13 +118,28 @@ describe('a node says why it is not ready', () => {
     const health = await healthCheck(node);
     expect(health.status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
     expect(health.headers.get('idgen-readiness-reason')).toBe('etcd-unreachable');
-    expect((await idClient(node.baseUrl, 'grpc-h2').getStatus({})).readinessReason).toBe(ReadinessReason.ETCD_UNREACHABLE);
+    expect((await idClient(node.baseUrl, 'grpc-h2').getStatus({})).readinessReason).toBe(
+      ReadinessReason.ETCD_UNREACHABLE,
+    );
     await node.process.waitForLine(/"msg":"readiness: not ready, etcd-unreachable/, 10_000);
   });
 
   it('a spare while the only slot is held: waiting-for-slot, naming the holder; ready once it frees up', async () => {
     etcd ??= await startEtcd();
-    const args = ['--region', '4', '--etcd', etcd.clientUrl, '--workers', '5-5', '--time-source', 'none', '--lease-ttl', '4', '--metrics-listen', 'off'];
+    const args = [
+      '--region',
+      '4',
+      '--etcd',
+      etcd.clientUrl,
+      '--workers',
+      '5-5',
+      '--time-source',
+      'none',
+      '--lease-ttl',
+      '4',
+      '--metrics-listen',
+      'off',
+    ];
     const holder = await start([...args, '--node-id', 'holder']);
     await holder.ready();
     expect((await readyz(holder)).body).toMatchObject({ ready: true, reason: 'ready', state: 'serving' });
@@ -108,7 +147,9 @@ describe('a node says why it is not ready', () => {
     const spare = await start([...args, '--node-id', 'spare']);
     const { status, body } = await readyzSays(spare, 'waiting-for-slot');
     expect(status).toBe(503);
-    expect(body.detail).toMatch(/no free worker slot: all 1 slot this node may claim are held \(1 held: 4\/5: .*holder/);
+    expect(body.detail).toMatch(
+      /no free worker slot: all 1 slot this node may claim are held \(1 held: 4\/5: .*holder/,
+    );
     expect((await healthCheck(spare)).headers.get('idgen-readiness-reason')).toBe('waiting-for-slot');
     await spare.process.waitForLine(/"msg":"readiness: not ready, waiting-for-slot/, 10_000);
 
@@ -120,7 +161,18 @@ describe('a node says why it is not ready', () => {
 
   it('a serving node whose etcd is killed: fenced (lease), then etcd-unreachable while it claims again', async () => {
     const own = await startEtcd();
-    const node = await start(['--region', '4', '--etcd', own.clientUrl, '--time-source', 'none', '--lease-ttl', '4', '--metrics-listen', 'off']);
+    const node = await start([
+      '--region',
+      '4',
+      '--etcd',
+      own.clientUrl,
+      '--time-source',
+      'none',
+      '--lease-ttl',
+      '4',
+      '--metrics-listen',
+      'off',
+    ]);
     await node.ready();
     expect((await readyz(node)).body.reason).toBe('ready');
     await own.kill();
@@ -128,7 +180,10 @@ describe('a node says why it is not ready', () => {
     expect(status).toBe(503);
     expect(body.state).toBe('fenced');
     // On the way it was fenced for its lease (the deadline passed without an acknowledged keep-alive).
-    await node.process.waitForLine(/"readiness":"fenced","cause":"lease".*"msg":"readiness: not ready, fenced \(lease\)/, 5_000);
+    await node.process.waitForLine(
+      /"readiness":"fenced","cause":"lease".*"msg":"readiness: not ready, fenced \(lease\)/,
+      5_000,
+    );
     await node.process.waitForLine(/"readiness":"etcd-unreachable".*"previous":"fenced"/, 5_000);
     await own.stop();
   });
@@ -137,7 +192,12 @@ describe('a node says why it is not ready', () => {
     const stateFile = standaloneStateFile();
     const clockFile = join(dirname(stateFile), 'faketime');
     writeFileSync(clockFile, '+0\n');
-    const env = { LD_PRELOAD: libfaketime(), FAKETIME_TIMESTAMP_FILE: clockFile, FAKETIME_NO_CACHE: '1', DONT_FAKE_MONOTONIC: '1' };
+    const env = {
+      LD_PRELOAD: libfaketime(),
+      FAKETIME_TIMESTAMP_FILE: clockFile,
+      FAKETIME_NO_CACHE: '1',
+      DONT_FAKE_MONOTONIC: '1',
+    };
     const args = ['--time-source', 'none', '--metrics-listen', 'off', '--state-file', stateFile];
     const first = await start(args, env);
     await first.ready();
@@ -158,6 +218,7 @@ describe('a node says why it is not ready', () => {
 function libfaketime(): string {
   const listed = spawnSync('dpkg', ['-L', 'libfaketime'], { encoding: 'utf8' });
   const path = (listed.stdout ?? '').split('\n').find((l) => l.endsWith('/libfaketime.so.1'));
-  if (path === undefined) throw new Error("libfaketime.so.1 not found: install Debian's faketime package (apt-get install faketime)");
+  if (path === undefined)
+    throw new Error("libfaketime.so.1 not found: install Debian's faketime package (apt-get install faketime)");
   return path;
 }

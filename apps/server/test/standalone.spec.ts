@@ -5,7 +5,16 @@ import { delimiter, dirname, join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { cleanupAll, freePort } from '@idgen/testing';
 import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
-import { decode, idClient, idsOf, parseLine, spawnServer, standaloneStateFile, startServer, waitFor } from './support.js';
+import {
+  decode,
+  idClient,
+  idsOf,
+  parseLine,
+  spawnServer,
+  standaloneStateFile,
+  startServer,
+  waitFor,
+} from './support.js';
 
 jest.setTimeout(90_000);
 
@@ -13,7 +22,8 @@ jest.setTimeout(90_000);
 function libfaketime(): string {
   const listed = spawnSync('dpkg', ['-L', 'libfaketime'], { encoding: 'utf8' });
   const path = (listed.stdout ?? '').split('\n').find((l) => l.endsWith('/libfaketime.so.1'));
-  if (path === undefined) throw new Error("libfaketime.so.1 not found: install Debian's faketime package (apt-get install faketime)");
+  if (path === undefined)
+    throw new Error("libfaketime.so.1 not found: install Debian's faketime package (apt-get install faketime)");
   return path;
 }
 afterAll(() => cleanupAll());
@@ -25,12 +35,28 @@ describe('configuration errors (docs/design.md §5 step 1)', () => {
     [['--etcd', 'http://127.0.0.1:2379'], {}, /^idgen-server: --region is required with --etcd/],
     // Standalone only by name (issue 12): no etcd and no --standalone is a production manifest missing IDGEN_ETCD.
     [['--time-source', 'none'], {}, /^idgen-server: give --etcd <urls> \(production\) or --standalone/],
-    [['--standalone', '--etcd', 'http://127.0.0.1:2379', '--region', '1'], {}, /^idgen-server: give either --etcd or --standalone, not both/],
+    [
+      ['--standalone', '--etcd', 'http://127.0.0.1:2379', '--region', '1'],
+      {},
+      /^idgen-server: give either --etcd or --standalone, not both/,
+    ],
     [['--time-source', 'none'], { IDGEN_STANDALONE: 'yes' }, /^idgen-server: IDGEN_STANDALONE must be 1 or 0/],
-    [['--time-source', 'none'], { IDGEN_STANDALONE: '0' }, /^idgen-server: give --etcd <urls> \(production\) or --standalone/],
-    [['--etcd', 'http://127.0.0.1:2379', '--region', '1', '--state-file', '/tmp/x'], {}, /^idgen-server: --state-file applies only with --standalone/],
+    [
+      ['--time-source', 'none'],
+      { IDGEN_STANDALONE: '0' },
+      /^idgen-server: give --etcd <urls> \(production\) or --standalone/,
+    ],
+    [
+      ['--etcd', 'http://127.0.0.1:2379', '--region', '1', '--state-file', '/tmp/x'],
+      {},
+      /^idgen-server: --state-file applies only with --standalone/,
+    ],
     [['--unknown-flag'], {}, /^idgen-server: unknown option '--unknown-flag'/],
-    [['--standalone'], { IDGEN_MAX_COUNT: '0' }, /^idgen-server: IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "0"/],
+    [
+      ['--standalone'],
+      { IDGEN_MAX_COUNT: '0' },
+      /^idgen-server: IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "0"/,
+    ],
     [['--standalone'], { IDGEN_LISTEN: 'nowhere' }, /^idgen-server: IDGEN_LISTEN must be host:port/],
   ])('%j %j: one line on stderr, nothing on stdout, exit 2', async (args, env, message) => {
     const proc = spawnServer(args, env);
@@ -46,7 +72,21 @@ describe('configuration errors (docs/design.md §5 step 1)', () => {
     const proc = spawnServer(['--help']);
     expect(await proc.exited).toEqual({ code: 0, signal: null });
     const help = proc.stdoutLines.join('\n');
-    for (const flag of ['--region', '--etcd', '--standalone', '--state-file', '--etcd-prefix', '--listen', '--advertise', '--metrics-listen', '--workers', '--lease-ttl', '--time-source', '--max-count', '--node-id']) {
+    for (const flag of [
+      '--region',
+      '--etcd',
+      '--standalone',
+      '--state-file',
+      '--etcd-prefix',
+      '--listen',
+      '--advertise',
+      '--metrics-listen',
+      '--workers',
+      '--lease-ttl',
+      '--time-source',
+      '--max-count',
+      '--node-id',
+    ]) {
       expect(help).toContain(flag);
     }
     expect(help).toContain('[IDGEN_LISTEN] (default: "127.0.0.1:8080")');
@@ -90,7 +130,9 @@ describe("standalone mode (`npm start`'s command: --standalone --time-source non
     expect((await fetch(`${node.baseUrl}/readyz`)).status).toBe(200);
     expect((await fetch(`${node.baseUrl}/healthz`)).status).toBe(200);
     const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    expect(metrics).toMatch(/idgen_server_requests_total\{[^}]*rpc_method="NextIds"[^}]*rpc_response_status_code="ok"[^}]*\} 1/);
+    expect(metrics).toMatch(
+      /idgen_server_requests_total\{[^}]*rpc_method="NextIds"[^}]*rpc_response_status_code="ok"[^}]*\} 1/,
+    );
     expect(metrics).toMatch(/idgen_ids_minted_total\{[^}]*\} 3/);
 
     const exit = await node.stop();
@@ -102,7 +144,17 @@ describe("standalone mode (`npm start`'s command: --standalone --time-source non
   it('exits 1 with the reason logged when its port is taken', async () => {
     const first = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
     await first.ready();
-    const second = spawnServer(['--standalone', '--state-file', standaloneStateFile(), '--time-source', 'none', '--metrics-listen', 'off', '--listen', `127.0.0.1:${first.port}`]);
+    const second = spawnServer([
+      '--standalone',
+      '--state-file',
+      standaloneStateFile(),
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+      '--listen',
+      `127.0.0.1:${first.port}`,
+    ]);
     expect((await second.exited).code).toBe(1);
     const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 60);
     expect(String(fatal?.msg)).toContain(`cannot listen on 127.0.0.1:${first.port}`);
@@ -115,7 +167,17 @@ describe('standalone state file (issue 12: a restart or a second node cannot rep
     const stateFile = standaloneStateFile();
     const first = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--state-file', stateFile]);
     await first.ready();
-    const second = spawnServer(['--standalone', '--state-file', stateFile, '--time-source', 'none', '--metrics-listen', 'off', '--listen', '127.0.0.1:0']);
+    const second = spawnServer([
+      '--standalone',
+      '--state-file',
+      stateFile,
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+      '--listen',
+      '127.0.0.1:0',
+    ]);
     expect((await second.exited).code).toBe(1);
     const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 60);
     expect(JSON.stringify(fatal)).toContain('another standalone node holds');
@@ -126,7 +188,12 @@ describe('standalone state file (issue 12: a restart or a second node cannot rep
     const stateFile = standaloneStateFile();
     const clockFile = join(dirname(stateFile), 'faketime');
     writeFileSync(clockFile, '+0\n');
-    const env = { LD_PRELOAD: libfaketime(), FAKETIME_TIMESTAMP_FILE: clockFile, FAKETIME_NO_CACHE: '1', DONT_FAKE_MONOTONIC: '1' };
+    const env = {
+      LD_PRELOAD: libfaketime(),
+      FAKETIME_TIMESTAMP_FILE: clockFile,
+      FAKETIME_NO_CACHE: '1',
+      DONT_FAKE_MONOTONIC: '1',
+    };
     const args = ['--time-source', 'none', '--metrics-listen', 'off', '--state-file', stateFile];
     const mintAll = async (node: Awaited<ReturnType<typeof startServer>>): Promise<bigint[]> => {
       const client = idClient(node.baseUrl, 'grpc-h2');
@@ -138,13 +205,18 @@ describe('standalone state file (issue 12: a restart or a second node cannot rep
       const first = await startServer(args, env);
       await first.ready();
       const before = await mintAll(first);
-      if (crash) await first.process.kill(); // SIGKILL: no release, the lock left behind goes stale
+      if (crash)
+        await first.process.kill(); // SIGKILL: no release, the lock left behind goes stale
       else expect((await first.stop()).code).toBe(0);
       writeFileSync(clockFile, '-2s\n'); // the next run's wall clock reads 2 s earlier
       const second = await startServer(args, env);
       await second.ready(20_000);
       // It refuses (waiting-for-floor) until its clock passes what the first run may have minted.
-      await waitFor('the restarted node to pass its floor', async () => (await fetch(`${second.baseUrl}/readyz`)).status === 200, 20_000);
+      await waitFor(
+        'the restarted node to pass its floor',
+        async () => (await fetch(`${second.baseUrl}/readyz`)).status === 200,
+        20_000,
+      );
       const after = await mintAll(second);
       const highest = before.reduce((a, b) => (a > b ? a : b));
       expect(after.filter((id) => id <= highest)).toEqual([]);
@@ -157,7 +229,9 @@ describe('standalone state file (issue 12: a restart or a second node cannot rep
 describe('the time source (--time-source chrony, the default)', () => {
   it('is not ready on an unsynchronised clock, fences when it loses sync while running, and recovers', async () => {
     const chrony = createChronyStub(CHRONY_UNSYNCHRONISED);
-    const node = await startServer(['--metrics-listen', 'off'], { PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}` });
+    const node = await startServer(['--metrics-listen', 'off'], {
+      PATH: `${chrony.dir}${delimiter}${process.env['PATH'] ?? ''}`,
+    });
     const client = idClient(node.baseUrl, 'connect-json-http1');
     const refusal = async (): Promise<string | undefined> =>
       client.nextIds({ count: 1 }).then(

@@ -38,11 +38,22 @@ it('shows the details by default to callers over mTLS, where every caller holds 
   const pki = makeTestPki({ clients: ['operator'], name: 'status-pki' });
   const operator = pki.clients['operator'];
   if (operator === undefined) throw new Error('no client certificate');
-  const node = await startServer([...base, '--tls-cert', pki.server.certFile, '--tls-key', pki.server.keyFile, '--tls-client-ca', pki.caFile]);
+  const node = await startServer([
+    ...base,
+    '--tls-cert',
+    pki.server.certFile,
+    '--tls-key',
+    pki.server.keyFile,
+    '--tls-client-ca',
+    pki.caFile,
+  ]);
   await node.ready();
   const client = createClient(
     IdGenerator,
-    createGrpcTransport({ baseUrl: `https://127.0.0.1:${node.port}`, nodeOptions: { ca: pki.ca, cert: operator.cert, key: operator.key, servername: 'localhost' } }),
+    createGrpcTransport({
+      baseUrl: `https://127.0.0.1:${node.port}`,
+      nodeOptions: { ca: pki.ca, cert: operator.cert, key: operator.key, servername: 'localhost' },
+    }),
   );
   await client.nextIds({ count: 1 });
   const status = await client.getStatus({});

@@ -75,10 +75,12 @@ export async function startServer(args: readonly string[], env: NodeJS.ProcessEn
   // Without etcd, a node is standalone by name, on a state file of its own (docs/design.md §6).
   if (!full.includes('--etcd') && env['IDGEN_ETCD'] === undefined) {
     if (!full.includes('--standalone') && env['IDGEN_STANDALONE'] === undefined) full.push('--standalone');
-    if (!full.includes('--state-file') && env['IDGEN_STATE_FILE'] === undefined) full.push('--state-file', standaloneStateFile());
+    if (!full.includes('--state-file') && env['IDGEN_STATE_FILE'] === undefined)
+      full.push('--state-file', standaloneStateFile());
   }
   if (!full.includes('--listen') && env['IDGEN_LISTEN'] === undefined) full.push('--listen', '127.0.0.1:0');
-  if (!full.includes('--metrics-listen') && env['IDGEN_METRICS_LISTEN'] === undefined) full.push('--metrics-listen', '127.0.0.1:0');
+  if (!full.includes('--metrics-listen') && env['IDGEN_METRICS_LISTEN'] === undefined)
+    full.push('--metrics-listen', '127.0.0.1:0');
   const proc = spawnServer(full, env);
   const open = parseLine(await proc.waitForLine(/"msg":"serving port open/, 15_000));
   const listen = String(open?.['listen'] ?? '');
@@ -149,7 +151,11 @@ export async function rawPost(
 }
 
 /** Reads keys from etcd through its JSON gateway (no client library: the app does not depend on etcd3). */
-export async function etcdRange(clientUrl: string, key: string, prefix = false): Promise<{ key: string; value: string; lease?: string }[]> {
+export async function etcdRange(
+  clientUrl: string,
+  key: string,
+  prefix = false,
+): Promise<{ key: string; value: string; lease?: string }[]> {
   const b64 = (s: string): string => Buffer.from(s).toString('base64');
   const body: Record<string, string> = { key: b64(key) };
   if (prefix) {
@@ -173,7 +179,11 @@ export async function etcdRange(clientUrl: string, key: string, prefix = false):
 }
 
 /** Polls `check` every 50 ms until it returns true; rejects with `what` after `timeoutMs`. */
-export async function waitFor(what: string, check: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean> | boolean,
+  timeoutMs = 15_000,
+): Promise<void> {
   const start = Date.now();
   for (;;) {
     if (await check()) return;
@@ -188,14 +198,23 @@ export function sleep(ms: number): Promise<void> {
 }
 
 /** One raw gRPC call over h2c with a hand-made frame: the HTTP status and the grpc-status trailer. */
-export function rawGrpc(baseUrl: string, path: string, payload: Uint8Array): Promise<{ status: number; grpcStatus: string; grpcMessage: string }> {
+export function rawGrpc(
+  baseUrl: string,
+  path: string,
+  payload: Uint8Array,
+): Promise<{ status: number; grpcStatus: string; grpcMessage: string }> {
   return new Promise((resolve, reject) => {
     const session = connectHttp2(baseUrl);
     session.on('error', reject);
     const frame = Buffer.alloc(5 + payload.length);
     frame.writeUInt32BE(payload.length, 1);
     frame.set(payload, 5);
-    const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
     let status = 0;
     let headerStatus: string | undefined;
     let headerMessage: string | undefined;
@@ -226,7 +245,11 @@ export function rawGrpc(baseUrl: string, path: string, payload: Uint8Array): Pro
  * Opens a TCP connection, writes `bytes`, then stalls; resolves with how the server ended it
  * (`closed` after `ms`), or `open` if it was still open after `waitMs`.
  */
-export function stallAfter(port: number, bytes: string, waitMs: number): Promise<{ outcome: 'closed' | 'open'; ms: number; reply: string }> {
+export function stallAfter(
+  port: number,
+  bytes: string,
+  waitMs: number,
+): Promise<{ outcome: 'closed' | 'open'; ms: number; reply: string }> {
   return new Promise((resolve) => {
     const start = Date.now();
     const socket = connectTcp(port, '127.0.0.1', () => socket.write(bytes));

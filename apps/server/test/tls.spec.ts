@@ -19,7 +19,11 @@ type Protocol = 'grpc' | 'connect-h2' | 'connect-http1' | 'grpc-web-http1';
 const PROTOCOLS: readonly Protocol[] = ['grpc', 'connect-h2', 'connect-http1', 'grpc-web-http1'];
 
 function client(port: number, protocol: Protocol, pki: TestPki, cert: TestCertificate | undefined) {
-  const nodeOptions = { ca: pki.ca, ...(cert === undefined ? {} : { cert: cert.cert, key: cert.key }), servername: 'localhost' };
+  const nodeOptions = {
+    ca: pki.ca,
+    ...(cert === undefined ? {} : { cert: cert.cert, key: cert.key }),
+    servername: 'localhost',
+  };
   const baseUrl = `https://127.0.0.1:${port}`;
   const transport =
     protocol === 'grpc'
@@ -35,10 +39,21 @@ function client(port: number, protocol: Protocol, pki: TestPki, cert: TestCertif
 /** The subject CN of the certificate a new TLS connection to `port` is shown. */
 function servedSubject(port: number, pki: TestPki, cert: TestCertificate): Promise<string> {
   return new Promise((resolve, reject) => {
-    const s = tlsConnect({ host: '127.0.0.1', port, ca: pki.ca, cert: cert.cert, key: cert.key, servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
-      resolve(String(s.getPeerCertificate().subject?.CN));
-      s.destroy();
-    });
+    const s = tlsConnect(
+      {
+        host: '127.0.0.1',
+        port,
+        ca: pki.ca,
+        cert: cert.cert,
+        key: cert.key,
+        servername: 'localhost',
+        ALPNProtocols: ['h2'],
+      },
+      () => {
+        resolve(String(s.getPeerCertificate().subject?.CN));
+        s.destroy();
+      },
+    );
     s.on('error', reject);
   });
 }
@@ -53,9 +68,20 @@ describe('mTLS on the serving port', () => {
     pki = makeTestPki({ clients: ['idgen-caller', 'stranger'], name: 'serving-pki' });
     foreign = makeTestPki({ clients: ['idgen-caller'], name: 'foreign-pki' });
     node = await startServer([
-      '--time-source', 'none', '--metrics-listen', 'off', '--region', '3',
-      '--tls-cert', pki.server.certFile, '--tls-key', pki.server.keyFile,
-      '--tls-client-ca', pki.caFile, '--tls-client-names', 'idgen-caller',
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+      '--region',
+      '3',
+      '--tls-cert',
+      pki.server.certFile,
+      '--tls-key',
+      pki.server.keyFile,
+      '--tls-client-ca',
+      pki.caFile,
+      '--tls-client-names',
+      'idgen-caller',
     ]);
     await node.ready();
     port = node.port;
@@ -69,21 +95,24 @@ describe('mTLS on the serving port', () => {
     for (const id of ids) expect(decode(id).region).toBe(3);
   });
 
-  it.each(PROTOCOLS)('refuses over %s a certificate of the same CA whose name is not allowed, a foreign one, and none', async (protocol) => {
-    for (const [who, p, cert] of [
-      ['stranger', pki, pki.clients['stranger']],
-      ['foreign CA', pki, foreign.clients['idgen-caller']],
-      ['no certificate', pki, undefined],
-    ] as const) {
-      const outcome = await client(port, protocol, p, cert)
-        .nextIds({ count: 1 }, { timeoutMs: 5000 })
-        .then(
-          () => 'served',
-          () => 'refused',
-        );
-      expect(`${who}: ${outcome}`).toBe(`${who}: refused`);
-    }
-  });
+  it.each(PROTOCOLS)(
+    'refuses over %s a certificate of the same CA whose name is not allowed, a foreign one, and none',
+    async (protocol) => {
+      for (const [who, p, cert] of [
+        ['stranger', pki, pki.clients['stranger']],
+        ['foreign CA', pki, foreign.clients['idgen-caller']],
+        ['no certificate', pki, undefined],
+      ] as const) {
+        const outcome = await client(port, protocol, p, cert)
+          .nextIds({ count: 1 }, { timeoutMs: 5000 })
+          .then(
+            () => 'served',
+            () => 'refused',
+          );
+        expect(`${who}: ${outcome}`).toBe(`${who}: refused`);
+      }
+    },
+  );
 
   it('refuses plaintext h2c on the TLS port', async () => {
     const plain = createClient(IdGenerator, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));
@@ -99,7 +128,16 @@ describe('certificates reloaded without a restart', () => {
     const keyFile = join(dir, 'tls.key');
     copyFileSync(pki.server.certFile, certFile);
     copyFileSync(pki.server.keyFile, keyFile);
-    const node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--tls-cert', certFile, '--tls-key', keyFile]);
+    const node = await startServer([
+      '--time-source',
+      'none',
+      '--metrics-listen',
+      'off',
+      '--tls-cert',
+      certFile,
+      '--tls-key',
+      keyFile,
+    ]);
     await node.ready();
     const caller = pki.clients['idgen-caller'];
     if (caller === undefined) throw new Error('no client certificate');
@@ -112,8 +150,44 @@ describe('certificates reloaded without a restart', () => {
     const renewedCsr = join(dir, 'renewed.csr');
     const ext = join(dir, 'renewed.ext');
     writeFileSync(ext, 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-    execFileSync('openssl', ['req', '-new', '-newkey', 'rsa:2048', '-nodes', '-keyout', renewedKey, '-out', renewedCsr, '-subj', '/CN=renewed'], { stdio: 'ignore' });
-    execFileSync('openssl', ['x509', '-req', '-in', renewedCsr, '-CA', pki.caFile, '-CAkey', join(pki.dir, 'ca.key'), '-CAcreateserial', '-out', join(dir, 'renewed.crt'), '-days', '2', '-extfile', ext], { stdio: 'ignore' });
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-new',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        renewedKey,
+        '-out',
+        renewedCsr,
+        '-subj',
+        '/CN=renewed',
+      ],
+      { stdio: 'ignore' },
+    );
+    execFileSync(
+      'openssl',
+      [
+        'x509',
+        '-req',
+        '-in',
+        renewedCsr,
+        '-CA',
+        pki.caFile,
+        '-CAkey',
+        join(pki.dir, 'ca.key'),
+        '-CAcreateserial',
+        '-out',
+        join(dir, 'renewed.crt'),
+        '-days',
+        '2',
+        '-extfile',
+        ext,
+      ],
+      { stdio: 'ignore' },
+    );
     copyFileSync(join(dir, 'renewed.crt'), certFile);
     copyFileSync(renewedKey, keyFile);
     node.process.signal('SIGHUP');
@@ -129,7 +203,11 @@ describe('certificates reloaded without a restart', () => {
     expect(await servedSubject(node.port, pki, caller)).toBe('renewed');
     copyFileSync(pki.server.certFile, certFile);
     copyFileSync(pki.server.keyFile, keyFile);
-    await waitFor('the watch to reload the restored certificate', async () => (await servedSubject(node.port, pki, caller)) === '127.0.0.1', 15_000);
+    await waitFor(
+      'the watch to reload the restored certificate',
+      async () => (await servedSubject(node.port, pki, caller)) === '127.0.0.1',
+      15_000,
+    );
     expect((await node.stop()).code).toBe(0);
   });
 });
@@ -139,14 +217,38 @@ describe('bad TLS configuration: one line, exit 2, before any I/O', () => {
     const pki = makeTestPki({ name: 'bad-pki' });
     const other = makeTestPki({ name: 'other-bad-pki' });
     const dir = tempDirSync('tls-bad').path;
-    if (findOnPath('faketime') === undefined) throw new Error('faketime not found: apt-get install faketime (it makes an expired certificate)');
+    if (findOnPath('faketime') === undefined)
+      throw new Error('faketime not found: apt-get install faketime (it makes an expired certificate)');
     // Valid for one day, three days ago.
     const threeDaysAgo = new Date(Date.now() - 3 * 86_400_000).toISOString().replace('T', ' ').slice(0, 19);
-    execFileSync('faketime', [threeDaysAgo, 'openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'old.key'), '-out', join(dir, 'old.crt'), '-days', '1', '-subj', '/CN=old'], { stdio: 'ignore' });
+    execFileSync(
+      'faketime',
+      [
+        threeDaysAgo,
+        'openssl',
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        join(dir, 'old.key'),
+        '-out',
+        join(dir, 'old.crt'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=old',
+      ],
+      { stdio: 'ignore' },
+    );
     const cases: [string[], RegExp][] = [
       [['--tls-cert', join(dir, 'old.crt'), '--tls-key', join(dir, 'old.key')], /is not valid now/],
       [['--tls-cert', pki.server.certFile, '--tls-key', other.server.keyFile], /does not fit the certificate/],
-      [['--tls-cert', join(dir, 'missing.crt'), '--tls-key', pki.server.keyFile], /cannot read the TLS certificate .*ENOENT/],
+      [
+        ['--tls-cert', join(dir, 'missing.crt'), '--tls-key', pki.server.keyFile],
+        /cannot read the TLS certificate .*ENOENT/,
+      ],
       [['--tls-cert', pki.server.certFile], /--tls-cert and --tls-key go together/],
       [['--tls-client-ca', pki.caFile], /applies only with --tls-cert and --tls-key/],
     ];

@@ -13,7 +13,8 @@ interface Entry {
 
 function recordingLogger(): BootLogger & { entries: Entry[] } {
   const entries: Entry[] = [];
-  const at = (level: Entry['level']) => (fields: Record<string, unknown>, msg: string) => entries.push({ level, msg, fields });
+  const at = (level: Entry['level']) => (fields: Record<string, unknown>, msg: string) =>
+    entries.push({ level, msg, fields });
   return { entries, info: at('info'), warn: at('warn'), error: at('error') };
 }
 
@@ -33,7 +34,12 @@ function parts(chronyLine: string) {
 describe('boot (docs/design.md §5 steps 2-6)', () => {
   it('checks the time source, takes the lease, registers, and logs each step with its duration', async () => {
     const p = parts(CHRONY_HEALTHY);
-    const report = await boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal });
+    const report = await boot({
+      timeSource: p.timeSource,
+      lease: p.lease,
+      logger: p.logger,
+      signal: new AbortController().signal,
+    });
     p.timeSource.stop();
     expect(Object.keys(report.steps)).toEqual(['time-source', 'lease', 'register']);
     for (const ms of Object.values(report.steps)) expect(ms).toBeGreaterThanOrEqual(0);
@@ -41,13 +47,21 @@ describe('boot (docs/design.md §5 steps 2-6)', () => {
     expect(p.guard.canMint()).toBe(true);
     const done = p.logger.entries.filter((e) => e.msg.endsWith(' done')).map((e) => e.fields['step']);
     expect(done).toEqual(['time-source', 'lease', 'register']);
-    expect(p.logger.entries.find((e) => e.fields['step'] === 'time-source' && e.msg.endsWith('done'))?.fields).toMatchObject({ healthy: true });
+    expect(
+      p.logger.entries.find((e) => e.fields['step'] === 'time-source' && e.msg.endsWith('done'))?.fields,
+    ).toMatchObject({ healthy: true });
   });
 
   it('does not go past the time-source step while the clock is not synchronised (docs/design.md §4), then continues', async () => {
     const p = parts(CHRONY_UNSYNCHRONISED);
     let finished = false;
-    const booting = boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: new AbortController().signal, timeSourceRetryMs: 50 }).then((r) => {
+    const booting = boot({
+      timeSource: p.timeSource,
+      lease: p.lease,
+      logger: p.logger,
+      signal: new AbortController().signal,
+      timeSourceRetryMs: 50,
+    }).then((r) => {
       finished = true;
       return r;
     });
@@ -68,7 +82,13 @@ describe('boot (docs/design.md §5 steps 2-6)', () => {
   it('stops waiting when aborted (a SIGTERM while booting)', async () => {
     const p = parts(CHRONY_UNSYNCHRONISED);
     const abort = new AbortController();
-    const booting = boot({ timeSource: p.timeSource, lease: p.lease, logger: p.logger, signal: abort.signal, timeSourceRetryMs: 50 });
+    const booting = boot({
+      timeSource: p.timeSource,
+      lease: p.lease,
+      logger: p.logger,
+      signal: abort.signal,
+      timeSourceRetryMs: 50,
+    });
     await new Promise((r) => setTimeout(r, 100));
     abort.abort(new Error('shutting down on SIGTERM'));
     await expect(booting).rejects.toThrow('shutting down on SIGTERM');

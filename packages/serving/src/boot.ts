@@ -41,7 +41,11 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
   const { logger, signal } = deps;
   const started = now();
   const steps: Record<string, number> = {};
-  const step = async <T>(name: string, run: () => Promise<T>, fields: (r: T) => Record<string, unknown>): Promise<T> => {
+  const step = async <T>(
+    name: string,
+    run: () => Promise<T>,
+    fields: (r: T) => Record<string, unknown>,
+  ): Promise<T> => {
     signal.throwIfAborted();
     const t0 = now();
     logger.info({ step: name }, `boot: ${name}`);
@@ -75,7 +79,16 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
     if (s.state === last.state) return;
     const t = now();
     logger.info(
-      { step: 'lease', state: s.state, previous: last.state, previousMs: Math.round(t - last.at), worker: s.worker, leaseId: s.leaseId, floorMs: s.floorMs, detail: s.message },
+      {
+        step: 'lease',
+        state: s.state,
+        previous: last.state,
+        previousMs: Math.round(t - last.at),
+        worker: s.worker,
+        leaseId: s.leaseId,
+        floorMs: s.floorMs,
+        detail: s.message,
+      },
       `lease: ${s.state}`,
     );
     last = { state: s.state, at: t };
@@ -93,7 +106,11 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
     unsubscribe();
   }
 
-  await step('register', () => deps.lease.register(), () => ({}));
+  await step(
+    'register',
+    () => deps.lease.register(),
+    () => ({}),
+  );
   return { bootMs: Math.round(now() - started), steps, lease: deps.lease.snapshot() };
 }
 

@@ -28,7 +28,10 @@ describe('reclassifyDecodeError', () => {
 
   it('leaves any other Connect 500 as it was, body intact', async () => {
     const body = '{"code":"internal","message":"serialize binary: oops"}';
-    const out = await reclassifyDecodeError({ status: 500, body: createAsyncIterable([bytes(body)]) }, 'application/proto');
+    const out = await reclassifyDecodeError(
+      { status: 500, body: createAsyncIterable([bytes(body)]) },
+      'application/proto',
+    );
     expect(out.status).toBe(500);
     expect(await text(out)).toBe(body);
   });
@@ -44,12 +47,17 @@ describe('reclassifyDecodeError', () => {
 
   it('rewrites a gRPC-Web trailer frame, re-framed with the right length', async () => {
     const frame = grpcWebTrailerFrame('grpc-status: 13\r\ngrpc-message: parse%20binary%3A%20premature%20EOF\r\n');
-    const out = await reclassifyDecodeError({ status: 200, body: createAsyncIterable([frame]) }, 'application/grpc-web+proto');
+    const out = await reclassifyDecodeError(
+      { status: 200, body: createAsyncIterable([frame]) },
+      'application/grpc-web+proto',
+    );
     const all = await readAllBytes(out.body ?? createAsyncIterable([]), 1 << 20);
     expect(all[0]).toBe(0x80);
     const length = new DataView(all.buffer, all.byteOffset).getUint32(1);
     expect(length).toBe(all.length - 5);
-    expect(new TextDecoder().decode(all.subarray(5))).toBe('grpc-status: 3\r\ngrpc-message: parse%20binary%3A%20premature%20EOF\r\n');
+    expect(new TextDecoder().decode(all.subarray(5))).toBe(
+      'grpc-status: 3\r\ngrpc-message: parse%20binary%3A%20premature%20EOF\r\n',
+    );
   });
 
   it('passes a successful response through untouched', async () => {

@@ -35,10 +35,17 @@ function isCallerDecodeMessage(message: string | null | undefined): boolean {
 }
 
 /** Rewrites INTERNAL "parse binary" and "decompression failed" into INVALID_ARGUMENT for Connect, gRPC and gRPC-Web responses. */
-export async function reclassifyDecodeError(res: UniversalServerResponse, requestContentType: string | null): Promise<UniversalServerResponse> {
+export async function reclassifyDecodeError(
+  res: UniversalServerResponse,
+  requestContentType: string | null,
+): Promise<UniversalServerResponse> {
   // gRPC: the status travels in HTTP trailers, already set when the handler resolves on a parse error.
   const trailer = res.trailer;
-  if (trailer !== undefined && trailer.get('grpc-status') === GRPC_INTERNAL && isCallerDecodeMessage(trailer.get('grpc-message'))) {
+  if (
+    trailer !== undefined &&
+    trailer.get('grpc-status') === GRPC_INTERNAL &&
+    isCallerDecodeMessage(trailer.get('grpc-message'))
+  ) {
     trailer.set('grpc-status', GRPC_INVALID_ARGUMENT);
     return res;
   }
@@ -74,7 +81,9 @@ async function* rewriteGrpcWebTrailer(body: AsyncIterable<Uint8Array>): AsyncIte
       const status = /^grpc-status:\s*(\d+)\s*$/im.exec(text)?.[1];
       const message = /^grpc-message:\s*(.*?)\s*$/im.exec(text)?.[1];
       if (status === GRPC_INTERNAL && isCallerDecodeMessage(message)) {
-        const fixed = encoder.encode(text.replace(/^(grpc-status:[ \t]*)13\b/im, (_m, head: string) => head + GRPC_INVALID_ARGUMENT));
+        const fixed = encoder.encode(
+          text.replace(/^(grpc-status:[ \t]*)13\b/im, (_m, head: string) => head + GRPC_INVALID_ARGUMENT),
+        );
         const frame = new Uint8Array(5 + fixed.length);
         frame[0] = GRPC_WEB_TRAILER_FLAG;
         new DataView(frame.buffer).setUint32(1, fixed.length);

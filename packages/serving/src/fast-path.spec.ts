@@ -27,10 +27,16 @@ describe('countOf: NextIdsRequest.count without the generated decoder', () => {
 
   it('never disagrees with fromBinary on any bytes: the same count, or no answer (the generated decoder then reads them)', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.uint8Array({ maxLength: 8 }), fc.uint8Array({ maxLength: 7 }).map((a) => Uint8Array.from([0x08, ...a]))), (bytes) => {
-        const quick = countOf(bytes);
-        if (quick !== undefined) expect(decoded(bytes)).toBe(quick);
-      }),
+      fc.property(
+        fc.oneof(
+          fc.uint8Array({ maxLength: 8 }),
+          fc.uint8Array({ maxLength: 7 }).map((a) => Uint8Array.from([0x08, ...a])),
+        ),
+        (bytes) => {
+          const quick = countOf(bytes);
+          if (quick !== undefined) expect(decoded(bytes)).toBe(quick);
+        },
+      ),
       { numRuns: 20_000 },
     );
   });

@@ -16,7 +16,11 @@ export interface FastPathOptions {
    * NextIds without the protocol (service.ts `createNextIds`): blocks now, or later (a promise) when they need
    * a millisecond still to come; throws (or rejects with) a ConnectError. `owner`: the connection, for fairness.
    */
-  readonly nextIds: (count: number, owner?: object, abandoned?: () => boolean) => readonly WireBlock[] | Promise<readonly WireBlock[]>;
+  readonly nextIds: (
+    count: number,
+    owner?: object,
+    abandoned?: () => boolean,
+  ) => readonly WireBlock[] | Promise<readonly WireBlock[]>;
   readonly maxBodyBytes: number;
   /** Records one call for metrics: its code (`ok`, `invalid_argument`, …) and start (hrtime ns). */
   readonly record?: (code: Code | undefined, startNs: bigint, ids: number) => void;
@@ -96,12 +100,23 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     req.on('end', () => {
       if (body.over) return;
-      mint(protocol, body.bytes(), req.socket, () => res.destroyed, (blocks) => answerHttp1(res, protocol, blocks, start));
+      mint(
+        protocol,
+        body.bytes(),
+        req.socket,
+        () => res.destroyed,
+        (blocks) => answerHttp1(res, protocol, blocks, start),
+      );
     });
     return true;
   };
 
-  const answerHttp1 = (res: ServerResponse, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+  const answerHttp1 = (
+    res: ServerResponse,
+    protocol: Protocol,
+    blocks: readonly WireBlock[] | ConnectError,
+    start: bigint,
+  ): void => {
     if (res.destroyed) return; // the caller went away while the IDs waited for their millisecond
     if (blocks instanceof ConnectError) {
       failHttp1(res, protocol, blocks, start, record);
@@ -136,12 +151,23 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     });
     stream.on('end', () => {
       if (body.over) return;
-      mint(protocol, body.bytes(), stream.session ?? stream, () => stream.closed || stream.destroyed, (blocks) => answerHttp2(stream, protocol, blocks, start));
+      mint(
+        protocol,
+        body.bytes(),
+        stream.session ?? stream,
+        () => stream.closed || stream.destroyed,
+        (blocks) => answerHttp2(stream, protocol, blocks, start),
+      );
     });
     return true;
   };
 
-  const answerHttp2 = (stream: ServerHttp2Stream, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+  const answerHttp2 = (
+    stream: ServerHttp2Stream,
+    protocol: Protocol,
+    blocks: readonly WireBlock[] | ConnectError,
+    start: bigint,
+  ): void => {
     // The caller reset the stream while we minted: nothing to answer, and nothing was handed out.
     if (stream.closed || stream.destroyed) return;
     if (blocks instanceof ConnectError) {
@@ -151,16 +177,27 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     if (protocol === 'grpc') {
       const bytes = binaryResponse(blocks, 5);
       bytes.writeUInt32BE(bytes.length - 5, 1);
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' }, { waitForTrailers: true });
+      stream.respond(
+        { [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc+proto' },
+        { waitForTrailers: true },
+      );
       stream.on('wantTrailers', sendGrpcOk);
       stream.end(bytes);
     } else if (protocol === 'connect-proto') {
       const bytes = binaryResponse(blocks, 0);
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/proto', 'content-length': bytes.length });
+      stream.respond({
+        [h2.HTTP2_HEADER_STATUS]: 200,
+        'content-type': 'application/proto',
+        'content-length': bytes.length,
+      });
       stream.end(bytes);
     } else {
       const text = jsonResponse(blocks);
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      stream.respond({
+        [h2.HTTP2_HEADER_STATUS]: 200,
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+      });
       stream.end(text);
     }
     record?.(undefined, start, idsIn(blocks));
@@ -184,12 +221,23 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     };
     stream.onend = (): void => {
       if (body.over) return;
-      mint(protocol, body.bytes(), stream.connectionKey, () => stream.isClosed, (blocks) => answerH2(stream, protocol, blocks, start));
+      mint(
+        protocol,
+        body.bytes(),
+        stream.connectionKey,
+        () => stream.isClosed,
+        (blocks) => answerH2(stream, protocol, blocks, start),
+      );
     };
     return true;
   };
 
-  const answerH2 = (stream: H2Stream, protocol: Protocol, blocks: readonly WireBlock[] | ConnectError, start: bigint): void => {
+  const answerH2 = (
+    stream: H2Stream,
+    protocol: Protocol,
+    blocks: readonly WireBlock[] | ConnectError,
+    start: bigint,
+  ): void => {
     if (stream.isClosed) return; // reset (or its deadline answered) while the IDs waited for their millisecond
     if (blocks instanceof ConnectError) {
       failH2(stream, protocol, blocks, start, record);
@@ -268,7 +316,10 @@ class BodyReader {
   }
 }
 
-function protocolOf(headers: IncomingHttpHeaders | Readonly<Record<string, string>>, http2: boolean): Protocol | undefined {
+function protocolOf(
+  headers: IncomingHttpHeaders | Readonly<Record<string, string>>,
+  http2: boolean,
+): Protocol | undefined {
   const type = headers['content-type'];
   if (type === undefined) return undefined;
   if (type === 'application/grpc' || type === 'application/grpc+proto') {
@@ -315,10 +366,14 @@ function parseCount(protocol: Protocol, body: Buffer): number {
   if (protocol === 'grpc') {
     // One length-prefixed message: flags (0: not compressed), 4-byte big-endian length, the bytes.
     if (body.length < 5) throw new ConnectError('protocol error: missing the request message', Code.InvalidArgument);
-    if ((body[0] ?? 0) & 1) throw new ConnectError('protocol error: compressed message without grpc-encoding', Code.Internal);
+    if ((body[0] ?? 0) & 1)
+      throw new ConnectError('protocol error: compressed message without grpc-encoding', Code.Internal);
     const length = body.readUInt32BE(1);
     if (body.length !== 5 + length) {
-      throw new ConnectError(`protocol error: expected one message of ${length} bytes, got ${body.length - 5}`, Code.InvalidArgument);
+      throw new ConnectError(
+        `protocol error: expected one message of ${length} bytes, got ${body.length - 5}`,
+        Code.InvalidArgument,
+      );
     }
     message = body.subarray(5);
   }
@@ -417,7 +472,11 @@ function grpcErrorFields(error: ConnectError): Record<string, string> {
 }
 
 /** A Connect unary error: its HTTP status, header fields and JSON body, the same on every transport. */
-function connectErrorAnswer(error: ConnectError): { status: number; headers: Record<string, string | number>; body: Buffer } {
+function connectErrorAnswer(error: ConnectError): {
+  status: number;
+  headers: Record<string, string | number>;
+  body: Buffer;
+} {
   const body = Buffer.from(errorToJsonBytes(error, {}));
   return {
     status: codeToHttpStatus(error.code),
@@ -426,7 +485,13 @@ function connectErrorAnswer(error: ConnectError): { status: number; headers: Rec
   };
 }
 
-function failHttp1(res: ServerResponse, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder): void {
+function failHttp1(
+  res: ServerResponse,
+  protocol: Protocol,
+  error: ConnectError,
+  start: bigint,
+  record: Recorder,
+): void {
   record?.(error.code, start, 0);
   if (res.headersSent) {
     res.end();
@@ -442,7 +507,14 @@ function failHttp1(res: ServerResponse, protocol: Protocol, error: ConnectError,
  * Connect as its JSON error. `dropBody`: the request body is not read to its end, so the stream is closed
  * (RST_STREAM NO_ERROR, RFC 9113 §8.1) once the answer is out.
  */
-function failHttp2(stream: ServerHttp2Stream, protocol: Protocol, error: ConnectError, start: bigint, record: Recorder, dropBody: boolean): void {
+function failHttp2(
+  stream: ServerHttp2Stream,
+  protocol: Protocol,
+  error: ConnectError,
+  start: bigint,
+  record: Recorder,
+  dropBody: boolean,
+): void {
   record?.(error.code, start, 0);
   if (stream.closed || stream.destroyed) return;
   if (stream.headersSent) {

@@ -1,9 +1,21 @@
-import { connect as connectHttp2, type ClientHttp2Session, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import {
+  connect as connectHttp2,
+  type ClientHttp2Session,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+} from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import { MAX_PIPELINED_PER_TURN, createServingServer, headerEnds, type Http2Server, type ServingServer, type ServingServerOptions } from './http.js';
+import {
+  MAX_PIPELINED_PER_TURN,
+  createServingServer,
+  headerEnds,
+  type Http2Server,
+  type ServingServer,
+  type ServingServerOptions,
+} from './http.js';
 import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
 
 // The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
@@ -18,7 +30,13 @@ let fastCalls = 0;
 
 beforeAll(async () => {
   guard = createGuardedMinter({ region: 4 });
-  guard.assign({ region: 4, worker: 9, floorMs: Date.now() - 1, deadlineMonoMs: Number.MAX_SAFE_INTEGER, ceilingMs: Number.MAX_SAFE_INTEGER });
+  guard.assign({
+    region: 4,
+    worker: 9,
+    floorMs: Date.now() - 1,
+    deadlineMonoMs: Number.MAX_SAFE_INTEGER,
+    ceilingMs: Number.MAX_SAFE_INTEGER,
+  });
   const deps = testDeps();
   const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024, record: () => fastCalls++ });
   const variants: [string, Http2Server, boolean][] = [
@@ -50,10 +68,19 @@ afterAll(async () => {
 /** Replaces the IDs in a body so two answers minted at different times compare equal. */
 const masked = (text: string): string => text.replace(/"first":"\d+"/g, '"first":"<id>"');
 
-async function post(base: string, body: string | Uint8Array, type: string): Promise<{ status: number; type: string | null; text: string; bytes: number }> {
+async function post(
+  base: string,
+  body: string | Uint8Array,
+  type: string,
+): Promise<{ status: number; type: string | null; text: string; bytes: number }> {
   const res = await fetch(`${base}${NEXT_IDS_PATH}`, { method: 'POST', headers: { 'content-type': type }, body });
   const buf = Buffer.from(await res.arrayBuffer());
-  return { status: res.status, type: res.headers.get('content-type'), text: masked(buf.toString('latin1')), bytes: buf.length };
+  return {
+    status: res.status,
+    type: res.headers.get('content-type'),
+    text: masked(buf.toString('latin1')),
+    bytes: buf.length,
+  };
 }
 
 /** What a client sees of one HTTP/2 exchange on `session`: response headers, trailers and body. */
@@ -89,8 +116,15 @@ async function h2call(base: string, headers: OutgoingHttpHeaders, body?: Uint8Ar
   }
 }
 
-async function grpc(base: string, payload: Uint8Array): Promise<{ headers: Record<string, unknown>; trailers: Record<string, unknown>; body: Buffer }> {
-  const answer = await h2call(base, { ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' }, grpcFrameOf(payload));
+async function grpc(
+  base: string,
+  payload: Uint8Array,
+): Promise<{ headers: Record<string, unknown>; trailers: Record<string, unknown>; body: Buffer }> {
+  const answer = await h2call(
+    base,
+    { ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' },
+    grpcFrameOf(payload),
+  );
   const h = answer.headers;
   return {
     headers: { status: h[':status'], 'content-type': h['content-type'], 'grpc-status': h['grpc-status'] },
@@ -161,13 +195,19 @@ async function h2request(
 describe('which path answers', () => {
   it.each([
     ['Connect JSON over HTTP/1.1', (base: string) => post(base, '{"count":2}', 'application/json')],
-    ['Connect proto over HTTP/2', (base: string) => h2request(base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x02]))],
+    [
+      'Connect proto over HTTP/2',
+      (base: string) => h2request(base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x02])),
+    ],
     ['gRPC over HTTP/2', (base: string) => grpc(base, new Uint8Array([0x08, 0x02]))],
   ])('%s: the fast path on both HTTP/2 servers, connect-es on the others', async (_what, call) => {
     for (const s of servers) {
       const before = fastCalls;
       await call(s.base);
-      expect({ server: s.name, fast: fastCalls - before }).toEqual({ server: s.name, fast: s.name.startsWith('fast path') ? 1 : 0 });
+      expect({ server: s.name, fast: fastCalls - before }).toEqual({
+        server: s.name,
+        fast: s.name.startsWith('fast path') ? 1 : 0,
+      });
     }
   });
 });
@@ -179,11 +219,23 @@ describe('over HTTP/2 the fast path and @idgen/h2 answer exactly as connect-es o
     ['Connect JSON, count above the maximum', { 'content-type': 'application/json' }, '{"count":101}'],
     ['Connect JSON, a wrong field type', { 'content-type': 'application/json' }, '{"count":"x"}'],
     ['Connect JSON, a body above the limit', { 'content-type': 'application/json' }, big],
-    ['Connect JSON, a body above the limit it declared', { 'content-type': 'application/json', 'content-length': String(big.length) }, big],
+    [
+      'Connect JSON, a body above the limit it declared',
+      { 'content-type': 'application/json', 'content-length': String(big.length) },
+      big,
+    ],
     ['Connect proto, count 0', { 'content-type': 'application/proto' }, new Uint8Array([])],
     ['Connect proto, an undecodable body', { 'content-type': 'application/proto' }, new Uint8Array([0x0a, 0xff, 0xff])],
-    ['gRPC, a message above the limit', { 'content-type': 'application/grpc', te: 'trailers' }, grpcFrameOf(new Uint8Array(1995))],
-    ['gRPC, a truncated message', { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 9, 0x08])],
+    [
+      'gRPC, a message above the limit',
+      { 'content-type': 'application/grpc', te: 'trailers' },
+      grpcFrameOf(new Uint8Array(1995)),
+    ],
+    [
+      'gRPC, a truncated message',
+      { 'content-type': 'application/grpc', te: 'trailers' },
+      Buffer.from([0, 0, 0, 0, 9, 0x08]),
+    ],
   ])('%s', async (_what, headers, body) => {
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     const [a, ...rest] = await Promise.all(servers.map((s) => h2request(s.base, headers, bytes)));
@@ -191,111 +243,143 @@ describe('over HTTP/2 the fast path and @idgen/h2 answer exactly as connect-es o
   });
 
   it('Connect proto, count 7: the same IDs shape (10 bytes of ID, count 7)', async () => {
-    const [a, ...rest] = await Promise.all(servers.map((s) => h2request(s.base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x07]))));
+    const [a, ...rest] = await Promise.all(
+      servers.map((s) => h2request(s.base, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x07]))),
+    );
     expect(a?.status).toBe(200);
     for (const b of rest) expect({ ...b, text: b.text.length }).toEqual({ ...a, text: a?.text.length });
   });
 });
 
-describe.each(['idgen', 'node'] as const)('fast-path HTTP/2 streams on --http2-server %s: deadlines, resets and in-flight accounting', (http2Server) => {
-  it('a stream whose body never ends is cancelled at the request deadline, counted, and the node serves on', async () => {
-    let timeouts = 0;
-    const { server, port } = await startFastPathServer({ http2Server, requestTimeoutMs: 300, onRequestTimeout: () => timeouts++ });
-    const session = connectHttp2(`http://127.0.0.1:${port}`);
-    try {
-      const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-      stream.write(Buffer.from([0, 0, 0, 0, 2])); // a frame header, then nothing: the body never ends
-      const t0 = Date.now();
-      const code = await new Promise<number>((resolve) => stream.on('close', () => resolve(stream.rstCode ?? -1)));
-      const waited = Date.now() - t0;
-      expect(code).toBe(8); // RST_STREAM CANCEL
-      expect(waited).toBeGreaterThanOrEqual(250);
-      expect(timeouts).toBe(1);
-      expect(server.inFlight()).toBe(0);
-      const answer = await h2request(`http://127.0.0.1:${port}`, { 'content-type': 'application/proto' }, new Uint8Array([0x08, 0x02]));
-      expect(answer.status).toBe(200);
-    } finally {
-      session.destroy();
-      await server.close(1000);
-    }
-  });
-
-  it('a caller that resets its stream mid-body or right after sending it leaves nothing in flight and nothing thrown', async () => {
-    const errors: unknown[] = [];
-    const streamErrors: string[] = [];
-    const { server, port } = await startFastPathServer({
-      http2Server,
-      onHandlerError: (e) => errors.push(e),
-      onConnectionError: (e) => streamErrors.push(e.message),
+describe.each(['idgen', 'node'] as const)(
+  'fast-path HTTP/2 streams on --http2-server %s: deadlines, resets and in-flight accounting',
+  (http2Server) => {
+    it('a stream whose body never ends is cancelled at the request deadline, counted, and the node serves on', async () => {
+      let timeouts = 0;
+      const { server, port } = await startFastPathServer({
+        http2Server,
+        requestTimeoutMs: 300,
+        onRequestTimeout: () => timeouts++,
+      });
+      const session = connectHttp2(`http://127.0.0.1:${port}`);
+      try {
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': NEXT_IDS_PATH,
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        stream.write(Buffer.from([0, 0, 0, 0, 2])); // a frame header, then nothing: the body never ends
+        const t0 = Date.now();
+        const code = await new Promise<number>((resolve) => stream.on('close', () => resolve(stream.rstCode ?? -1)));
+        const waited = Date.now() - t0;
+        expect(code).toBe(8); // RST_STREAM CANCEL
+        expect(waited).toBeGreaterThanOrEqual(250);
+        expect(timeouts).toBe(1);
+        expect(server.inFlight()).toBe(0);
+        const answer = await h2request(
+          `http://127.0.0.1:${port}`,
+          { 'content-type': 'application/proto' },
+          new Uint8Array([0x08, 0x02]),
+        );
+        expect(answer.status).toBe(200);
+      } finally {
+        session.destroy();
+        await server.close(1000);
+      }
     });
-    const session = connectHttp2(`http://127.0.0.1:${port}`);
-    try {
-      const closes: Promise<void>[] = [];
-      for (let i = 0; i < 50; i++) {
-        const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-        stream.on('error', () => undefined);
-        closes.push(new Promise((resolve) => stream.on('close', () => resolve())));
-        // CANCEL (8) is how clients abort; any other code (2: INTERNAL_ERROR) makes node:http2 emit 'error'
-        // on the server's stream, which would crash a process with no listener for it (@idgen/h2 has no such
-        // event: a reset is the stream's onclose with its code).
-        const code = i % 4 < 2 ? 8 : 2;
-        if (i % 2 === 0) {
-          stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
-          stream.close(code);
-        } else {
-          stream.end(Buffer.from([0, 0, 0, 0, 2, 0x08, 0x01]));
-          setImmediate(() => stream.close(code));
-        }
-      }
-      await Promise.all(closes);
-      const deadline = Date.now() + 2000;
-      const expectErrors = http2Server === 'node';
-      while ((server.inFlight() !== 0 || (expectErrors && streamErrors.length === 0)) && Date.now() < deadline) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      expect(server.inFlight()).toBe(0);
-      expect(errors).toEqual([]);
-      if (expectErrors) {
-        // The resets with INTERNAL_ERROR reached the stream's 'error' listener (none would be an uncaught
-        // exception that ends a real process) and were reported as connection errors, not handler errors.
-        expect(streamErrors.length).toBeGreaterThan(0);
-        expect(new Set(streamErrors)).toEqual(new Set(['Stream closed with error code NGHTTP2_INTERNAL_ERROR']));
-      } else {
-        expect(streamErrors).toEqual([]);
-      }
-      const answer = await h2request(`http://127.0.0.1:${port}`, { 'content-type': 'application/grpc', te: 'trailers' }, Buffer.from([0, 0, 0, 0, 2, 0x08, 0x03]));
-      expect(answer).toMatchObject({ status: 200, grpcStatus: '0' });
-    } finally {
-      session.destroy();
-      await server.close(1000);
-    }
-  });
 
-  it('close() waits for a fast-path request in flight, then counts none left', async () => {
-    const { server, port } = await startFastPathServer({ http2Server });
-    const session = connectHttp2(`http://127.0.0.1:${port}`);
-    session.on('error', () => undefined);
-    try {
-      const stream = session.request({ ':method': 'POST', ':path': NEXT_IDS_PATH, 'content-type': 'application/grpc', te: 'trailers' });
-      stream.on('error', () => undefined);
-      let grpcStatus: unknown;
-      stream.on('trailers', (t) => (grpcStatus = t['grpc-status']));
-      const closed = new Promise((resolve) => stream.on('close', resolve));
-      stream.resume();
-      stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      expect(server.inFlight()).toBe(1);
-      const closing = server.close(3000);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      stream.end(Buffer.from([0x04])); // the rest of the message: count 4
-      expect(await closing).toBe(0);
-      await closed;
-      expect(grpcStatus).toBe('0');
-    } finally {
-      session.destroy();
-    }
-  });
-});
+    it('a caller that resets its stream mid-body or right after sending it leaves nothing in flight and nothing thrown', async () => {
+      const errors: unknown[] = [];
+      const streamErrors: string[] = [];
+      const { server, port } = await startFastPathServer({
+        http2Server,
+        onHandlerError: (e) => errors.push(e),
+        onConnectionError: (e) => streamErrors.push(e.message),
+      });
+      const session = connectHttp2(`http://127.0.0.1:${port}`);
+      try {
+        const closes: Promise<void>[] = [];
+        for (let i = 0; i < 50; i++) {
+          const stream = session.request({
+            ':method': 'POST',
+            ':path': NEXT_IDS_PATH,
+            'content-type': 'application/grpc',
+            te: 'trailers',
+          });
+          stream.on('error', () => undefined);
+          closes.push(new Promise((resolve) => stream.on('close', () => resolve())));
+          // CANCEL (8) is how clients abort; any other code (2: INTERNAL_ERROR) makes node:http2 emit 'error'
+          // on the server's stream, which would crash a process with no listener for it (@idgen/h2 has no such
+          // event: a reset is the stream's onclose with its code).
+          const code = i % 4 < 2 ? 8 : 2;
+          if (i % 2 === 0) {
+            stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
+            stream.close(code);
+          } else {
+            stream.end(Buffer.from([0, 0, 0, 0, 2, 0x08, 0x01]));
+            setImmediate(() => stream.close(code));
+          }
+        }
+        await Promise.all(closes);
+        const deadline = Date.now() + 2000;
+        const expectErrors = http2Server === 'node';
+        while ((server.inFlight() !== 0 || (expectErrors && streamErrors.length === 0)) && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(server.inFlight()).toBe(0);
+        expect(errors).toEqual([]);
+        if (expectErrors) {
+          // The resets with INTERNAL_ERROR reached the stream's 'error' listener (none would be an uncaught
+          // exception that ends a real process) and were reported as connection errors, not handler errors.
+          expect(streamErrors.length).toBeGreaterThan(0);
+          expect(new Set(streamErrors)).toEqual(new Set(['Stream closed with error code NGHTTP2_INTERNAL_ERROR']));
+        } else {
+          expect(streamErrors).toEqual([]);
+        }
+        const answer = await h2request(
+          `http://127.0.0.1:${port}`,
+          { 'content-type': 'application/grpc', te: 'trailers' },
+          Buffer.from([0, 0, 0, 0, 2, 0x08, 0x03]),
+        );
+        expect(answer).toMatchObject({ status: 200, grpcStatus: '0' });
+      } finally {
+        session.destroy();
+        await server.close(1000);
+      }
+    });
+
+    it('close() waits for a fast-path request in flight, then counts none left', async () => {
+      const { server, port } = await startFastPathServer({ http2Server });
+      const session = connectHttp2(`http://127.0.0.1:${port}`);
+      session.on('error', () => undefined);
+      try {
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': NEXT_IDS_PATH,
+          'content-type': 'application/grpc',
+          te: 'trailers',
+        });
+        stream.on('error', () => undefined);
+        let grpcStatus: unknown;
+        stream.on('trailers', (t) => (grpcStatus = t['grpc-status']));
+        const closed = new Promise((resolve) => stream.on('close', resolve));
+        stream.resume();
+        stream.write(Buffer.from([0, 0, 0, 0, 2, 0x08]));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(server.inFlight()).toBe(1);
+        const closing = server.close(3000);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        stream.end(Buffer.from([0x04])); // the rest of the message: count 4
+        expect(await closing).toBe(0);
+        await closed;
+        expect(grpcStatus).toBe('0');
+      } finally {
+        session.destroy();
+      }
+    });
+  },
+);
 
 function grpcFrameOf(message: Uint8Array): Buffer {
   const frame = Buffer.alloc(5 + message.length);
@@ -308,7 +392,13 @@ function grpcFrameOf(message: Uint8Array): Buffer {
 function testDeps(): ServiceDeps {
   return {
     guard,
-    lease: () => ({ nodeId: 'n', leaseId: undefined, keepAliveAgeSeconds: undefined, deadlineInMs: undefined, mode: 'standalone' }),
+    lease: () => ({
+      nodeId: 'n',
+      leaseId: undefined,
+      keepAliveAgeSeconds: undefined,
+      deadlineInMs: undefined,
+      mode: 'standalone',
+    }),
     phase: () => 'running',
     region: 4,
     maxCount: 100,
@@ -318,7 +408,9 @@ function testDeps(): ServiceDeps {
 }
 
 /** A serving server with the fast path on a free loopback port; `extra` overrides the defaults. */
-async function startFastPathServer(extra: Partial<ServingServerOptions>): Promise<{ server: ServingServer; port: number }> {
+async function startFastPathServer(
+  extra: Partial<ServingServerOptions>,
+): Promise<{ server: ServingServer; port: number }> {
   const deps = testDeps();
   const server = createServingServer({
     routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
@@ -355,7 +447,13 @@ describe('pipelined HTTP/1.1 requests in one read', () => {
 
   it('up to the bound: all answered; one more: refused before node:http parses it (no answer at all), counted', async () => {
     const refusals: string[] = [];
-    const server = createServingServer({ routes: () => undefined, ready: () => true, maxBodyBytes: 1024, requestTimeoutMs: 2000, onRefusal: (r) => refusals.push(r) });
+    const server = createServingServer({
+      routes: () => undefined,
+      ready: () => true,
+      maxBodyBytes: 1024,
+      requestTimeoutMs: 2000,
+      onRefusal: (r) => refusals.push(r),
+    });
     const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
     try {
       expect(await pipeline(port, MAX_PIPELINED_PER_TURN, true)).toBe(MAX_PIPELINED_PER_TURN);
@@ -407,7 +505,11 @@ describe('the serving port', () => {
 
   it('answers the probes over HTTP/2 the same on both implementations: GET, HEAD, POST (405), not ready (503)', async () => {
     const probe = async (base: string, method: string, path: string) => {
-      const answer = await h2call(base, { ':method': method, ':path': path }, method === 'POST' ? Buffer.from('x') : undefined);
+      const answer = await h2call(
+        base,
+        { ':method': method, ':path': path },
+        method === 'POST' ? Buffer.from('x') : undefined,
+      );
       return { status: answer.headers[':status'], allow: answer.headers['allow'], body: answer.body.toString() };
     };
     const cases: [string, string, boolean][] = [
@@ -429,38 +531,46 @@ describe('the serving port', () => {
     }
   });
 
-  it.each(['idgen', 'node'] as const)('on --http2-server %s, drops an HTTP/2 connection it answered with GOAWAY, keeps a live idle one', async (http2Server) => {
-    const server = createServingServer({
-      routes: () => undefined,
-      ready: () => true,
-      maxBodyBytes: 1024,
-      requestTimeoutMs: 2000,
-      http2Server,
-      http2ProbeMs: 200,
-    });
-    const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
-    const live = connectHttp2(`http://127.0.0.1:${port}`);
-    try {
-      // A SETTINGS frame whose length is not a multiple of 6: FRAME_SIZE_ERROR, GOAWAY, and node:http2 stops
-      // reading that socket. The peer keeps it open and silent: the server must not hold it to the idle timeout.
-      const dead = connectTcp(port, '127.0.0.1');
-      const closed = new Promise<number>((resolve) => {
-        const t0 = Date.now();
-        dead.on('close', () => resolve(Date.now() - t0));
+  it.each(['idgen', 'node'] as const)(
+    'on --http2-server %s, drops an HTTP/2 connection it answered with GOAWAY, keeps a live idle one',
+    async (http2Server) => {
+      const server = createServingServer({
+        routes: () => undefined,
+        ready: () => true,
+        maxBodyBytes: 1024,
+        requestTimeoutMs: 2000,
+        http2Server,
+        http2ProbeMs: 200,
       });
-      dead.on('error', () => undefined);
-      dead.resume(); // read, or this end never sees the server close
-      dead.write(Buffer.concat([Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'), Buffer.from([0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0])]));
-      const ms = await closed;
-      expect(ms).toBeLessThan(10_000); // the idle timeout is 60 s; the probe drops it within ~2 × 200 ms
-      // The live client, idle for many probe periods, answered the PINGs and still gets answers on the same connection.
-      await new Promise((resolve) => setTimeout(resolve, 1000));
-      const answer = (await exchange(live, { ':path': '/healthz' })).headers[':status'];
-      expect(answer).toBe(200);
-      expect(live.destroyed).toBe(false);
-    } finally {
-      live.destroy();
-      await server.close(1000);
-    }
-  });
+      const { port } = await server.listen({ host: '127.0.0.1', port: 0 });
+      const live = connectHttp2(`http://127.0.0.1:${port}`);
+      try {
+        // A SETTINGS frame whose length is not a multiple of 6: FRAME_SIZE_ERROR, GOAWAY, and node:http2 stops
+        // reading that socket. The peer keeps it open and silent: the server must not hold it to the idle timeout.
+        const dead = connectTcp(port, '127.0.0.1');
+        const closed = new Promise<number>((resolve) => {
+          const t0 = Date.now();
+          dead.on('close', () => resolve(Date.now() - t0));
+        });
+        dead.on('error', () => undefined);
+        dead.resume(); // read, or this end never sees the server close
+        dead.write(
+          Buffer.concat([
+            Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+            Buffer.from([0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]),
+          ]),
+        );
+        const ms = await closed;
+        expect(ms).toBeLessThan(10_000); // the idle timeout is 60 s; the probe drops it within ~2 × 200 ms
+        // The live client, idle for many probe periods, answered the PINGs and still gets answers on the same connection.
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        const answer = (await exchange(live, { ':path': '/healthz' })).headers[':status'];
+        expect(answer).toBe(200);
+        expect(live.destroyed).toBe(false);
+      } finally {
+        live.destroy();
+        await server.close(1000);
+      }
+    },
+  );
 });

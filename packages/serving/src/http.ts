@@ -26,7 +26,11 @@ import type { HostPort } from './host-port.js';
 import type { TlsServing } from './tls.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
-import { connectErrorFromResetCode, universalRequestFromH2Stream, universalResponseToH2Stream } from './h2-universal.js';
+import {
+  connectErrorFromResetCode,
+  universalRequestFromH2Stream,
+  universalResponseToH2Stream,
+} from './h2-universal.js';
 
 type NodeServerRequest = IncomingMessage | Http2ServerRequest;
 type NodeServerResponse = ServerResponse | Http2ServerResponse;
@@ -59,7 +63,12 @@ function pathOf(url: string | undefined): string {
 }
 
 /** The 'stream' listener node:http2 installs for its compat API ('request' events). */
-type StreamListener = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => void;
+type StreamListener = (
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  flags: number,
+  rawHeaders: string[],
+) => void;
 
 /** Options of {@link createServingServer}. */
 export interface ServingServerOptions {
@@ -106,7 +115,9 @@ export interface ServingServerOptions {
    * refused or answered 431; see its README) and `connection-limit` for a connection over `maxConnections`.
    * For a counter by reason.
    */
-  readonly onRefusal?: (reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused' | 'http1-pipelining') => void;
+  readonly onRefusal?: (
+    reason: H2RefusalReason | 'connection-limit' | 'tls-client-refused' | 'http1-pipelining',
+  ) => void;
   /**
    * Called (once) when node:http2's internals are not what the stream table (stream-table.ts) works around: the node then
    * serves as node:http2 built it, with more garbage-collection pauses. Worth a warning in the log.
@@ -214,7 +225,10 @@ export function openFilesLimit(limitsText?: string): number | undefined {
  * chronyc need (issue 13: 1,004 idle connections at `ulimit -n 1024` made `spawn chronyc` fail with EMFILE, and
  * the node fenced itself on its time source).
  */
-export function connectionCap(configured: number, limit = openFilesLimit()): { maxConnections: number; openFilesLimit: number | undefined; lowered: boolean } {
+export function connectionCap(
+  configured: number,
+  limit = openFilesLimit(),
+): { maxConnections: number; openFilesLimit: number | undefined; lowered: boolean } {
   const room = limit === undefined ? configured : Math.max(1, limit - DESCRIPTOR_HEADROOM);
   return { maxConnections: Math.min(configured, room), openFilesLimit: limit, lowered: room < configured };
 }
@@ -277,7 +291,12 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     serveConnect(handler, req, res, undefined);
   };
   /** Hands a request to connect-es; `body`: the HTTP/2 request body already read (see `connect`). */
-  const serveConnect = (handler: UniversalHandler, req: NodeServerRequest, res: NodeServerResponse, body: Buffer[] | undefined): void => {
+  const serveConnect = (
+    handler: UniversalHandler,
+    req: NodeServerRequest,
+    res: NodeServerResponse,
+    body: Buffer[] | undefined,
+  ): void => {
     const contentType = req.headers['content-type'] ?? null;
     const universal = universalRequestFromNodeRequest(req, res, undefined, undefined);
     handler(body === undefined ? universal : { ...universal, body: bodyOf(body) })
@@ -295,7 +314,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
         if (ConnectError.from(reason).code === Code.Aborted) return;
         options.onHandlerError?.(reason);
         if (!res.headersSent) {
-          if (contentType?.startsWith('application/grpc') === true) res.writeHead(200, grpcFailureHeaders(contentType, reason));
+          if (contentType?.startsWith('application/grpc') === true)
+            res.writeHead(200, grpcFailureHeaders(contentType, reason));
           else res.writeHead(500);
         }
         res.end();
@@ -347,16 +367,25 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   deadlineSweep.unref();
 
   /** The answer to a `/healthz` or `/readyz` request (docs/design.md §6): plain JSON, never cached. */
-  const probe = (method: string | undefined, path: string): { status: number; headers: Record<string, string | number>; body: string } => {
+  const probe = (
+    method: string | undefined,
+    path: string,
+  ): { status: number; headers: Record<string, string | number>; body: string } => {
     const answer = (status: number, body: Record<string, unknown>, extra: Record<string, string> = {}) => {
       const text = JSON.stringify(body) + '\n';
       return {
         status,
-        headers: { ...extra, 'content-type': 'application/json', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text) },
+        headers: {
+          ...extra,
+          'content-type': 'application/json',
+          'cache-control': 'no-store',
+          'content-length': Buffer.byteLength(text),
+        },
         body: text,
       };
     };
-    if (method !== 'GET' && method !== 'HEAD') return answer(405, { error: 'method not allowed' }, { allow: 'GET, HEAD' });
+    if (method !== 'GET' && method !== 'HEAD')
+      return answer(405, { error: 'method not allowed' }, { allow: 'GET, HEAD' });
     if (path === HEALTHZ_PATH) return answer(200, { status: 'alive' });
     const ready = options.ready();
     return answer(ready ? 200 : 503, { ready, ...(options.readyDetail?.() ?? {}) });
@@ -446,7 +475,12 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     res.once('finish', done);
     res.once('close', done);
     // HTTP/2 requests the fast path takes never get here: it sees them first, as streams (below).
-    if (fast === undefined || path !== fast.path || req.httpVersionMajor === 2 || !fast.http1(req as IncomingMessage, res as ServerResponse)) {
+    if (
+      fast === undefined ||
+      path !== fast.path ||
+      req.httpVersionMajor === 2 ||
+      !fast.http1(req as IncomingMessage, res as ServerResponse)
+    ) {
       connect(req, res, path);
     }
   };
@@ -476,27 +510,35 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     const compat = h2server.listeners('stream') as StreamListener[];
     const serveCompat = compat[0];
     if (compat.length !== 1 || serveCompat === undefined) {
-      throw new Error(`node:http2 changed: expected its compat layer as the one 'stream' listener, found ${compat.length}`);
+      throw new Error(
+        `node:http2 changed: expected its compat layer as the one 'stream' listener, found ${compat.length}`,
+      );
     }
     h2server.removeListener('stream', serveCompat);
-    h2server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-      const path = pathOf(headers[h2.HTTP2_HEADER_PATH] as string | undefined); // a pseudo-header: one value
-      if (path !== fast.path) {
-        serveCompat(stream, headers, flags, rawHeaders);
-        return;
-      }
-      // Listeners first: the fast path may answer (and the stream close) before it returns.
-      stream.on('error', onFastStreamError);
-      stream.on('close', onFastStreamClose);
-      if (!fast.http2(stream, headers)) {
-        stream.off('error', onFastStreamError);
-        stream.off('close', onFastStreamClose);
-        serveCompat(stream, headers, flags, rawHeaders);
-        return;
-      }
-      inFlight++;
-      (stream as TicketedStream)[kDeadlineTicket] = fastDeadlines.add(stream, performance.now() + options.requestTimeoutMs);
-    });
+    h2server.on(
+      'stream',
+      (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+        const path = pathOf(headers[h2.HTTP2_HEADER_PATH] as string | undefined); // a pseudo-header: one value
+        if (path !== fast.path) {
+          serveCompat(stream, headers, flags, rawHeaders);
+          return;
+        }
+        // Listeners first: the fast path may answer (and the stream close) before it returns.
+        stream.on('error', onFastStreamError);
+        stream.on('close', onFastStreamClose);
+        if (!fast.http2(stream, headers)) {
+          stream.off('error', onFastStreamError);
+          stream.off('close', onFastStreamClose);
+          serveCompat(stream, headers, flags, rawHeaders);
+          return;
+        }
+        inFlight++;
+        (stream as TicketedStream)[kDeadlineTicket] = fastDeadlines.add(
+          stream,
+          performance.now() + options.requestTimeoutMs,
+        );
+      },
+    );
   }
   const h1server = createHttp1Server(
     {
@@ -515,7 +557,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   h1server.on('clientError', (e, socket) => {
     options.onConnectionError?.(e);
     // Answers still unread ahead of it: the client is not reading (a slowloris), a 400 would only wait behind them.
-    if (socket.writable && socket.writableLength === 0) socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
+    if (socket.writable && socket.writableLength === 0)
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n');
     else socket.destroy();
   });
 
@@ -579,7 +622,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
           if (ConnectError.from(reason).code === Code.Aborted || stream.isClosed) return;
           options.onHandlerError?.(reason);
           if (stream.isResponded) stream.reset(ErrorCode.INTERNAL_ERROR);
-          else if (contentType?.startsWith('application/grpc') === true) stream.respond(200, grpcFailureHeaders(contentType, reason), true);
+          else if (contentType?.startsWith('application/grpc') === true)
+            stream.respond(200, grpcFailureHeaders(contentType, reason), true);
           else stream.respond(500, { 'content-length': 0 }, true);
         });
     };
@@ -696,44 +740,47 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   const noop = (): void => undefined;
   // Sockets with output waiting: how much of it the peer had taken (flushed to the kernel) and since when.
   const writers = new Map<Socket, { flushed: number; since: number }>();
-  const sweep = setInterval(() => {
-    const now = Date.now();
-    for (const socket of sockets) {
-      const waiting = socket.writableLength;
-      if (waiting === 0) {
-        writers.delete(socket);
-        continue;
-      }
-      const flushed = (socket.bytesWritten ?? 0) - waiting;
-      const seen = writers.get(socket);
-      if (seen === undefined || seen.flushed !== flushed) {
-        writers.set(socket, { flushed, since: now });
-      } else if (now - seen.since >= stalledMs) {
-        writers.delete(socket);
-        options.onRefusal?.('stalled-writer');
-        socket.destroy();
-      }
-    }
-    for (const [session, probe] of probes) {
-      if (session.destroyed) continue;
-      const bytesRead = session.socket?.bytesRead ?? 0;
-      if (bytesRead !== probe.bytesRead) {
-        probe.bytesRead = bytesRead;
-        probe.since = now;
-        probe.pingedAt = undefined;
-      } else if (probe.pingedAt === undefined) {
-        if (now - probe.since < probeMs) continue;
-        probe.pingedAt = now;
-        try {
-          session.ping(noop);
-        } catch {
-          probe.pingedAt = now - probeMs; // cannot even ping (closing): destroy on the next sweep
+  const sweep = setInterval(
+    () => {
+      const now = Date.now();
+      for (const socket of sockets) {
+        const waiting = socket.writableLength;
+        if (waiting === 0) {
+          writers.delete(socket);
+          continue;
         }
-      } else if (now - probe.pingedAt >= probeMs) {
-        session.destroy();
+        const flushed = (socket.bytesWritten ?? 0) - waiting;
+        const seen = writers.get(socket);
+        if (seen === undefined || seen.flushed !== flushed) {
+          writers.set(socket, { flushed, since: now });
+        } else if (now - seen.since >= stalledMs) {
+          writers.delete(socket);
+          options.onRefusal?.('stalled-writer');
+          socket.destroy();
+        }
       }
-    }
-  }, Math.min(1_000, probeMs));
+      for (const [session, probe] of probes) {
+        if (session.destroyed) continue;
+        const bytesRead = session.socket?.bytesRead ?? 0;
+        if (bytesRead !== probe.bytesRead) {
+          probe.bytesRead = bytesRead;
+          probe.since = now;
+          probe.pingedAt = undefined;
+        } else if (probe.pingedAt === undefined) {
+          if (now - probe.since < probeMs) continue;
+          probe.pingedAt = now;
+          try {
+            session.ping(noop);
+          } catch {
+            probe.pingedAt = now - probeMs; // cannot even ping (closing): destroy on the next sweep
+          }
+        } else if (now - probe.pingedAt >= probeMs) {
+          session.destroy();
+        }
+      }
+    },
+    Math.min(1_000, probeMs),
+  );
   sweep.unref();
   let streamTableWarned = false;
   h2server.on('session', (session: ServerHttp2Session) => {

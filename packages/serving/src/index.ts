@@ -8,13 +8,25 @@ export { boot } from './boot.js';
 export type { BootDeps, BootLogger, BootReport } from './boot.js';
 export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
 export type { LeaseView, Phase, ServiceDeps, ServingGuard } from './service.js';
-export { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness } from './readiness.js';
+export {
+  READINESS_REASONS,
+  createLeaseTroubleTracker,
+  describeReadiness,
+  judgeReadiness,
+  watchReadiness,
+} from './readiness.js';
 export type { LeaseTrouble, LeaseTroubleTracker, Readiness, ReadinessInputs, ReadinessReason } from './readiness.js';
 export { TlsMaterialError, loadTlsMaterial } from './tls.js';
 export type { TlsFiles } from './tls.js';
 export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
 export type { Http2Server } from './http.js';
-export { LATENCY_BUCKETS_S, LatencyHistogram, ServingAttributes, ServingMetricNames, createServingMetrics } from './metrics.js';
+export {
+  LATENCY_BUCKETS_S,
+  LatencyHistogram,
+  ServingAttributes,
+  ServingMetricNames,
+  createServingMetrics,
+} from './metrics.js';
 export type { NodeGaugeReading, ServingMetrics } from './metrics.js';
 export { formatHostPort } from './host-port.js';
 export type { HostPort } from './host-port.js';

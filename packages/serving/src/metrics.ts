@@ -37,7 +37,9 @@ export const ServingAttributes = {
 } as const;
 
 /** Latency buckets in seconds: minting takes microseconds, the p99 target is 2 ms (docs/design.md §3). */
-export const LATENCY_BUCKETS_S: readonly number[] = [0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
+export const LATENCY_BUCKETS_S: readonly number[] = [
+  0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5,
+];
 
 /** One latency histogram (one method and code): explicit buckets ({@link LATENCY_BUCKETS_S}) kept in plain numbers. */
 export class LatencyHistogram {
@@ -105,7 +107,10 @@ export function createServingMetrics(meter: Meter): ServingMetrics {
   // exporter reads: recording through the SDK sorts and hashes the attributes on every call, which measured
   // ~11% of a NextIds(1) under load for the counter, ~10% at 80,000 req/s for the histogram.
   const histograms: LatencyHistogram[] = [];
-  const calls = new Map<string, { readonly attributes: Attributes; count: number; readonly latency: LatencyHistogram }>();
+  const calls = new Map<
+    string,
+    { readonly attributes: Attributes; count: number; readonly latency: LatencyHistogram }
+  >();
   let idsServedTotal = 0;
   meter
     .createObservableCounter(ServingMetricNames.requests, {
@@ -134,7 +139,11 @@ export function createServingMetrics(meter: Meter): ServingMetrics {
   timeouts.add(0);
 
   const series = (key: string, service: string, method: string, code: string) => {
-    const attributes = { [ServingAttributes.service]: service, [ServingAttributes.method]: method, [ServingAttributes.code]: code };
+    const attributes = {
+      [ServingAttributes.service]: service,
+      [ServingAttributes.method]: method,
+      [ServingAttributes.code]: code,
+    };
     const latency = new LatencyHistogram(attributes);
     histograms.push(latency);
     const c = { attributes, count: 0, latency };
@@ -185,7 +194,8 @@ export function createServingMetrics(meter: Meter): ServingMetrics {
     recordRpc,
     hooks: {
       interceptors: [interceptor],
-      recordNextIds: (code, startNs, ids) => recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, startNs, ids),
+      recordNextIds: (code, startNs, ids) =>
+        recordRpc(IdGenerator.typeName, IdGenerator.method.nextIds.name, code, startNs, ids),
       countTimeout,
       countRefusal,
     },
@@ -211,7 +221,8 @@ export function createServingMetrics(meter: Meter): ServingMetrics {
           const r = read();
           const region = { [ServingAttributes.region]: String(r.region) };
           result.observe(ready, r.ready ? 1 : 0, region);
-          for (const reason of reasons) result.observe(readiness, reason === r.reason ? 1 : 0, { ...region, [ServingAttributes.reason]: reason });
+          for (const reason of reasons)
+            result.observe(readiness, reason === r.reason ? 1 : 0, { ...region, [ServingAttributes.reason]: reason });
           result.observe(held, r.slotHeld ? 1 : 0, region);
           result.observe(slots, r.slots, region);
         },

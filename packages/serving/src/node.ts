@@ -4,12 +4,22 @@ import type { LeaseSnapshot, WorkerLease } from '@idgen/lease';
 import { boot, type BootReport } from './boot.js';
 import { formatHostPort, type HostPort } from './host-port.js';
 import type { ServingMetrics } from './metrics.js';
-import { READINESS_REASONS, createLeaseTroubleTracker, describeReadiness, judgeReadiness, watchReadiness, type Readiness } from './readiness.js';
+import {
+  READINESS_REASONS,
+  createLeaseTroubleTracker,
+  describeReadiness,
+  judgeReadiness,
+  watchReadiness,
+  type Readiness,
+} from './readiness.js';
 import type { Phase } from './service.js';
 import { createServingPort, type ServingLogger, type ServingPort, type ServingPortOptions } from './serving-port.js';
 
 /** Options of {@link createIdgenNode}: the node's parts, its addresses, and the serving port's limits. */
-export interface IdgenNodeOptions extends Omit<ServingPortOptions, 'guard' | 'mints' | 'lease' | 'phase' | 'readiness' | 'advertise' | 'metrics'> {
+export interface IdgenNodeOptions extends Omit<
+  ServingPortOptions,
+  'guard' | 'mints' | 'lease' | 'phase' | 'readiness' | 'advertise' | 'metrics'
+> {
   /** The one guard every mint goes through (`@idgen/clock-guard`). */
   readonly guard: GuardedMinter;
   /** The worker-slot lease over the same guard: `createEtcdLease`, or `createStandaloneLease` for one node. */
@@ -54,7 +64,18 @@ export interface IdgenNode {
  * Logs with `logger` (pino's shape) what `idgen-server` logs; exiting and signals stay the caller's.
  */
 export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
-  const { guard, lease, timeSource, listen: _listen, advertise: advertiseOption, shutdownTimeoutMs, metrics, slots = 1, logger = SILENT, ...portOptions } = options;
+  const {
+    guard,
+    lease,
+    timeSource,
+    listen: _listen,
+    advertise: advertiseOption,
+    shutdownTimeoutMs,
+    metrics,
+    slots = 1,
+    logger = SILENT,
+    ...portOptions
+  } = options;
   let phase: Phase = 'starting';
   let advertise = advertiseOption ?? formatHostPort(options.listen);
   // Readiness and why, judged in one place (judgeReadiness) for /readyz, Health/Check, GetStatus and the log.
@@ -85,11 +106,23 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
   });
   metrics?.observeNode(READINESS_REASONS, () => {
     const r = readiness();
-    return { region: options.region, ready: r.ready, reason: r.reason, slotHeld: lease.snapshot().worker !== undefined, slots };
+    return {
+      region: options.region,
+      ready: r.ready,
+      reason: r.reason,
+      slotHeld: lease.snapshot().worker !== undefined,
+      slots,
+    };
   });
   // One log line each time the reason (or its cause) changes, from the first boot step on.
   const readinessLog = watchReadiness(readiness, (r, previous) => {
-    const fields = { readiness: r.reason, cause: r.cause, detail: r.detail, waitMs: r.waitMs, previous: previous?.reason };
+    const fields = {
+      readiness: r.reason,
+      cause: r.cause,
+      detail: r.detail,
+      waitMs: r.waitMs,
+      previous: previous?.reason,
+    };
     if (r.ready) logger.info(fields, 'readiness: ready');
     else logger.warn(fields, `readiness: not ready, ${describeReadiness(r)}`);
   });
@@ -105,7 +138,10 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
       const listen = formatHostPort(bound);
       if (advertiseOption === undefined) {
         // An unspecified bind address is not dialable: advertise the host name instead.
-        advertise = bound.host === '0.0.0.0' || bound.host === '::' ? formatHostPort({ host: hostname(), port: bound.port }) : listen;
+        advertise =
+          bound.host === '0.0.0.0' || bound.host === '::'
+            ? formatHostPort({ host: hostname(), port: bound.port })
+            : listen;
       }
       lease.setAddress(advertise);
       logger.info({ listen, advertise }, 'serving port open (not ready yet)');
@@ -163,7 +199,12 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
   };
 }
 
-const SILENT: ServingLogger = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+const SILENT: ServingLogger = {
+  debug: () => undefined,
+  info: () => undefined,
+  warn: () => undefined,
+  error: () => undefined,
+};
 
 async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeout' | { error: unknown }> {
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -171,7 +212,13 @@ async function withTimeout(p: Promise<void>, ms: number): Promise<'ok' | 'timeou
     timer = setTimeout(() => resolve('timeout'), ms);
   });
   try {
-    return await Promise.race([p.then(() => 'ok' as const, (error: unknown) => ({ error })), timeout]);
+    return await Promise.race([
+      p.then(
+        () => 'ok' as const,
+        (error: unknown) => ({ error }),
+      ),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }

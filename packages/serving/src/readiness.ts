@@ -81,16 +81,31 @@ export function judgeReadiness(i: ReadinessInputs): Readiness {
   }
   if (i.phase === 'running' && i.canMint) return { ready: true, reason: 'ready', detail: i.lease.message };
   if (i.timeSourceMode === 'chrony' && !i.timeSource.healthy && i.timeSource.problem !== 'not-read') {
-    return { ready: false, reason: 'time-source-unavailable', cause: i.timeSource.problem, detail: i.timeSource.message };
+    return {
+      ready: false,
+      reason: 'time-source-unavailable',
+      cause: i.timeSource.problem,
+      detail: i.timeSource.message,
+    };
   }
   if (i.lease.state === 'waiting-for-floor') {
     const floorMs = i.lease.floorMs ?? i.guard.floorMs;
-    return { ready: false, reason: 'waiting-for-floor', detail: i.lease.message, waitMs: Math.max(0, floorMs - i.nowMs + 1) };
+    return {
+      ready: false,
+      reason: 'waiting-for-floor',
+      detail: i.lease.message,
+      waitMs: Math.max(0, floorMs - i.nowMs + 1),
+    };
   }
   // The lease is alive but the guard's floor (the slot's, or this process's own last millisecond after a
   // clock step back) is still ahead: the guard says so only once a mint was tried, so compare here.
-  if (i.lease.state === 'alive' && (i.guard.reason === 'waiting-for-floor' || (i.guard.reason === undefined && i.guard.floorMs >= i.nowMs))) {
-    const detail = i.guard.message ?? `the wall clock has not passed the floor ${new Date(i.guard.floorMs).toISOString()}, a millisecond this slot may have used`;
+  if (
+    i.lease.state === 'alive' &&
+    (i.guard.reason === 'waiting-for-floor' || (i.guard.reason === undefined && i.guard.floorMs >= i.nowMs))
+  ) {
+    const detail =
+      i.guard.message ??
+      `the wall clock has not passed the floor ${new Date(i.guard.floorMs).toISOString()}, a millisecond this slot may have used`;
     return { ready: false, reason: 'waiting-for-floor', detail, waitMs: Math.max(0, i.guard.floorMs - i.nowMs + 1) };
   }
   if (i.leaseTrouble !== undefined && RECLAIMING.has(i.lease.state)) {

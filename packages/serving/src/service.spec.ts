@@ -13,7 +13,14 @@ import {
   ReadinessReason,
 } from '@idgen/proto';
 import { judgeReadiness, type LeaseTrouble } from './readiness.js';
-import { FENCE_REASON_HEADER, READINESS_HEADERS, createHealthService, createIdGeneratorService, type LeaseView, type Phase } from './service.js';
+import {
+  FENCE_REASON_HEADER,
+  READINESS_HEADERS,
+  createHealthService,
+  createIdGeneratorService,
+  type LeaseView,
+  type Phase,
+} from './service.js';
 
 const REGION = 2;
 const WORKER = 17;
@@ -36,7 +43,13 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
   const guard = createGuardedMinter({ region: REGION, clock, checkIntervalMs: 0 });
   let phase: Phase = 'starting';
   let leaseTrouble: LeaseTrouble | undefined;
-  const lease: LeaseView = { nodeId: 'node-1', leaseId: '7587', keepAliveAgeSeconds: 0.5, deadlineInMs: 4500, mode: 'etcd' };
+  const lease: LeaseView = {
+    nodeId: 'node-1',
+    leaseId: '7587',
+    keepAliveAgeSeconds: 0.5,
+    deadlineInMs: 4500,
+    mode: 'etcd',
+  };
   const deps = {
     guard,
     lease: () => lease,
@@ -55,7 +68,11 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
         guard: g,
         timeSourceMode: options.timeSourceMode ?? 'chrony',
         timeSource: g.timeSource,
-        lease: { state: alive ? 'alive' : 'claiming', message: alive ? `holding worker ${WORKER}` : 'claiming a worker slot', floorMs: alive ? g.floorMs : undefined },
+        lease: {
+          state: alive ? 'alive' : 'claiming',
+          message: alive ? `holding worker ${WORKER}` : 'claiming a worker slot',
+          floorMs: alive ? g.floorMs : undefined,
+        },
         leaseTrouble,
         nowMs: clock.nowMs(),
       });
@@ -81,7 +98,13 @@ function setup(options: { maxCount?: number; timeSourceMode?: 'chrony' | 'none' 
 }
 
 function assign(f: Fixture): void {
-  f.guard.assign({ region: REGION, worker: WORKER, floorMs: f.clock.nowMs() - 1, deadlineMonoMs: f.clock.monoMs() + 5000, ceilingMs: f.clock.nowMs() + 5000 });
+  f.guard.assign({
+    region: REGION,
+    worker: WORKER,
+    floorMs: f.clock.nowMs() - 1,
+    deadlineMonoMs: f.clock.monoMs() + 5000,
+    ceilingMs: f.clock.nowMs() + 5000,
+  });
   f.setPhase('running');
 }
 
@@ -103,7 +126,12 @@ describe('NextIds', () => {
     const block = res.blocks[0];
     expect(block?.count).toBe(5);
     const fields = DEFAULT_LAYOUT.decompose(block?.first ?? 0n);
-    expect(fields).toMatchObject({ region: REGION, worker: WORKER, sequence: 0, timestampMs: f.clock.nowMs() - DEFAULT_LAYOUT.epochMs });
+    expect(fields).toMatchObject({
+      region: REGION,
+      worker: WORKER,
+      sequence: 0,
+      timestampMs: f.clock.nowMs() - DEFAULT_LAYOUT.epochMs,
+    });
     f.clock.advance(1);
     const next = await f.ids.nextIds({ count: 4096 });
     expect(next.blocks.reduce((n, b) => n + b.count, 0)).toBe(4096);
@@ -153,7 +181,11 @@ describe('GetStatus', () => {
   it('says starting, then serving, then fenced, then draining, with the fence reason', async () => {
     const f = setup();
     const starting = await f.ids.getStatus({});
-    expect(starting).toMatchObject({ state: NodeState.STARTING, fenceReason: FenceReason.NOT_ASSIGNED, region: REGION });
+    expect(starting).toMatchObject({
+      state: NodeState.STARTING,
+      fenceReason: FenceReason.NOT_ASSIGNED,
+      region: REGION,
+    });
     expect(starting.worker).toBeUndefined();
 
     assign(f);
@@ -174,12 +206,23 @@ describe('GetStatus', () => {
       lastMintedMs: BigInt(f.clock.nowMs()),
       advertiseAddress: '10.0.0.1:8080',
       maxCount: 4096,
-      layout: { epochMs: BigInt(DEFAULT_LAYOUT.epochMs), timestampBits: 41, regionBits: 3, workerBits: 7, sequenceBits: 12 },
+      layout: {
+        epochMs: BigInt(DEFAULT_LAYOUT.epochMs),
+        timestampBits: 41,
+        regionBits: 3,
+        workerBits: 7,
+        sequenceBits: 12,
+      },
     });
 
     f.guard.setTimeSource(false, 'chrony is not synchronised', 0.5);
     const fenced = await f.ids.getStatus({});
-    expect(fenced).toMatchObject({ state: NodeState.FENCED, fenceReason: FenceReason.TIME_SOURCE, clockState: ClockState.UNHEALTHY, clockOffsetSeconds: 0.5 });
+    expect(fenced).toMatchObject({
+      state: NodeState.FENCED,
+      fenceReason: FenceReason.TIME_SOURCE,
+      clockState: ClockState.UNHEALTHY,
+      clockOffsetSeconds: 0.5,
+    });
     expect(fenced.fenceMessage).toContain('chrony is not synchronised');
 
     f.guard.drain();
@@ -189,7 +232,10 @@ describe('GetStatus', () => {
 
   it('says why it is not ready in fields 19-23: etcd unreachable, ready, fenced with the fence reason', async () => {
     const f = setup();
-    f.setLeaseTrouble({ reason: 'etcd-unreachable', detail: 'layout check failed (connect ECONNREFUSED); retrying in 500 ms' });
+    f.setLeaseTrouble({
+      reason: 'etcd-unreachable',
+      detail: 'layout check failed (connect ECONNREFUSED); retrying in 500 ms',
+    });
     expect(await f.ids.getStatus({})).toMatchObject({
       ready: false,
       readinessReason: ReadinessReason.ETCD_UNREACHABLE,
@@ -198,7 +244,11 @@ describe('GetStatus', () => {
     });
     f.setLeaseTrouble(undefined);
     assign(f);
-    expect(await f.ids.getStatus({})).toMatchObject({ ready: true, readinessReason: ReadinessReason.READY, readinessDetail: `holding worker ${WORKER}` });
+    expect(await f.ids.getStatus({})).toMatchObject({
+      ready: true,
+      readinessReason: ReadinessReason.READY,
+      readinessDetail: `holding worker ${WORKER}`,
+    });
     f.clock.advance(5000);
     const fenced = await f.ids.getStatus({});
     expect(fenced).toMatchObject({ ready: false, readinessReason: ReadinessReason.FENCED, readinessCause: 'lease' });
@@ -217,7 +267,9 @@ describe('grpc.health.v1 Check', () => {
     expect((await f.health.check({ service: '' })).status).toBe(HealthCheckResponse_ServingStatus.NOT_SERVING);
     assign(f);
     expect((await f.health.check({ service: '' })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
-    expect((await f.health.check({ service: 'idgen.v1.IdGenerator' })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await f.health.check({ service: 'idgen.v1.IdGenerator' })).status).toBe(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
     expect((await failure(f.health.check({ service: 'other.v1.Thing' }))).code).toBe(Code.NotFound);
     expect((await f.health.list({})).statuses['']?.status).toBe(HealthCheckResponse_ServingStatus.SERVING);
     f.clock.advance(6000);
@@ -232,17 +284,24 @@ describe('grpc.health.v1 Check', () => {
       if (h === undefined) throw new Error('no response headers');
       return h;
     };
-    f.setLeaseTrouble({ reason: 'waiting-for-slot', detail: 'no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a — é)' });
+    f.setLeaseTrouble({
+      reason: 'waiting-for-slot',
+      detail: 'no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a — é)',
+    });
     const spare = await headers();
     expect(spare.get(READINESS_HEADERS.reason)).toBe('waiting-for-slot');
     expect(spare.get(READINESS_HEADERS.cause)).toBeNull();
-    expect(spare.get(READINESS_HEADERS.detail)).toBe('no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a ? ?)');
+    expect(spare.get(READINESS_HEADERS.detail)).toBe(
+      'no free worker slot: all 1 slot this node may claim are held (1 held: 2/0: node-a ? ?)',
+    );
     f.setLeaseTrouble(undefined);
     assign(f);
     f.guard.setTimeSource(false, 'chrony is not synchronised (leap status Not synchronised)');
     const unsynchronised = await headers();
     expect(unsynchronised.get(READINESS_HEADERS.reason)).toBe('time-source-unavailable');
-    expect(unsynchronised.get(READINESS_HEADERS.detail)).toBe('chrony is not synchronised (leap status Not synchronised)');
+    expect(unsynchronised.get(READINESS_HEADERS.detail)).toBe(
+      'chrony is not synchronised (leap status Not synchronised)',
+    );
     f.guard.setTimeSource(true, 'synchronised');
     f.clock.advance(6000);
     const fenced = await headers();

@@ -1,6 +1,13 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
-import { createMintScheduler, isFencedError, type FenceReason, type GuardedMinter, type GuardStatus, type MintScheduler } from '@idgen/clock-guard';
+import {
+  createMintScheduler,
+  isFencedError,
+  type FenceReason,
+  type GuardedMinter,
+  type GuardStatus,
+  type MintScheduler,
+} from '@idgen/clock-guard';
 import {
   ClockState,
   FenceReason as WireFenceReason,
@@ -16,7 +23,10 @@ import {
 import { READINESS_REASONS, type Readiness } from './readiness.js';
 
 /** The part of the clock guard the handlers use (a {@link GuardedMinter} satisfies it). */
-export type ServingGuard = Pick<GuardedMinter, 'nextBlock' | 'tryNextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'>;
+export type ServingGuard = Pick<
+  GuardedMinter,
+  'nextBlock' | 'tryNextBlock' | 'canMint' | 'status' | 'layout' | 'lastMintedMs'
+>;
 
 /** What the status endpoints need from the lease (`WorkerLease.snapshot()` of `@idgen/lease` satisfies it). */
 export interface LeaseView {
@@ -176,7 +186,9 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
 }
 
 /** GetStatusResponse fields 19-23 (idgen.proto). */
-function readinessFields(r: Readiness): Pick<GetStatusResponse, 'ready' | 'readinessReason' | 'readinessCause' | 'readinessDetail' | 'readinessWaitMs'> {
+function readinessFields(
+  r: Readiness,
+): Pick<GetStatusResponse, 'ready' | 'readinessReason' | 'readinessCause' | 'readinessDetail' | 'readinessWaitMs'> {
   return {
     ready: r.ready,
     readinessReason: (READINESS_REASONS.indexOf(r.reason) + 1) as WireReadinessReason,
@@ -219,7 +231,10 @@ export function createHealthService(readiness: () => Readiness): Partial<Service
       const r = readiness();
       context.responseHeader.set(READINESS_HEADERS.reason, r.reason);
       if (r.cause !== undefined) context.responseHeader.set(READINESS_HEADERS.cause, r.cause);
-      context.responseHeader.set(READINESS_HEADERS.detail, headerSafe(r.waitMs === undefined ? r.detail : `${r.waitMs} ms left: ${r.detail}`));
+      context.responseHeader.set(
+        READINESS_HEADERS.detail,
+        headerSafe(r.waitMs === undefined ? r.detail : `${r.waitMs} ms left: ${r.detail}`),
+      );
       return { status: status(r) };
     },
     list() {

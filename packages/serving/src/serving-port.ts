@@ -5,7 +5,13 @@ import { createNextIdsFastPath } from './fast-path.js';
 import type { HostPort } from './host-port.js';
 import { connectionCap, createServingServer, type Http2Server } from './http.js';
 import type { Readiness } from './readiness.js';
-import { createHealthService, createIdGeneratorService, createNextIds, nodeState, type ServiceDeps } from './service.js';
+import {
+  createHealthService,
+  createIdGeneratorService,
+  createNextIds,
+  nodeState,
+  type ServiceDeps,
+} from './service.js';
 import { createTlsServing, reloadTlsOnChange, type TlsFiles } from './tls.js';
 
 /** Where the serving port logs (pino's `logger.info(fields, msg)` fits). */
@@ -67,7 +73,11 @@ export interface ServingPort {
    */
   close(timeoutMs: number): Promise<number>;
   /** The connection cap in force: `maxConnections`, or lower to leave descriptors for what is not a client. */
-  readonly connectionCap: { readonly maxConnections: number; readonly openFilesLimit: number | undefined; readonly lowered: boolean };
+  readonly connectionCap: {
+    readonly maxConnections: number;
+    readonly openFilesLimit: number | undefined;
+    readonly lowered: boolean;
+  };
 }
 
 /**
@@ -102,11 +112,19 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
   let stopReload = (): void => undefined;
   if (tls !== undefined && options.tls !== undefined) {
     stopReload = reloadTlsOnChange(tls, options.tls, childOf(logger, 'tls'));
-    logger.info({ mtls: tls.requestCert, notAfter: tls.notAfter().toISOString() }, 'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)');
+    logger.info(
+      { mtls: tls.requestCert, notAfter: tls.notAfter().toISOString() },
+      'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)',
+    );
   }
   const cap = connectionCap(options.maxConnections);
   logger.info(
-    { maxConnections: cap.maxConnections, configured: options.maxConnections, openFilesLimit: cap.openFilesLimit, lowered: cap.lowered },
+    {
+      maxConnections: cap.maxConnections,
+      configured: options.maxConnections,
+      openFilesLimit: cap.openFilesLimit,
+      lowered: cap.lowered,
+    },
     cap.lowered ? 'connection cap: lowered to leave descriptors for etcd and chronyc' : 'connection cap',
   );
   // The probe asks ready() for its status code and then readyDetail() for its body, back to back: the body
@@ -137,7 +155,8 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
     requestTimeoutMs: options.requestTimeoutMs,
     onRequestTimeout: () => metrics.countTimeout?.(),
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
-    onStreamTableUnavailable: (why) => logger.warn({ why }, 'HTTP/2 stream table work-around not applied: expect longer GC pauses'),
+    onStreamTableUnavailable: (why) =>
+      logger.warn({ why }, 'HTTP/2 stream table work-around not applied: expect longer GC pauses'),
     onHandlerError: (e) => logger.warn({ err: e }, 'writing a response failed'),
     onRefusal: (reason) => metrics.countRefusal?.(reason),
     ...(tls === undefined ? {} : { tls, onTlsError: (e: Error) => logger.debug({ err: e }, 'tls handshake failed') }),

@@ -30,7 +30,10 @@ describe('installStreamTable on a real node:http2 server (loopback)', () => {
     await new Promise((resolve) => server.close(resolve));
   });
 
-  function get(client: ClientHttp2Session, path: string): Promise<{ status: number; body: string; rst: number | undefined }> {
+  function get(
+    client: ClientHttp2Session,
+    path: string,
+  ): Promise<{ status: number; body: string; rst: number | undefined }> {
     return new Promise((resolve) => {
       const stream = client.request({ ':path': path });
       let status = 0;
@@ -67,7 +70,12 @@ describe('installStreamTable on a real node:http2 server (loopback)', () => {
       }
       const session = sessions.at(-1) as Http2Session;
       const kState = Object.getOwnPropertySymbols(session).find((s) => s.description === 'state') as symbol;
-      const state = (session as unknown as Record<symbol, { streams: StreamTable<number, unknown>; pendingStreams: StreamTable<unknown, unknown> }>)[kState];
+      const state = (
+        session as unknown as Record<
+          symbol,
+          { streams: StreamTable<number, unknown>; pendingStreams: StreamTable<unknown, unknown> }
+        >
+      )[kState];
       expect(state?.streams.size).toBe(0);
       expect(state?.pendingStreams.size).toBe(0);
     } finally {

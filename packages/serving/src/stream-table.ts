@@ -7,11 +7,17 @@ import { StreamTable } from '@idgen/h2';
  * internals are not what this was written against (then nothing is changed: the session works as node built
  * it, only with the GC cost above). Call on the server's 'session' event, before the session has streams.
  */
-export function installStreamTable(session: Http2Session): { readonly installed: true } | { readonly installed: false; readonly why: string } {
+export function installStreamTable(
+  session: Http2Session,
+): { readonly installed: true } | { readonly installed: false; readonly why: string } {
   const kState = Object.getOwnPropertySymbols(session).find((symbol) => symbol.description === 'state');
   if (kState === undefined) return { installed: false, why: "node:http2 sessions no longer have a 'state' symbol" };
-  const state = (session as unknown as Record<symbol, unknown>)[kState] as { streams?: unknown; pendingStreams?: unknown } | null;
-  if (typeof state !== 'object' || state === null) return { installed: false, why: 'node:http2 session state is not an object' };
+  const state = (session as unknown as Record<symbol, unknown>)[kState] as {
+    streams?: unknown;
+    pendingStreams?: unknown;
+  } | null;
+  if (typeof state !== 'object' || state === null)
+    return { installed: false, why: 'node:http2 session state is not an object' };
   // node's own SafeMap and SafeSet (from its primordials: not `instanceof Map` here), so checked by shape.
   const streams = state.streams as Partial<Map<unknown, unknown>> | null | undefined;
   const mapLike =

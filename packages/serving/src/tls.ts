@@ -29,7 +29,9 @@ function read(file: string, what: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (e) {
-    throw new TlsMaterialError(`cannot read ${what} ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`);
+    throw new TlsMaterialError(
+      `cannot read ${what} ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
+    );
   }
 }
 
@@ -50,7 +52,9 @@ export function loadTlsMaterial(files: TlsFiles, now: Date = new Date()): TlsMat
   const notBefore = new Date(x509.validFrom);
   const notAfter = new Date(x509.validTo);
   if (now < notBefore || now > notAfter) {
-    throw new TlsMaterialError(`the TLS certificate ${JSON.stringify(files.certFile)} is not valid now (valid ${x509.validFrom} to ${x509.validTo})`);
+    throw new TlsMaterialError(
+      `the TLS certificate ${JSON.stringify(files.certFile)} is not valid now (valid ${x509.validFrom} to ${x509.validTo})`,
+    );
   }
   if (ca !== undefined) {
     try {
@@ -63,7 +67,9 @@ export function loadTlsMaterial(files: TlsFiles, now: Date = new Date()): TlsMat
   try {
     createSecureContext(options);
   } catch (e) {
-    throw new TlsMaterialError(`the TLS key ${JSON.stringify(files.keyFile)} does not fit the certificate or is not a PEM key (${(e as Error).message})`);
+    throw new TlsMaterialError(
+      `the TLS key ${JSON.stringify(files.keyFile)} does not fit the certificate or is not a PEM key (${(e as Error).message})`,
+    );
   }
   return { options, notAfter, subject: x509.subject.replace(/\n/g, ', ') };
 }

@@ -29,7 +29,10 @@ it('the README example serves NextIds from an embedded port: ready, then three c
     });
     const exit = await child.exited;
     expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(20) }).toEqual({ code: 0, output: '' });
-    const printed = JSON.parse(child.stdoutLines.join('\n')) as { ready: number; blocks: { first: string; count: number }[] };
+    const printed = JSON.parse(child.stdoutLines.join('\n')) as {
+      ready: number;
+      blocks: { first: string; count: number }[];
+    };
     expect(printed.ready).toBe(200);
     expect(printed.blocks.reduce((n, b) => n + b.count, 0)).toBe(3);
     for (const b of printed.blocks) expect(Number((BigInt(b.first) >> 19n) & 7n)).toBe(3); // region bits 21..19

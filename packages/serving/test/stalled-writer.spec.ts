@@ -13,7 +13,8 @@ jest.setTimeout(60_000);
 /** NextIds answers of ~130 KB (4,096 blocks), so a client that does not read fills its buffers fast. */
 const BLOCKS = Array.from({ length: 4_096 }, (_, i) => ({ first: BigInt(1_000_000 + i * 2), count: 1 }));
 const PAD = 'x'.repeat(1_000_000);
-const REQUEST = 'POST /idgen.v1.IdGenerator/NextIds HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"count":1}';
+const REQUEST =
+  'POST /idgen.v1.IdGenerator/NextIds HTTP/1.1\r\nhost: a\r\ncontent-type: application/json\r\ncontent-length: 11\r\n\r\n{"count":1}';
 
 let server: ServingServer;
 let port: number;
