@@ -137,7 +137,7 @@ function run(config: ServerConfig): void {
     let metricsAddress: string | undefined;
     if (config.metricsListen !== undefined) {
       try {
-        metricsAddress = await metrics.listen(config.metricsListen);
+        metricsAddress = await metrics.listen(config.metricsListen, (method, path) => node.port.probe(method, path));
       } catch (e) {
         return exit(EXIT_FATAL, `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`, { err: e });
       }

@@ -21,6 +21,7 @@ import {
   formatHostPort,
   type HostPort,
   type LatencyHistogram,
+  type ProbeAnswer,
   type ServingMetrics,
 } from '@idgen/serving';
 
@@ -111,8 +112,15 @@ class LatencyProducer implements MetricProducer {
 export interface ServerMetricsHandle extends Omit<ServingMetrics, 'latencies'> {
   /** Meter to hand to a package (its own scope name). */
   meter(scope: string): Meter;
-  /** Serves Prometheus text at `/metrics` on `listen`; resolves with the bound address. */
-  listen(listen: HostPort): Promise<string>;
+  /**
+   * Serves Prometheus text at `/metrics` on `listen`, and with `probe` the serving port's `/healthz` and `/readyz`
+   * answers too (kubelet probes reach them here when the serving port requires client certificates); resolves
+   * with the bound address.
+   */
+  listen(
+    listen: HostPort,
+    probe?: (method: string | undefined, path: string) => ProbeAnswer | undefined,
+  ): Promise<string>;
   /** Stops the /metrics listener and the provider. */
   close(): Promise<void>;
 }
@@ -146,11 +154,16 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
   return {
     ...instruments,
     meter: (scope) => provider.getMeter(scope),
-    listen(listen) {
+    listen(listen, probe) {
       return new Promise((resolve, reject) => {
         const s = createServer((req, res) => {
           if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
             exporter.getMetricsRequestHandler(req, res);
+            return;
+          }
+          const answer = probe?.(req.method, (req.url ?? '').split('?', 1)[0] ?? '');
+          if (answer !== undefined) {
+            res.writeHead(answer.status, answer.headers).end(req.method === 'HEAD' ? undefined : answer.body);
             return;
           }
           res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics\n');

@@ -132,12 +132,13 @@ describe('deploy/kubernetes', () => {
     expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(outcome.config.shutdownTimeoutMs);
   });
 
-  it('probes /readyz for readiness and /healthz for liveness, on the serving port, and the node answers both', async () => {
-    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'serving' });
-    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'serving' });
-    const node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+  it('probes /readyz for readiness and /healthz for liveness on the metrics port (mTLS on serving leaves it open), and the node answers both there', async () => {
+    expect(container.readinessProbe?.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+    expect(container.livenessProbe?.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+    const node = await startServer(['--time-source', 'none']);
     await node.ready();
-    for (const path of ['/readyz', '/healthz']) expect((await fetch(`${node.baseUrl}${path}`)).status).toBe(200);
+    const metricsBase = (node.metricsUrl ?? '').replace(/\/metrics$/, '');
+    for (const path of ['/readyz', '/healthz']) expect((await fetch(`${metricsBase}${path}`)).status).toBe(200);
     expect((await node.stop()).code).toBe(0);
   });
 

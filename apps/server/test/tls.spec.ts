@@ -70,8 +70,6 @@ describe('mTLS on the serving port', () => {
     node = await startServer([
       '--time-source',
       'none',
-      '--metrics-listen',
-      'off',
       '--region',
       '3',
       '--tls-cert',
@@ -113,6 +111,20 @@ describe('mTLS on the serving port', () => {
       }
     },
   );
+
+  it('answers kubelet-style probes (no client certificate) on the metrics port as the serving port would', async () => {
+    const base = (node.metricsUrl ?? '').replace(/\/metrics$/, '');
+    const readyz = await fetch(`${base}/readyz`);
+    expect(readyz.status).toBe(200);
+    expect(readyz.headers.get('cache-control')).toBe('no-store');
+    expect(await readyz.json()).toMatchObject({ ready: true, reason: 'ready', state: 'serving' });
+    expect(await (await fetch(`${base}/healthz`)).json()).toEqual({ status: 'alive' });
+    const head = await fetch(`${base}/readyz`, { method: 'HEAD' });
+    expect([head.status, await head.text()]).toEqual([200, '']);
+    expect((await fetch(`${base}/readyz`, { method: 'POST' })).status).toBe(405);
+    expect((await fetch(`${base}/nothing-here`)).status).toBe(404);
+    expect((await fetch(`${base}/metrics`)).status).toBe(200);
+  });
 
   it('refuses plaintext h2c on the TLS port', async () => {
     const plain = createClient(IdGenerator, createGrpcTransport({ baseUrl: `http://127.0.0.1:${port}` }));

@@ -134,9 +134,21 @@ export interface ServingServerOptions {
 }
 
 /** The serving port: HTTP/1.1 (node:http) and h2c (@idgen/h2, or node:http2), Connect + gRPC + gRPC-Web + probes. */
+/** A probe's answer (`/healthz`, `/readyz`): status, headers and a JSON body. */
+export interface ProbeAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | number>;
+  readonly body: string;
+}
+
 export interface ServingServer {
   /** Binds `listen`; resolves with the bound address (port 0 becomes the real port). */
   listen(listen: HostPort): Promise<HostPort>;
+  /**
+   * The answer this port gives `method path` for a probe path (`/healthz`, `/readyz`), `undefined` for any other
+   * path: for another listener (the metrics port) to answer probes the same way.
+   */
+  probe(method: string | undefined, path: string): ProbeAnswer | undefined;
   /** Requests being handled now. */
   inFlight(): number;
   /**
@@ -367,10 +379,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   deadlineSweep.unref();
 
   /** The answer to a `/healthz` or `/readyz` request (docs/design.md §6): plain JSON, never cached. */
-  const probe = (
-    method: string | undefined,
-    path: string,
-  ): { status: number; headers: Record<string, string | number>; body: string } => {
+  const probe = (method: string | undefined, path: string): ProbeAnswer => {
     const answer = (status: number, body: Record<string, unknown>, extra: Record<string, string> = {}) => {
       const text = JSON.stringify(body) + '\n';
       return {
@@ -801,6 +810,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   h2server.on('sessionError', (e) => options.onConnectionError?.(e));
 
   return {
+    probe: (method, path) => (path === HEALTHZ_PATH || path === READYZ_PATH ? probe(method, path) : undefined),
     listen(listen) {
       return new Promise((resolve, reject) => {
         server.once('error', reject);

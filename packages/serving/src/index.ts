@@ -19,7 +19,7 @@ export type { LeaseTrouble, LeaseTroubleTracker, Readiness, ReadinessInputs, Rea
 export { TlsMaterialError, loadTlsMaterial } from './tls.js';
 export type { TlsFiles } from './tls.js';
 export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
-export type { Http2Server } from './http.js';
+export type { Http2Server, ProbeAnswer } from './http.js';
 export {
   LATENCY_BUCKETS_S,
   LatencyHistogram,

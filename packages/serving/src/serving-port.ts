@@ -3,7 +3,7 @@ import type { MintScheduler } from '@idgen/clock-guard';
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { createNextIdsFastPath } from './fast-path.js';
 import type { HostPort } from './host-port.js';
-import { connectionCap, createServingServer, type Http2Server } from './http.js';
+import { connectionCap, createServingServer, type Http2Server, type ProbeAnswer } from './http.js';
 import type { Readiness } from './readiness.js';
 import {
   createHealthService,
@@ -65,6 +65,11 @@ export interface ServingPortOptions extends Omit<ServiceDeps, 'readiness' | 'onU
 export interface ServingPort {
   /** Binds `listen`; resolves with the bound address (port 0 becomes the real port). */
   listen(listen: HostPort): Promise<HostPort>;
+  /**
+   * This port's answer to a probe (`/healthz`, `/readyz`; `undefined` for other paths), for the metrics listener
+   * to answer the same: kubelet probes reach it when the serving port requires client certificates (mTLS).
+   */
+  probe(method: string | undefined, path: string): ProbeAnswer | undefined;
   /** Requests being handled now. */
   inFlight(): number;
   /**
@@ -163,6 +168,7 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
   });
   return {
     listen: (listen) => server.listen(listen),
+    probe: (method, path) => server.probe(method, path),
     inFlight: () => server.inFlight(),
     async close(timeoutMs) {
       stopReload();
