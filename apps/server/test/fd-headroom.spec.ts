@@ -6,9 +6,8 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { delimiter } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
-import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { CHRONY_HEALTHY, cleanupAll, createChronyStub, spawnProcess } from '@idgen/testing';
 import { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from '@idgen/serving';
-import { CHRONY_HEALTHY, createChronyStub } from './chrony-stub.js';
 import { NODE_ARGV, idClient, parseLine, sleep, standaloneStateFile } from './support.js';
 
 jest.setTimeout(90_000);

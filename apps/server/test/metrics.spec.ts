@@ -6,8 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health } from '@idgen/proto';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
-import { CHRONY_HEALTHY, createChronyStub } from './chrony-stub.js';
+import { CHRONY_HEALTHY, cleanupAll, createChronyStub, type EtcdServer, startEtcd } from '@idgen/testing';
 import { idClient, startServer, waitFor, type ServerNode } from './support.js';
 
 jest.setTimeout(90_000);

@@ -3,8 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { cleanupAll, freePort } from '@idgen/testing';
-import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
+import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, cleanupAll, createChronyStub, freePort } from '@idgen/testing';
 import {
   decode,
   idClient,

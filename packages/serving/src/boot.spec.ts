@@ -1,8 +1,7 @@
 import { createGuardedMinter, createTimeSourceCheck, type GuardedMinter } from '@idgen/clock-guard';
 import { createStandaloneLease } from '@idgen/lease';
 import { join } from 'node:path';
-import { cleanupAll, tempDirSync } from '@idgen/testing';
-import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from '../test/chrony-stub.js';
+import { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, cleanupAll, createChronyStub, tempDirSync } from '@idgen/testing';
 import { boot, type BootLogger } from './boot.js';
 
 interface Entry {

@@ -18,3 +18,5 @@ export { createTcpProxy } from './tcp-proxy.js';
 export type { TcpProxy, TcpProxyCutMode, TcpProxyOptions } from './tcp-proxy.js';
 export { OPENSSL_MISSING_MESSAGE, enableEtcdAuth, etcdctl, makeTestPki } from './tls.js';
 export type { EtcdTestUser, TestCertificate, TestPki } from './tls.js';
+export { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
+export type { ChronyStub } from './chrony-stub.js';

@@ -2,7 +2,7 @@
 // cannot be driven into "not synchronised" and back on demand; its output format is what is under test.
 import { chmodSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempDirSync } from '@idgen/testing';
+import { tempDirSync } from './net.js';
 
 /** `chronyc -c tracking` of a synchronised clock 0.012 ms off. */
 export const CHRONY_HEALTHY =
