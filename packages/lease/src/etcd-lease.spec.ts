@@ -1,56 +1,19 @@
 import { createLayout, DEFAULT_LAYOUT } from '@idgen/core';
-import { cleanupAll, freePort, startEtcd } from '@idgen/testing';
-import type { EtcdServer } from '@idgen/testing';
-import { Etcd3 } from 'etcd3';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
+import { freePort } from '@idgen/testing';
+import type { Etcd3 } from 'etcd3';
+import { useLeaseHarness } from './etcd-harness.test-helper.js';
 import { CorruptRecordError, LayoutMismatchError, NoFreeWorkerError, isNoFreeWorkerError } from './errors.js';
 import { leaseKeys, parseLastMsRecord, parseServingNode } from './records.js';
 import { LeaseMetrics } from './metrics.js';
 import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
-import type { LeaseState, ServingNode, WorkerLease } from './types.js';
+import type { LeaseState, ServingNode } from './types.js';
 
 jest.setTimeout(120_000);
 
-let etcd: EtcdServer;
+const harness = useLeaseHarness(1);
+const { options, lease } = harness;
 let kv: Etcd3;
-const leases: WorkerLease[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  kv = new Etcd3({ hosts: [etcd.clientUrl] });
-});
-
-afterEach(async () => {
-  await Promise.all(leases.splice(0).map((l) => l.release()));
-});
-
-afterAll(async () => {
-  kv?.close();
-  await cleanupAll();
-});
-
-/** Quick settings for tests (TTL 2 s); the rules checked are about ordering, not speed. */
-function options(prefix: string, extra: Partial<EtcdLeaseOptions> = {}): EtcdLeaseOptions {
-  return {
-    endpoints: [etcd.clientUrl],
-    prefix,
-    region: 1,
-    ttlSeconds: 2,
-    keepAliveIntervalMs: 400,
-    keepAliveTimeoutMs: 300,
-    fenceMarginMs: 500,
-    requestTimeoutMs: 1500,
-    backoff: { initialMs: 50, maxMs: 400 },
-    ...extra,
-  };
-}
-
-function lease(o: EtcdLeaseOptions, target: RecordingTarget): WorkerLease {
-  const l = createEtcdLease(o, target);
-  leases.push(l);
-  return l;
-}
+beforeAll(() => ({ kv } = harness.current()));
 
 describe('layout record', () => {
   it('is created when absent, accepted when equal, refused when different or garbage', async () => {
@@ -239,7 +202,7 @@ describe('claiming and keeping a slot', () => {
       expect(workers).toEqual([10, 11, 12, 13, 14]);
       expect(book.violations).toEqual([]);
       expect(targets.flatMap((t) => t.of('unassign'))).toEqual([]);
-      await Promise.all(leases.splice(0).map((l) => l.release()));
+      await harness.releaseAll();
     }
   });
 

@@ -1,9 +1,6 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { cleanupAll, startEtcd } from '@idgen/testing';
-import type { EtcdServer } from '@idgen/testing';
-import { Etcd3 } from 'etcd3';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
+import type { Etcd3 } from 'etcd3';
+import { useLeaseHarness } from './etcd-harness.test-helper.js';
 import { CorruptRecordError, NoFreeWorkerError } from './errors.js';
 import { leaseKeys, parseLastMsRecord } from './records.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
@@ -22,48 +19,13 @@ import {
   spareCodesOf,
   spareKeys,
 } from './spare-codes.js';
-import type { WorkerLease } from './types.js';
 
 jest.setTimeout(120_000);
 
-let etcd: EtcdServer;
+const harness = useLeaseHarness(2);
+const { options, lease } = harness;
 let kv: Etcd3;
-const leases: WorkerLease[] = [];
-
-beforeAll(async () => {
-  etcd = await startEtcd();
-  kv = new Etcd3({ hosts: [etcd.clientUrl] });
-});
-
-afterEach(async () => {
-  await Promise.all(leases.splice(0).map((l) => l.release()));
-});
-
-afterAll(async () => {
-  kv?.close();
-  await cleanupAll();
-});
-
-function options(prefix: string, extra: Partial<EtcdLeaseOptions> = {}): EtcdLeaseOptions {
-  return {
-    endpoints: [etcd.clientUrl],
-    prefix,
-    region: 2,
-    ttlSeconds: 2,
-    keepAliveIntervalMs: 400,
-    keepAliveTimeoutMs: 300,
-    fenceMarginMs: 500,
-    requestTimeoutMs: 1500,
-    backoff: { initialMs: 50, maxMs: 400 },
-    ...extra,
-  };
-}
-
-function lease(o: EtcdLeaseOptions, target: RecordingTarget): WorkerLease {
-  const l = createEtcdLease(o, target);
-  leases.push(l);
-  return l;
-}
+beforeAll(() => ({ kv } = harness.current()));
 
 const io = (prefix: string) => ({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT });
 

@@ -1,0 +1,62 @@
+// The etcd side of the lease specs: one real etcd per spec file, a client to read and write its keys directly,
+// quick lease settings, and every lease made through it released after each test.
+import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import type { LeaseTarget, WorkerLease } from './types.js';
+
+export interface LeaseHarness {
+  /** The etcd and a client of it, once the harness's beforeAll has run. */
+  current(): { etcd: EtcdServer; kv: Etcd3 };
+  /** Quick settings for tests (TTL 2 s; the rules checked are about ordering, not speed) under `prefix`. */
+  options(prefix: string, extra?: Partial<EtcdLeaseOptions>): EtcdLeaseOptions;
+  /** A lease released after the test. */
+  lease(o: EtcdLeaseOptions, target: LeaseTarget): WorkerLease;
+  /** Releases every lease made so far (as after each test). */
+  releaseAll(): Promise<void>;
+}
+
+/** Registers the spec file's beforeAll/afterEach/afterAll; `region` is the default of {@link LeaseHarness.options}. */
+export function useLeaseHarness(region: number): LeaseHarness {
+  let etcd: EtcdServer | undefined;
+  let kv: Etcd3 | undefined;
+  const leases: WorkerLease[] = [];
+  beforeAll(async () => {
+    etcd = await startEtcd();
+    kv = new Etcd3({ hosts: [etcd.clientUrl] });
+  });
+  const releaseAll = async (): Promise<void> => {
+    await Promise.all(leases.splice(0).map((l) => l.release()));
+  };
+  afterEach(releaseAll);
+  afterAll(async () => {
+    kv?.close();
+    await cleanupAll();
+  });
+  const current = (): { etcd: EtcdServer; kv: Etcd3 } => {
+    if (etcd === undefined || kv === undefined) throw new Error('the lease harness is used before its beforeAll ran');
+    return { etcd, kv };
+  };
+  return {
+    current,
+    options: (prefix, extra = {}) => ({
+      endpoints: [current().etcd.clientUrl],
+      prefix,
+      region,
+      ttlSeconds: 2,
+      keepAliveIntervalMs: 400,
+      keepAliveTimeoutMs: 300,
+      fenceMarginMs: 500,
+      requestTimeoutMs: 1500,
+      backoff: { initialMs: 50, maxMs: 400 },
+      ...extra,
+    }),
+    releaseAll,
+    lease(o, target) {
+      const l = createEtcdLease(o, target);
+      leases.push(l);
+      return l;
+    },
+  };
+}
