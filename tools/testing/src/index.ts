@@ -20,3 +20,4 @@ export { OPENSSL_MISSING_MESSAGE, enableEtcdAuth, etcdctl, makeTestPki } from '.
 export type { EtcdTestUser, TestCertificate, TestPki } from './tls.js';
 export { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
 export type { ChronyStub } from './chrony-stub.js';
+export { readmeExample, runTsExample } from './readme-example.js';
