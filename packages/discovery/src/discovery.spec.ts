@@ -58,7 +58,7 @@ describe('createDiscoveryReader', () => {
         {
           endpoints: [etcd.clientUrl],
           prefix,
-          region: 5,
+          region: 4,
           workers: '0-9',
           nodeId,
           address,
@@ -76,17 +76,17 @@ describe('createDiscoveryReader', () => {
       return l;
     };
     const kv = new Etcd3({ hosts: [etcd.clientUrl] });
-    await kv.put(leaseKeys.node(prefix, 5, 'broken')).value('{{{');
+    await kv.put(leaseKeys.node(prefix, 4, 'broken')).value('{{{');
     kv.close();
 
-    const reader = createDiscoveryReader({ endpoints: [etcd.clientUrl], prefix, region: 5 });
+    const reader = createDiscoveryReader({ endpoints: [etcd.clientUrl], prefix, region: 4 });
     let latest: ServingNode[] = [];
     const stop = reader.watch((nodes) => {
       latest = nodes;
     });
     const a = await start('node-a', '127.0.0.1:9001');
     await until(() => latest.map((n) => n.nodeId).join() === 'node-a', 10_000, 'node-a listed');
-    expect(latest[0]).toMatchObject({ region: 5, address: '127.0.0.1:9001' });
+    expect(latest[0]).toMatchObject({ region: 4, address: '127.0.0.1:9001' });
 
     await etcd.restart({ hard: true, downMs: 200 });
     await start('node-b', '127.0.0.1:9002');
