@@ -41,6 +41,16 @@ async function dies(pid: number, boundMs = 15_000): Promise<boolean> {
 }
 
 describe('spawnProcess', () => {
+  it('counts a process as ended once its output is read to the end, not at its exit', async () => {
+    // Output can still be in the pipes, or on its way, when 'exit' comes: a waiter that gave up at 'exit' missed the
+    // line (the lease's child-process spec saw only "started" from a child that printed its verdict and exited,
+    // once in CI). Here the shell exits at once and what it started prints a moment later on the same pipe.
+    const p = spawnProcess('sh', ['-c', 'echo first; (sleep 0.3; echo "late verdict") & exit 3']);
+    await expect(p.waitForLine(/late verdict/, 30_000)).resolves.toBe('late verdict');
+    expect(await p.exited).toEqual({ code: 3, signal: null });
+    expect(p.stdoutLines).toEqual(['first', 'late verdict']);
+  });
+
   it('collects lines and waits for one, before or after it is printed', async () => {
     const p = spawnProcess(process.execPath, [
       '-e',

@@ -80,8 +80,9 @@ export function spawnProcess(cmd: string, args: readonly string[], options: Spaw
       }
     }
   };
-  createInterface({ input: child.stdout }).on('line', onLine(stdoutLines));
-  createInterface({ input: child.stderr }).on('line', onLine(stderrLines));
+  const outputRead = (input: NodeJS.ReadableStream, into: string[]): Promise<void> =>
+    new Promise((resolve) => createInterface({ input }).on('line', onLine(into)).once('close', resolve));
+  const allOutputRead = Promise.all([outputRead(child.stdout, stdoutLines), outputRead(child.stderr, stderrLines)]);
 
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once('error', (err) => {
@@ -90,8 +91,16 @@ export function spawnProcess(cmd: string, args: readonly string[], options: Spaw
       resolve(status);
     });
     child.once('exit', (code, signal) => {
-      status = { code, signal };
-      resolve(status);
+      const ended: ProcessExit = { code, signal };
+      // 'exit' can come before the last lines are read from the pipes (a child that writes its verdict and exits
+      // at once: the waiter then saw only the lines before it). Ended means its output read to the end too, or
+      // 2 s after the exit when a process it started still holds the pipes open.
+      let grace: NodeJS.Timeout | undefined;
+      void Promise.race([allOutputRead, new Promise((r) => (grace = setTimeout(r, 2_000)))]).then(() => {
+        clearTimeout(grace);
+        status = ended;
+        resolve(ended);
+      });
     });
   });
   const untrack = track({
