@@ -1,5 +1,6 @@
-// Prints one closing line over every project's jest run and fails when a project ran no test,
-// skipped one, or failed one. Used by the root `npm test` after `nx run-many`.
+// Prints one closing line over every project's jest run, and every failed test with the first lines of
+// its message; fails when a project ran no test, skipped one, or failed one. Used by the root `npm test`
+// after `nx run-many`, whether or not that passed, so a failure is named in the last lines of the run.
 import { readdirSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -20,10 +21,13 @@ for (const r of rows) {
   console.log(
     `${r.project.padEnd(22)} ${String(r.passed).padStart(5)} passed ${String(r.failed).padStart(3)} failed ${String(r.skipped).padStart(3)} skipped`,
   );
+  for (const f of r.failures ?? []) {
+    bad.push(`${r.project} failed: ${f.where} › ${f.test}\n${f.message.replace(/^/gm, '    ')}`);
+  }
   if (r.passed === 0) bad.push(`${r.project} ran no test`);
   if (r.skipped > 0) bad.push(`${r.project} skipped ${r.skipped} test(s)`);
 }
 if (rows.length === 0) bad.push('no project reported test results');
-for (const b of bad) console.error(`test-summary: ${b}`);
+for (const b of bad) console.log(`test-summary: ${b}`);
 console.log(`jest: ${passed} passed, ${failed} failed`);
 process.exit(failed > 0 || bad.length > 0 ? 1 : 0);
