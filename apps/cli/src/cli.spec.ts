@@ -188,13 +188,13 @@ describe('runCli: usage errors exit 2 before any I/O', () => {
     [['next', '-n', '65537', '--server', '127.0.0.1:1'], /-n must be an integer from 1 to 65536/],
     [['next', '--server', 'ftp://x:1'], /--server "ftp:\/\/x:1" is not a node URL/],
     [['status', '--etcd', 'http://127.0.0.1:2379', '--region', 'two'], /--region must be an integer/],
-    [['leases', '--etcd', 'nope'], /invalid etcd options: endpoint "nope" is not an etcd client URL/],
+    [['leases', '--etcd', 'nope'], /invalid etcd options: --etcd: endpoint "nope" is not an etcd client URL/],
     [['leases'], /--etcd is required/],
     [['leases', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', 'idgen/'], /prefix must start with "\/"/],
     [['leases', '--etcd', 'http://127.0.0.1:2379', '--timeout-ms', '0'], /--timeout-ms must be an integer from 1/],
     [
       ['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', '/nonexistent/ca.pem'],
-      /--etcd-ca \/nonexistent\/ca.pem: ENOENT/,
+      /--etcd-ca: cannot read the etcd CA file "\/nonexistent\/ca.pem" \(ENOENT\)/,
     ],
     [['layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-cert', '/x.pem'], /--etcd-cert and --etcd-key go together/],
     [

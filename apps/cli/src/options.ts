@@ -1,11 +1,11 @@
-import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import {
-  DEFAULT_PREFIX,
-  isLeaseError,
+  ETCD_FLAGS,
+  LeaseConfigError,
+  etcdConnectionFromFlags,
   resolveConnection,
   type EtcdConnectionOptions,
-  type LeaseConfigError,
+  type NamedValue,
 } from '@idgen/lease';
 import { usageError } from './exit-codes.js';
 
@@ -20,16 +20,11 @@ export interface EtcdFlags {
   etcdPasswordFile?: string;
 }
 
-/** Adds `--etcd`, `--etcd-prefix` and the TLS/auth flags (the same names as idgen-server's, docs/design.md §6). */
+/** Adds `--etcd`, `--etcd-prefix` and the TLS/auth flags (@idgen/lease's, the same as idgen-server's: docs/design.md §6). */
 export function addEtcdOptions(command: Command, etcdDescription: string): Command {
-  return command
-    .option('--etcd <urls>', etcdDescription)
-    .option('--etcd-prefix <prefix>', 'key prefix in etcd', DEFAULT_PREFIX)
-    .option('--etcd-ca <file>', 'CA certificate (PEM) to verify etcd with; needs https:// endpoints')
-    .option('--etcd-cert <file>', 'client certificate (PEM) for etcd')
-    .option('--etcd-key <file>', 'client private key (PEM) for etcd')
-    .option('--etcd-user <name>', 'etcd user (needs --etcd-password-file)')
-    .option('--etcd-password-file <file>', "file holding the etcd user's password (one line)");
+  command.option('--etcd <urls>', etcdDescription);
+  for (const f of ETCD_FLAGS) command.option(f.flags, f.description, 'defaultValue' in f ? f.defaultValue : undefined);
+  return command;
 }
 
 /** Adds `--timeout-ms`. */
@@ -40,15 +35,6 @@ export function addTimeoutOption(command: Command, what: string): Command {
 /** Adds `--json`. */
 export function addJsonOption(command: Command): Command {
   return command.option('--json', 'one JSON document on stdout instead of a table (for scripts)', false);
-}
-
-function readFileOption(flag: string, path: string | undefined): string | undefined {
-  if (path === undefined) return undefined;
-  try {
-    return readFileSync(path, 'utf8');
-  } catch (e) {
-    throw usageError(`${flag} ${path}: ${(e as Error).message}`);
-  }
 }
 
 /** Validated etcd options, and the prefix the lease package's key builders take. */
@@ -63,35 +49,23 @@ export interface EtcdConnection {
  */
 export function etcdConnection(flags: EtcdFlags): EtcdConnection {
   if (flags.etcd === undefined) throw usageError('--etcd is required');
-  const endpoints = flags.etcd
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
-  if ((flags.etcdCert === undefined) !== (flags.etcdKey === undefined))
-    throw usageError('--etcd-cert and --etcd-key go together');
-  if ((flags.etcdUser === undefined) !== (flags.etcdPasswordFile === undefined)) {
-    throw usageError('--etcd-user and --etcd-password-file go together');
-  }
-  const ca = readFileOption('--etcd-ca', flags.etcdCa);
-  const cert = readFileOption('--etcd-cert', flags.etcdCert);
-  const key = readFileOption('--etcd-key', flags.etcdKey);
-  const tls = ca !== undefined || cert !== undefined ? { ca, cert, key } : undefined;
-  const password = readFileOption('--etcd-password-file', flags.etcdPasswordFile)?.replace(/\r?\n$/, '');
-  const auth =
-    flags.etcdUser !== undefined && password !== undefined ? { username: flags.etcdUser, password } : undefined;
-  const options: EtcdConnectionOptions = {
-    endpoints,
-    prefix: flags.etcdPrefix,
-    ...(tls ? { tls } : {}),
-    ...(auth ? { auth } : {}),
-  };
+  const named = (value: string | undefined, name: string): NamedValue | undefined =>
+    value === undefined ? undefined : { value, name };
   try {
+    const options = etcdConnectionFromFlags({
+      etcd: { value: flags.etcd, name: '--etcd' },
+      prefix: named(flags.etcdPrefix, '--etcd-prefix'),
+      ca: named(flags.etcdCa, '--etcd-ca'),
+      cert: named(flags.etcdCert, '--etcd-cert'),
+      key: named(flags.etcdKey, '--etcd-key'),
+      user: named(flags.etcdUser, '--etcd-user'),
+      passwordFile: named(flags.etcdPasswordFile, '--etcd-password-file'),
+    });
     const { prefix } = resolveConnection(options);
     // The lease package writes under '' for the prefix '/' (its keys then start with '/regions').
     return { options, keyPrefix: prefix === '/' ? '' : prefix };
   } catch (e) {
-    if (isLeaseError(e) && e.code === 'config')
-      throw usageError(`invalid etcd options: ${(e as LeaseConfigError).problems.join('; ')}`);
+    if (e instanceof LeaseConfigError) throw usageError(`invalid etcd options: ${e.problems.join('; ')}`);
     throw e;
   }
 }

@@ -1,29 +1,35 @@
-import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import {
+  ETCD_FLAGS,
+  LeaseConfigError,
   defaultNodeId,
-  isLeaseError,
+  etcdConnectionFromFlags,
   resolveLeaseConfig,
+  type EtcdConnectionOptions,
   type EtcdLeaseOptions,
-  type LeaseConfigError,
 } from '@idgen/lease';
-import { TlsMaterialError, formatHostPort, loadTlsMaterial, type HostPort, type TlsFiles } from '@idgen/serving';
+import {
+  TlsMaterialError,
+  formatHostPort,
+  loadTlsMaterial,
+  parseHostPort,
+  type HostPort,
+  type TlsFiles,
+} from '@idgen/serving';
 
 /** The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS}. */
 export interface ServerConfig {
   readonly region: number;
-  /** etcd client URLs; `undefined` only in standalone mode, asked for by name (docs/design.md §6, §8.5). */
-  readonly etcd: readonly string[] | undefined;
+  /**
+   * etcd: URLs, prefix, TLS files' contents and credentials, read at start; `undefined` only in standalone
+   * mode, asked for by name (docs/design.md §6, §8.5).
+   */
+  readonly etcd: EtcdConnectionOptions | undefined;
   /** Standalone mode and the state file that keeps its last millisecond across restarts; `undefined` with etcd. */
   readonly standalone: { readonly stateFile: string } | undefined;
-  readonly etcdPrefix: string;
-  /** PEM contents read from `--etcd-ca`, `--etcd-cert`, `--etcd-key` at start. */
-  readonly etcdTls: { readonly ca?: string; readonly cert?: string; readonly key?: string } | undefined;
-  /** `--etcd-user` and the password read from `--etcd-password-file` (never a flag). */
-  readonly etcdAuth: { readonly username: string; readonly password: string } | undefined;
   readonly listen: HostPort;
   /** TLS on the serving port, checked at start (exit 2); `undefined`: plaintext h2c and HTTP/1.1. */
   readonly tls: TlsFiles | undefined;
@@ -85,6 +91,11 @@ interface FlagSpec {
   readonly int?: readonly [number, number];
 }
 
+/** `--etcd-ca <file>` → `etcdCa`: the flag's key in commander's opts(). */
+function camelCase(flags: string): string {
+  return (flags.split(' ')[0]?.slice(2) ?? '').replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase());
+}
+
 /** A flag: key and variable follow from its name. */
 function flag(
   flags: string,
@@ -94,7 +105,7 @@ function flag(
   const name = flags.split(' ')[0]?.slice(2) ?? '';
   return {
     flags,
-    key: name.replace(/-([a-z0-9])/g, (_, c: string) => c.toUpperCase()),
+    key: camelCase(flags),
     env: `IDGEN_${name.toUpperCase().replace(/-/g, '_')}`,
     description,
     ...(defaults.value === undefined ? {} : { defaultValue: defaults.value }),
@@ -121,15 +132,7 @@ export const FLAGS: readonly FlagSpec[] = [
       description: `${join(tmpdir(), 'idgen-standalone-region-<region>.json')}`,
     },
   ),
-  flag('--etcd-prefix <prefix>', 'key prefix in etcd', { value: '/idgen' }),
-  flag('--etcd-ca <file>', "PEM file of the CA that signed the etcd servers' certificates (https:// endpoints)"),
-  flag('--etcd-cert <file>', 'PEM client certificate for etcd (with --etcd-key; etcd --client-cert-auth)'),
-  flag('--etcd-key <file>', 'PEM private key of --etcd-cert'),
-  flag('--etcd-user <name>', 'etcd user (with --etcd-password-file); its role must read and write the prefix'),
-  flag(
-    '--etcd-password-file <file>',
-    "file holding the etcd user's password (one line; never a password on the command line)",
-  ),
+  ...ETCD_FLAGS.map((f) => flag(f.flags, f.description, 'defaultValue' in f ? { value: f.defaultValue } : {})),
   flag(
     '--listen <host:port>',
     'serving address: Connect, gRPC, gRPC-Web (HTTP/1.1 and h2c), /healthz, /readyz; port 0 picks a free port',
@@ -346,7 +349,6 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   };
 
   const etcdRaw = get('etcd');
-  const etcd = etcdRaw.value === undefined ? undefined : parseEtcd(etcdRaw.value, etcdRaw.from);
 
   // Standalone is asked for by name (docs/design.md §8.5): a production manifest that lost IDGEN_ETCD must not start
   // a node that mints from an in-process store.
@@ -356,10 +358,10 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     throw new ConfigError(`${standaloneRaw.from} must be 1 or 0, got ${JSON.stringify(standaloneRaw.value)}`);
   }
   const standalone = sv === '1' || sv === 'true';
-  if (etcd === undefined && !standalone) {
+  if (etcdRaw.value === undefined && !standalone) {
     throw new ConfigError('give --etcd <urls> (production) or --standalone (one node, no etcd, development only)');
   }
-  if (etcd !== undefined && standalone) {
+  if (etcdRaw.value !== undefined && standalone) {
     throw new ConfigError('give either --etcd or --standalone, not both');
   }
   const stateRaw = get('stateFile');
@@ -373,35 +375,33 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   // With etcd a region code is required: two regions that both defaulted to 0 would mint the same IDs
   // on the same worker numbers (docs/design.md §1: the region code is what keeps regions apart).
   const regionRaw = get('region');
-  if (regionRaw.value === undefined && etcd !== undefined) {
+  if (regionRaw.value === undefined && etcdRaw.value !== undefined) {
     throw new ConfigError(`--region is required with --etcd (a region code 0-${layout.maxRegion})`);
   }
   const region = regionRaw.value === undefined ? 0 : integer('region', 0, layout.maxRegion);
 
-  const prefixRaw = get('etcdPrefix');
-  const etcdPrefix = prefixRaw.value ?? '/idgen';
-  if (!/^\/[A-Za-z0-9._\-/]*[A-Za-z0-9._-]$/.test(etcdPrefix) || etcdPrefix.includes('//')) {
-    throw new ConfigError(
-      `${prefixRaw.from} must start with "/", not end with "/" and use [A-Za-z0-9._-/], got ${JSON.stringify(etcdPrefix)}`,
+  const etcd = etcdRaw.value === undefined ? undefined : etcdConnection(get, { ...etcdRaw, value: etcdRaw.value });
+  if (etcd === undefined) {
+    const stray = ETCD_FLAGS.map((f) => get(camelCase(f.flags))).find(
+      (r) => r.value !== undefined && r.value !== '/idgen',
     );
+    if (stray !== undefined) throw new ConfigError(`${stray.from} applies only with --etcd`);
   }
 
-  const { etcdTls, etcdAuth } = etcdCredentials(get, etcd !== undefined);
-
   const listenRaw = get('listen');
-  const listen = parseHostPort(listenRaw.value ?? '', listenRaw.from, true);
+  const listen = hostPortFlag(listenRaw.value ?? '', listenRaw.from, true);
   const tls = tlsFiles(get);
 
   const advertiseRaw = get('advertise');
   let advertise: string | undefined;
   if (advertiseRaw.value !== undefined) {
-    const hp = parseHostPort(advertiseRaw.value, advertiseRaw.from, false);
+    const hp = hostPortFlag(advertiseRaw.value, advertiseRaw.from, false);
     advertise = formatHostPort(hp);
   }
   const metricsRaw = get('metricsListen');
   const metricsValue = (metricsRaw.value ?? '').trim();
   const metricsListen =
-    metricsValue === '' || metricsValue === 'off' ? undefined : parseHostPort(metricsValue, metricsRaw.from, true);
+    metricsValue === '' || metricsValue === 'off' ? undefined : hostPortFlag(metricsValue, metricsRaw.from, true);
   if (
     metricsListen !== undefined &&
     metricsListen.port !== 0 &&
@@ -460,12 +460,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   const config: ServerConfig = {
     region,
     etcd,
-    etcdTls,
-    etcdAuth,
     standalone: standalone
       ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) }
       : undefined,
-    etcdPrefix,
     listen,
     tls,
     advertise,
@@ -487,9 +484,9 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     try {
       resolveLeaseConfig(leaseOptions);
     } catch (e) {
-      if (isLeaseError(e) && e.code === 'config') {
+      if (e instanceof LeaseConfigError) {
         throw new ConfigError(
-          `lease settings (--etcd, --etcd-prefix, --etcd-ca/-cert/-key, --etcd-user, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${(e as LeaseConfigError).problems.join('; ')}`,
+          `lease settings (--etcd, --etcd-prefix, --etcd-ca/-cert/-key, --etcd-user, --workers, --lease-ttl, --fence-margin-ms) do not fit: ${e.problems.join('; ')}`,
         );
       }
       throw e;
@@ -506,10 +503,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_LAYOUT): EtcdLeaseOptions | undefined {
   if (config.etcd === undefined) return undefined;
   return {
-    endpoints: config.etcd,
-    ...(config.etcdTls === undefined ? {} : { tls: config.etcdTls }),
-    ...(config.etcdAuth === undefined ? {} : { auth: config.etcdAuth }),
-    prefix: config.etcdPrefix,
+    ...config.etcd,
     region: config.region,
     workers: { first: config.workers.from, last: config.workers.to },
     nodeId: config.nodeId,
@@ -560,98 +554,36 @@ function tlsFiles(get: Getter): TlsFiles | undefined {
   return files;
 }
 
-/** Reads a small PEM or secret file named by a flag; unreadable or empty is a configuration error (exit 2). */
-function readFlagFile(raw: { value: string | undefined; from: string }, what: string): string | undefined {
-  if (raw.value === undefined) return undefined;
-  let text: string;
+/** The etcd connection of `--etcd` and the other etcd flags (shared with the `idgen` CLI: @idgen/lease). */
+function etcdConnection(get: Getter, etcd: { value: string; from: string }): EtcdConnectionOptions {
+  const named = (key: string): { value: string; name: string } | undefined => {
+    const { value, from } = get(key);
+    return value === undefined ? undefined : { value, name: from };
+  };
   try {
-    text = readFileSync(raw.value, 'utf8');
+    return etcdConnectionFromFlags({
+      etcd: { value: etcd.value, name: etcd.from },
+      prefix: named('etcdPrefix'),
+      ca: named('etcdCa'),
+      cert: named('etcdCert'),
+      key: named('etcdKey'),
+      user: named('etcdUser'),
+      passwordFile: named('etcdPasswordFile'),
+    });
   } catch (e) {
+    if (e instanceof LeaseConfigError) throw new ConfigError(e.problems.join('; '));
+    throw e;
+  }
+}
+
+/** `host:port` from a flag (IPv6 as `[::1]:port`); the port 1-65535, or 0 when `allowZero`. */
+export function hostPortFlag(value: string, from: string, allowZero: boolean): HostPort {
+  const hp = parseHostPort(value, allowZero);
+  if (hp === undefined)
     throw new ConfigError(
-      `${raw.from}: cannot read ${what} ${JSON.stringify(raw.value)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
+      `${from} must be host:port with a port from ${allowZero ? 0 : 1} to 65535, got ${JSON.stringify(value)}`,
     );
-  }
-  if (text.trim() === '') throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is empty`);
-  return text;
-}
-
-/** The etcd TLS files and credentials (docs/design.md §5, root of trust): all or nothing of each pair, only with --etcd. */
-function etcdCredentials(get: Getter, withEtcd: boolean): Pick<ServerConfig, 'etcdTls' | 'etcdAuth'> {
-  const given = ['etcdCa', 'etcdCert', 'etcdKey', 'etcdUser', 'etcdPasswordFile']
-    .map(get)
-    .filter((r) => r.value !== undefined);
-  if (!withEtcd) {
-    if (given.length > 0) throw new ConfigError(`${given[0]?.from} applies only with --etcd`);
-    return { etcdTls: undefined, etcdAuth: undefined };
-  }
-  const ca = readFlagFile(get('etcdCa'), 'the etcd CA file');
-  const cert = readFlagFile(get('etcdCert'), 'the etcd client certificate');
-  const key = readFlagFile(get('etcdKey'), 'the etcd client key');
-  if ((cert === undefined) !== (key === undefined))
-    throw new ConfigError('--etcd-cert and --etcd-key go together: give both or neither');
-  for (const [pem, raw] of [
-    [ca, get('etcdCa')],
-    [cert, get('etcdCert')],
-  ] as const) {
-    if (pem !== undefined && !pem.includes('-----BEGIN CERTIFICATE-----'))
-      throw new ConfigError(`${raw.from}: ${JSON.stringify(raw.value)} is not a PEM certificate`);
-  }
-  if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key))
-    throw new ConfigError(`${get('etcdKey').from}: not a PEM private key`);
-  const user = get('etcdUser');
-  const passwordFile = get('etcdPasswordFile');
-  if ((user.value === undefined) !== (passwordFile.value === undefined)) {
-    throw new ConfigError('--etcd-user and --etcd-password-file go together: give both or neither');
-  }
-  const password = readFlagFile(passwordFile, 'the etcd password file')?.replace(/\r?\n$/, '');
-  const tlsParts = {
-    ...(ca === undefined ? {} : { ca }),
-    ...(cert === undefined ? {} : { cert }),
-    ...(key === undefined ? {} : { key }),
-  };
-  return {
-    etcdTls: Object.keys(tlsParts).length > 0 ? tlsParts : undefined,
-    etcdAuth: user.value === undefined || password === undefined ? undefined : { username: user.value, password },
-  };
-}
-
-function parseEtcd(value: string, from: string): string[] {
-  const urls = value
-    .split(',')
-    .map((s) => s.trim())
-    .filter((s) => s !== '');
-  if (urls.length === 0)
-    throw new ConfigError(`${from} must list at least one etcd URL (http://host:port), got ${JSON.stringify(value)}`);
-  for (const u of urls) {
-    let url: URL;
-    try {
-      url = new URL(u);
-    } catch {
-      throw new ConfigError(`${from}: ${JSON.stringify(u)} is not a URL (expected http://host:port)`);
-    }
-    if (
-      (url.protocol !== 'http:' && url.protocol !== 'https:') ||
-      url.hostname === '' ||
-      url.port === '' ||
-      (url.pathname !== '/' && url.pathname !== '') ||
-      url.search !== '' ||
-      url.username !== ''
-    ) {
-      throw new ConfigError(`${from}: ${JSON.stringify(u)} must be http(s)://host:port`);
-    }
-  }
-  return urls;
-}
-
-/** Parses `host:port` (IPv6 as `[::1]:port`); the port 1-65535, or 0 when `allowZero`. */
-export function parseHostPort(value: string, from: string, allowZero: boolean): HostPort {
-  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9.-]+)):(\d{1,5})$/.exec(value.trim());
-  const port = m === null ? NaN : Number(m[3]);
-  const min = allowZero ? 0 : 1;
-  if (m === null || !(port >= min && port <= 65_535)) {
-    throw new ConfigError(`${from} must be host:port with a port from ${min} to 65535, got ${JSON.stringify(value)}`);
-  }
-  return { host: m[1] ?? m[2] ?? '', port };
+  return hp;
 }
 
 function parseWorkers(value: string, from: string, maxWorker: number): { from: number; to: number } {

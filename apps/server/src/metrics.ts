@@ -1,11 +1,9 @@
 import { readdirSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import { metrics as otelMetrics, ValueType, type HrTime, type Meter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { HostMetrics } from '@opentelemetry/host-metrics';
 import { RuntimeNodeInstrumentation } from '@opentelemetry/instrumentation-runtime-node';
 import { emptyResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { LeaseAttributes, LeaseMetrics } from '@idgen/lease';
 import {
   AggregationTemporality,
   DataPointType,
@@ -18,11 +16,12 @@ import {
   LATENCY_BUCKETS_S,
   ServingMetricNames,
   createServingMetrics,
-  formatHostPort,
+  listenSidePort,
   type HostPort,
   type LatencyHistogram,
   type ProbeAnswer,
   type ServingMetrics,
+  type SidePort,
 } from '@idgen/serving';
 
 /** Metric names the app defines beside the serving layer's ({@link ServingMetricNames}: requests, latency, refusals, node gauges). */
@@ -146,50 +145,23 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
   otelMetrics.setGlobalMeterProvider(provider);
   const meter = provider.getMeter('@idgen/server');
   const stopRuntime = options.runtime === false ? () => undefined : startRuntimeMetrics(provider, meter);
-  declareCountersAtZero(provider);
   const serving = createServingMetrics(meter);
 
-  let server: Server | undefined;
+  let sidePort: SidePort | undefined;
   const { latencies: _latencies, ...instruments } = serving;
   return {
     ...instruments,
     meter: (scope) => provider.getMeter(scope),
-    listen(listen, probe) {
-      return new Promise((resolve, reject) => {
-        const s = createServer((req, res) => {
-          if (req.method === 'GET' && (req.url === '/metrics' || req.url?.startsWith('/metrics?'))) {
-            exporter.getMetricsRequestHandler(req, res);
-            return;
-          }
-          const answer = probe?.(req.method, (req.url ?? '').split('?', 1)[0] ?? '');
-          if (answer !== undefined) {
-            res.writeHead(answer.status, answer.headers).end(req.method === 'HEAD' ? undefined : answer.body);
-            return;
-          }
-          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found: try /metrics\n');
-        });
-        s.requestTimeout = 10_000;
-        s.headersTimeout = 5_000;
-        s.once('error', reject);
-        s.listen(listen.port, listen.host, () => {
-          s.off('error', reject);
-          server = s;
-          const address = s.address();
-          resolve(
-            typeof address === 'object' && address !== null
-              ? formatHostPort({ host: address.address, port: address.port })
-              : formatHostPort(listen),
-          );
-        });
+    async listen(listen, probe) {
+      sidePort = await listenSidePort(listen, {
+        metrics: (req, res) => exporter.getMetricsRequestHandler(req, res),
+        ...(probe === undefined ? {} : { probe }),
       });
+      return sidePort.address;
     },
     async close() {
-      const s = server;
-      server = undefined;
-      if (s !== undefined) {
-        s.closeAllConnections();
-        await new Promise<void>((resolve) => s.close(() => resolve()));
-      }
+      await sidePort?.close();
+      sidePort = undefined;
       stopRuntime();
       await provider.shutdown().catch(() => undefined);
     },
@@ -225,26 +197,4 @@ function startRuntimeMetrics(provider: MeterProvider, meter: Meter): () => void 
       }
     });
   return () => runtime.disable();
-}
-
-/**
- * The packages' event counters that appear only on their first event, declared here at 0 (issue 16: every
- * counter exists from the start, so `rate()` and `increase()` have a baseline and an alert on the first
- * failure fires). Same name, unit and description in the same scope: the SDK hands back the package's own
- * instrument, so the package's later `add` goes to the same series.
- */
-function declareCountersAtZero(provider: MeterProvider): void {
-  const lease = provider.getMeter('@idgen/lease');
-  const churn = lease.createCounter(LeaseMetrics.churn, {
-    description: 'Worker-slot lease churn: slots acquired, lost (fenced) and released.',
-    unit: '{event}',
-  });
-  for (const event of [LeaseAttributes.acquired, LeaseAttributes.lost, LeaseAttributes.released])
-    churn.add(0, { [LeaseAttributes.event]: event });
-  lease
-    .createCounter(LeaseMetrics.keepAliveFailures, {
-      description: 'Keep-alives (or their last-ms refresh) that failed or timed out.',
-      unit: '{failure}',
-    })
-    .add(0);
 }

@@ -44,8 +44,8 @@ describe('parseConfig', () => {
       IDGEN_ETCD_USER: 'idgen-node',
       IDGEN_ETCD_PASSWORD_FILE: file('pw', 's3cret\n'),
     });
-    expect(c.etcdTls).toEqual({ ca: cert, cert, key });
-    expect(c.etcdAuth).toEqual({ username: 'idgen-node', password: 's3cret' });
+    expect(c.etcd?.tls).toEqual({ ca: cert, cert, key });
+    expect(c.etcd?.auth).toEqual({ username: 'idgen-node', password: 's3cret' });
     expect(failure([...etcd, '--etcd-ca', join(dir, 'missing')])).toMatch(
       /--etcd-ca: cannot read the etcd CA file .*ENOENT/,
     );
@@ -87,7 +87,6 @@ describe('parseConfig', () => {
     expect(c).toMatchObject({
       region: 0,
       etcd: undefined,
-      etcdPrefix: '/idgen',
       listen: { host: '127.0.0.1', port: 8080 },
       advertise: undefined,
       metricsListen: { host: '127.0.0.1', port: 9464 },
@@ -164,8 +163,7 @@ describe('parseConfig', () => {
     ]);
     expect(c).toEqual({
       region: 2,
-      etcd: ['http://127.0.0.1:2379', 'http://127.0.0.1:2380'],
-      etcdPrefix: '/x/y',
+      etcd: { endpoints: ['http://127.0.0.1:2379', 'http://127.0.0.1:2380'], prefix: '/x/y' },
       listen: { host: '0.0.0.0', port: 0 },
       advertise: 'node1.example:8080',
       metricsListen: undefined,
@@ -243,12 +241,9 @@ describe('parseConfig', () => {
     );
     expect(config([], env)).toEqual({
       region: 3,
-      etcd: ['http://10.0.0.1:2379'],
-      etcdTls: undefined,
-      etcdAuth: undefined,
+      etcd: { endpoints: ['http://10.0.0.1:2379'], prefix: '/p' },
       tls: undefined,
       standalone: undefined,
-      etcdPrefix: '/p',
       listen: { host: '::1', port: 9000 },
       advertise: '[::1]:9000',
       metricsListen: undefined,
@@ -299,11 +294,21 @@ describe('parseConfig', () => {
     [['--region', '1.5'], /--region must be an integer/],
     [['--region', 'two'], /--region must be an integer/],
     [['--etcd', 'http://127.0.0.1:2379'], /--region is required with --etcd/],
-    [['--region', '1', '--etcd', 'localhost:2379'], /--etcd: "localhost:2379" must be http\(s\):\/\/host:port/],
-    [['--region', '1', '--etcd', 'http://127.0.0.1'], /must be http\(s\):\/\/host:port/],
+    [['--region', '1', '--etcd', 'localhost:2379'], /--etcd: endpoint "localhost:2379" is not an etcd client URL like/],
+    [
+      ['--region', '1', '--etcd', 'http://127.0.0.1'],
+      /--etcd: endpoint "http:\/\/127.0.0.1" is not an etcd client URL/,
+    ],
     [['--region', '1', '--etcd', ','], /--etcd must list at least one etcd URL/],
-    [['--etcd-prefix', 'idgen'], /--etcd-prefix must start with "\/"/],
-    [['--etcd-prefix', '/idgen/'], /--etcd-prefix must start with "\/", not end with "\/"/],
+    [
+      ['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', 'idgen'],
+      /--etcd-prefix: prefix must start with "\/"/,
+    ],
+    [
+      ['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', '/idgen/'],
+      /--etcd-prefix: prefix must start with "\/", not end with "\/"/,
+    ],
+    [['--etcd-prefix', '/idgen2'], /--etcd-prefix applies only with --etcd/],
     [['--listen', '8080'], /--listen must be host:port/],
     [['--listen', '127.0.0.1:70000'], /--listen must be host:port with a port from 0 to 65535/],
     [['--advertise', 'host:0'], /--advertise must be host:port with a port from 1 to 65535/],

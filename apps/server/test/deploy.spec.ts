@@ -123,7 +123,7 @@ describe('deploy/kubernetes', () => {
     );
     const outcome = parseConfig(argv, env);
     if (outcome.kind !== 'config') throw new Error(`the manifest's configuration is refused: ${outcome.stderr}`);
-    expect(outcome.config.etcdAuth?.username).toBe('idgen-node');
+    expect(outcome.config.etcd?.auth?.username).toBe('idgen-node');
     // The ports the container declares are the ones the node listens on.
     const ports = Object.fromEntries((container.ports ?? []).map((p) => [p.name, p.containerPort]));
     expect(outcome.config.listen.port).toBe(ports['serving']);

@@ -85,10 +85,6 @@ describe('server metrics on /metrics', () => {
       expect(targetInfo).toContain('service_name="idgen-server"');
       expect(targetInfo).toContain('service_version="1.2.3"');
       expect(targetInfo).toContain('service_instance_id="node-7"');
-      for (const event of ['acquired', 'lost', 'released']) {
-        expect(text).toContain(`idgen_lease_churn_total{event="${event}",otel_scope_name="@idgen/lease"} 0`);
-      }
-      expect(text).toContain('idgen_lease_keepalive_failures_total{otel_scope_name="@idgen/lease"} 0');
       expect(text).toContain('idgen_server_request_timeouts_total{otel_scope_name="@idgen/server"} 0');
       expect(text).toContain('idgen_h2_refusals_total{otel_scope_name="@idgen/server"} 0');
       expect(text).toContain(

@@ -28,7 +28,9 @@ export {
   createServingMetrics,
 } from './metrics.js';
 export type { NodeGaugeReading, ServingMetrics } from './metrics.js';
-export { formatHostPort } from './host-port.js';
+export { formatHostPort, parseHostPort } from './host-port.js';
+export { listenSidePort } from './side-port.js';
+export type { SidePort, SidePortRoutes } from './side-port.js';
 export type { HostPort } from './host-port.js';
 // The node:http2 fallback's GC work-around, for any node:http2 server (bench:server's like-for-like baseline uses it).
 export { installStreamTable } from './stream-table.js';

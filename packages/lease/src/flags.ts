@@ -1,0 +1,123 @@
+import { readFileSync } from 'node:fs';
+import { DEFAULT_PREFIX, resolveConnection, type EtcdConnectionOptions } from './config.js';
+import { LeaseConfigError } from './errors.js';
+
+/**
+ * The etcd flags `idgen-server` and the `idgen` CLI share (docs/design.md §6: the same names in both), beside
+ * `--etcd <urls>`, whose description each tool words for itself. Commander's flag syntax and the help text.
+ */
+export const ETCD_FLAGS = [
+  { flags: '--etcd-prefix <prefix>', description: 'key prefix in etcd', defaultValue: DEFAULT_PREFIX },
+  {
+    flags: '--etcd-ca <file>',
+    description: "PEM file of the CA that signed the etcd servers' certificates (https://)",
+  },
+  { flags: '--etcd-cert <file>', description: 'PEM client certificate for etcd (with --etcd-key)' },
+  { flags: '--etcd-key <file>', description: 'PEM private key of --etcd-cert' },
+  {
+    flags: '--etcd-user <name>',
+    description: 'etcd user (with --etcd-password-file); its role reads and writes the prefix',
+  },
+  {
+    flags: '--etcd-password-file <file>',
+    description: "file holding the etcd user's password (one line, never a flag)",
+  },
+] as const;
+
+/** A flag's value, and the name to report it by: `--etcd-ca`, or `IDGEN_ETCD_CA` when the environment set it. */
+export interface NamedValue {
+  readonly value: string;
+  readonly name: string;
+}
+
+/** The etcd flags' values as given (absent: not given). */
+export interface EtcdFlagValues {
+  readonly etcd: NamedValue;
+  readonly prefix?: NamedValue | undefined;
+  readonly ca?: NamedValue | undefined;
+  readonly cert?: NamedValue | undefined;
+  readonly key?: NamedValue | undefined;
+  readonly user?: NamedValue | undefined;
+  readonly passwordFile?: NamedValue | undefined;
+}
+
+/** Reads a PEM or secret file a flag names; unreadable or empty is a problem that names the flag. */
+function readFlagFile(flag: NamedValue | undefined, what: string, problems: string[]): string | undefined {
+  if (flag === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(flag.value, 'utf8');
+  } catch (e) {
+    problems.push(
+      `${flag.name}: cannot read ${what} ${JSON.stringify(flag.value)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
+    );
+    return undefined;
+  }
+  if (text.trim() === '') {
+    problems.push(`${flag.name}: ${JSON.stringify(flag.value)} is empty`);
+    return undefined;
+  }
+  return text;
+}
+
+/**
+ * The etcd connection the flags describe: URLs split, files read and checked (PEM certificates and key, the
+ * password without its line end), pairs complete, then {@link resolveConnection}'s rules. Throws one
+ * {@link LeaseConfigError} whose problems name the flags, before any connection is made.
+ */
+export function etcdConnectionFromFlags(flags: EtcdFlagValues): EtcdConnectionOptions {
+  const problems: string[] = [];
+  const endpoints = flags.etcd.value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (endpoints.length === 0)
+    problems.push(
+      `${flags.etcd.name} must list at least one etcd URL (http://host:port), got ${JSON.stringify(flags.etcd.value)}`,
+    );
+  if ((flags.cert === undefined) !== (flags.key === undefined))
+    problems.push('--etcd-cert and --etcd-key go together: give both or neither');
+  if ((flags.user === undefined) !== (flags.passwordFile === undefined))
+    problems.push('--etcd-user and --etcd-password-file go together: give both or neither');
+  const ca = readFlagFile(flags.ca, 'the etcd CA file', problems);
+  const cert = readFlagFile(flags.cert, 'the etcd client certificate', problems);
+  const key = readFlagFile(flags.key, 'the etcd client key', problems);
+  for (const [pem, flag] of [
+    [ca, flags.ca],
+    [cert, flags.cert],
+  ] as const) {
+    if (pem !== undefined && !pem.includes('-----BEGIN CERTIFICATE-----'))
+      problems.push(`${flag?.name}: ${JSON.stringify(flag?.value)} is not a PEM certificate`);
+  }
+  if (key !== undefined && !/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key))
+    problems.push(`${flags.key?.name}: not a PEM private key`);
+  const password = readFlagFile(flags.passwordFile, 'the etcd password file', problems)?.replace(/\r?\n$/, '');
+  if (problems.length > 0) throw new LeaseConfigError(problems);
+
+  const tls = {
+    ...(ca === undefined ? {} : { ca }),
+    ...(cert === undefined ? {} : { cert }),
+    ...(key === undefined ? {} : { key }),
+  };
+  const options: EtcdConnectionOptions = {
+    endpoints,
+    prefix: flags.prefix?.value ?? DEFAULT_PREFIX,
+    ...(Object.keys(tls).length > 0 ? { tls } : {}),
+    ...(flags.user !== undefined && password !== undefined ? { auth: { username: flags.user.value, password } } : {}),
+  };
+  try {
+    resolveConnection(options);
+  } catch (e) {
+    // Its problems name the options (`endpoint "x"`, `prefix must …`): say which flags those came from.
+    if (e instanceof LeaseConfigError)
+      throw new LeaseConfigError(e.problems.map((p) => `${flagOfProblem(p, flags)}: ${p}`));
+    throw e;
+  }
+  return options;
+}
+
+function flagOfProblem(problem: string, flags: EtcdFlagValues): string {
+  if (problem.startsWith('prefix')) return flags.prefix?.name ?? '--etcd-prefix';
+  if (problem.startsWith('auth')) return flags.user?.name ?? '--etcd-user';
+  return flags.etcd.name;
+}
