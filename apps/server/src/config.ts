@@ -12,16 +12,22 @@ import {
   type EtcdLeaseOptions,
 } from '@idgen/lease';
 import {
+  SERVING_LIMITS,
   TlsMaterialError,
   formatHostPort,
   loadTlsMaterial,
   parseHostPort,
   type HostPort,
+  type ServingLimit,
+  type ServingLimits,
   type TlsFiles,
 } from '@idgen/serving';
 
-/** The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS}. */
-export interface ServerConfig {
+/**
+ * The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS},
+ * the serving limits' (`--max-count`, `--request-timeout-ms`, …) from @idgen/serving's SERVING_LIMITS.
+ */
+export interface ServerConfig extends ServingLimits {
   readonly region: number;
   /**
    * etcd: URLs, prefix, TLS files' contents and credentials, read at start; `undefined` only in standalone
@@ -43,16 +49,8 @@ export interface ServerConfig {
   readonly maxClockOffsetMs: number;
   readonly maxRollbackMs: number;
   readonly maxFenceMs: number;
-  readonly maxCount: number;
   readonly nodeId: string;
   readonly logLevel: LogLevel;
-  readonly requestTimeoutMs: number;
-  readonly shutdownTimeoutMs: number;
-  readonly maxBodyBytes: number;
-  readonly maxConnections: number;
-  readonly prefaceTimeoutMs: number;
-  readonly idleTimeoutMs: number;
-  readonly stalledWriteTimeoutMs: number;
   /** `--status-details auto` resolved: full only when the port requires client certificates (mTLS). */
   readonly statusDetails: 'full' | 'redacted';
   readonly http2Server: 'idgen' | 'node';
@@ -186,46 +184,16 @@ export const FLAGS: readonly FlagSpec[] = [
     'a clock fence longer than this exits the process (code 1) for a restart on a fresh lease',
     { value: '30000', int: [1000, 3_600_000] },
   ),
-  // 65536 is the clock guard's largest block request (16 ms of a 12-bit sequence).
-  flag('--max-count <n>', 'largest count NextIds accepts, 1-65536', { value: '4096', int: [1, 65_536] }),
   flag('--node-id <id>', "this node's id in etcd ([A-Za-z0-9._:-], 1-128 characters)", {
     description: '<hostname>-<pid>-<random>',
   }),
   flag('--log-level <level>', LOG_LEVELS.join('|'), { value: 'info' }),
-  flag('--request-timeout-ms <ms>', 'longest a request may take, body included, before it is cancelled', {
-    value: '5000',
-    int: [100, 600_000],
-  }),
-  flag('--shutdown-timeout-ms <ms>', 'longest a graceful shutdown waits for in-flight requests and the lease release', {
-    value: '5000',
-    int: [100, 600_000],
-  }),
-  flag('--max-body-bytes <n>', 'largest request body accepted', { value: '65536', int: [1024, 16 * 1024 * 1024] }),
-  flag(
-    '--max-connections <n>',
-    'most connections open at once on the serving port; lowered at start to the open-files limit less 128 (for etcd and chronyc)',
-    {
-      value: '4096',
-      int: [1, 1_000_000],
-    },
-  ),
-  flag(
-    '--preface-timeout-ms <ms>',
-    'an HTTP/2 connection that has not sent its preface and SETTINGS by then is closed',
-    { value: '4000', int: [100, 600_000] },
-  ),
-  flag(
-    '--idle-timeout-ms <ms>',
-    'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)',
-    { value: '30000', int: [1_000, 3_600_000] },
-  ),
-  flag(
-    '--stalled-write-timeout-ms <ms>',
-    'a connection whose peer takes none of its answers for this long is cut (a client that never reads)',
-    {
-      value: '10000',
-      int: [1_000, 600_000],
-    },
+  // The serving layer's limits, its defaults and bounds (@idgen/serving).
+  ...Object.entries(SERVING_LIMITS).map(([key, limit]: [string, ServingLimit]) =>
+    flag(`--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} <${limit.unit}>`, limit.description, {
+      value: String(limit.default),
+      int: [limit.min, limit.max],
+    }),
   ),
   flag(
     '--http2-server <impl>',
@@ -319,20 +287,6 @@ function flagName(f: FlagSpec): string {
 
 type Raw = Map<string, { value: string | undefined; from: string }>;
 
-/** The integer fields filled from FLAGS' ranges. */
-type IntKey =
-  | 'maxClockOffsetMs'
-  | 'maxRollbackMs'
-  | 'maxFenceMs'
-  | 'maxCount'
-  | 'requestTimeoutMs'
-  | 'shutdownTimeoutMs'
-  | 'maxBodyBytes'
-  | 'maxConnections'
-  | 'prefaceTimeoutMs'
-  | 'idleTimeoutMs'
-  | 'stalledWriteTimeoutMs';
-
 function validate(raw: Raw, layout: Layout): ServerConfig {
   const get = (key: string): { value: string | undefined; from: string } =>
     raw.get(key) ?? { value: undefined, from: key };
@@ -422,29 +376,17 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     );
   }
 
-  const tsRaw = get('timeSource');
-  const timeSource = tsRaw.value;
-  if (timeSource !== 'chrony' && timeSource !== 'none') {
-    throw new ConfigError(`${tsRaw.from} must be chrony or none, got ${JSON.stringify(timeSource ?? '')}`);
-  }
-
-  const logRaw = get('logLevel');
-  const logLevel = LOG_LEVELS.find((l) => l === logRaw.value);
-  if (logLevel === undefined)
-    throw new ConfigError(
-      `${logRaw.from} must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(logRaw.value ?? '')}`,
-    );
-
-  const h2Raw = get('http2Server');
-  const http2Server = h2Raw.value === 'idgen' || h2Raw.value === 'node' ? h2Raw.value : undefined;
-  if (http2Server === undefined)
-    throw new ConfigError(`${h2Raw.from} must be idgen or node, got ${JSON.stringify(h2Raw.value ?? '')}`);
-
-  const detailsRaw = get('statusDetails');
-  const detailsValue = detailsRaw.value ?? 'auto';
-  if (detailsValue !== 'auto' && detailsValue !== 'full' && detailsValue !== 'redacted') {
-    throw new ConfigError(`${detailsRaw.from} must be auto, full or redacted, got ${JSON.stringify(detailsValue)}`);
-  }
+  const oneOf = <T extends string>(key: string, values: readonly T[]): T => {
+    const { value, from } = get(key);
+    const found = values.find((v) => v === value);
+    if (found === undefined)
+      throw new ConfigError(`${from} must be one of ${values.join(', ')}, got ${JSON.stringify(value ?? '')}`);
+    return found;
+  };
+  const timeSource = oneOf('timeSource', ['chrony', 'none']);
+  const logLevel = oneOf('logLevel', LOG_LEVELS);
+  const http2Server = oneOf('http2Server', ['idgen', 'node']);
+  const detailsValue = oneOf('statusDetails', ['auto', 'full', 'redacted']);
   const statusDetails =
     detailsValue === 'auto' ? (tls?.clientCaFile !== undefined ? 'full' : 'redacted') : detailsValue;
 
@@ -475,7 +417,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     logLevel,
     http2Server,
     statusDetails,
-    ...(ints as Pick<ServerConfig, IntKey>),
+    ...(ints as Pick<ServerConfig, 'maxClockOffsetMs' | 'maxRollbackMs' | 'maxFenceMs' | keyof ServingLimits>),
   };
   // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
   // so a bad combination is a configuration error (exit 2), not a crash at start-up.
@@ -495,11 +437,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   return config;
 }
 
-/**
- * The etcd lease's options for `config` (without meter and logger), `undefined` in standalone mode.
- * Keep-alives go every TTL/3, at most every 2 s (docs/design.md §3: every 2 s with the default TTL of 6 s), so a
- * shorter TTL still fits a keep-alive and its timeout inside TTL minus the fence margin.
- */
+/** The etcd lease's options for `config` (without meter and logger), `undefined` in standalone mode. */
 export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_LAYOUT): EtcdLeaseOptions | undefined {
   if (config.etcd === undefined) return undefined;
   return {
@@ -508,7 +446,6 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
     workers: { first: config.workers.from, last: config.workers.to },
     nodeId: config.nodeId,
     ttlSeconds: config.leaseTtlSeconds,
-    keepAliveIntervalMs: Math.min(2000, Math.floor((config.leaseTtlSeconds * 1000) / 3)),
     fenceMarginMs: config.fenceMarginMs,
     // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
     waitForFreeSlot: true,

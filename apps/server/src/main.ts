@@ -8,7 +8,7 @@ import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
-import { createIdgenNode, formatHostPort } from '@idgen/serving';
+import { createIdgenNode, formatHostPort, resolveServingLimits } from '@idgen/serving';
 import { etcdLeaseOptions, parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
 
@@ -96,18 +96,11 @@ function run(config: ServerConfig): void {
     advertise: config.advertise,
     region: config.region,
     slots: config.workers.to - config.workers.from + 1,
-    maxCount: config.maxCount,
+    ...resolveServingLimits(config),
     timeSourceMode: config.timeSource,
     statusDetails: config.statusDetails,
-    maxBodyBytes: config.maxBodyBytes,
-    requestTimeoutMs: config.requestTimeoutMs,
-    maxConnections: config.maxConnections,
-    prefaceTimeoutMs: config.prefaceTimeoutMs,
-    idleTimeoutMs: config.idleTimeoutMs,
-    stalledWriteTimeoutMs: config.stalledWriteTimeoutMs,
     http2Server: config.http2Server,
     ...(config.tls === undefined ? {} : { tls: config.tls }),
-    shutdownTimeoutMs: config.shutdownTimeoutMs,
     metrics,
     logger,
   });

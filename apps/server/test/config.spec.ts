@@ -325,7 +325,7 @@ describe('parseConfig', () => {
       ['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--lease-ttl', '2', '--fence-margin-ms', '1000'],
       /lease settings .* do not fit: keepAliveIntervalMs \+ keepAliveTimeoutMs/,
     ],
-    [['--time-source', 'ntp'], /--time-source must be chrony or none, got "ntp"/],
+    [['--time-source', 'ntp'], /--time-source must be one of chrony, none, got "ntp"/],
     [['--max-count', '0'], /--max-count must be an integer from 1 to 65536, got "0"/],
     [['--max-count', '65537'], /--max-count must be an integer from 1 to 65536/],
     [['--max-connections', '0'], /--max-connections must be an integer from 1 to 1000000, got "0"/],
@@ -336,7 +336,7 @@ describe('parseConfig', () => {
     [['--log-level', 'loud'], /--log-level must be one of/],
     [['--request-timeout-ms', '5'], /--request-timeout-ms must be an integer from 100/],
     [['--max-body-bytes', '1'], /--max-body-bytes must be an integer from 1024/],
-    [['--http2-server', 'nghttp2'], /--http2-server must be idgen or node, got "nghttp2"/],
+    [['--http2-server', 'nghttp2'], /--http2-server must be one of idgen, node, got "nghttp2"/],
     [['--bogus'], /unknown option '--bogus'/],
     [['--region'], /option '--region <code>' argument missing/],
     [['extra'], /too many arguments/],
@@ -350,7 +350,7 @@ describe('parseConfig', () => {
     expect(failure([], { IDGEN_MAX_COUNT: 'lots' })).toMatch(
       /IDGEN_MAX_COUNT must be an integer from 1 to 65536, got "lots"/,
     );
-    expect(failure([], { IDGEN_TIME_SOURCE: 'sundial' })).toMatch(/IDGEN_TIME_SOURCE must be chrony or none/);
+    expect(failure([], { IDGEN_TIME_SOURCE: 'sundial' })).toMatch(/IDGEN_TIME_SOURCE must be one of chrony, none/);
   });
 
   it('prints help with every flag, its variable and its default, and exits 0', () => {

@@ -67,7 +67,7 @@ export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   readonly address?: string;
   /** Lease TTL in whole seconds; default 6. */
   readonly ttlSeconds?: number;
-  /** Keep-alive interval; default 2000 ms. */
+  /** Keep-alive interval; default a third of the TTL, at most 2000 ms. */
   readonly keepAliveIntervalMs?: number;
   /** Timeout of one keep-alive plus its `last-ms` refresh; default 3/4 of the interval. */
   readonly keepAliveTimeoutMs?: number;
@@ -260,7 +260,11 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
     );
   }
   const ttlMs = ttlSeconds * 1000;
-  const interval = o.keepAliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS;
+  // Every TTL/3, at most every 2 s (docs/design.md §3): a short TTL still fits a keep-alive and its timeout
+  // inside TTL minus the fence margin.
+  const interval =
+    o.keepAliveIntervalMs ??
+    (ttlOk ? Math.min(DEFAULT_KEEPALIVE_INTERVAL_MS, Math.floor(ttlMs / 3)) : DEFAULT_KEEPALIVE_INTERVAL_MS);
   if (!isInt(interval) || interval < 50)
     problems.push(`keepAliveIntervalMs must be an integer ≥ 50, got ${describe(interval)}`);
   const timeout = o.keepAliveTimeoutMs ?? Math.floor((interval * 3) / 4);

@@ -85,7 +85,7 @@ export interface ServingServerOptions {
   readonly maxBodyBytes: number;
   /** A request still open this long after it arrived is cancelled: nothing a caller sends may stall the node. */
   readonly requestTimeoutMs: number;
-  /** A connection with no traffic for this long is closed. Default 60 s. */
+  /** A connection with no traffic for this long is closed. Default 60 s (the serving port passes SERVING_LIMITS' 30 s). */
   readonly idleTimeoutMs?: number;
   /** An HTTP/2 connection without its preface and SETTINGS after this long is closed. Default 4 s (@idgen/h2). */
   readonly prefaceTimeoutMs?: number;

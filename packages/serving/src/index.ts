@@ -30,6 +30,8 @@ export {
 export type { NodeGaugeReading, ServingMetrics } from './metrics.js';
 export { formatHostPort, parseHostPort } from './host-port.js';
 export { listenSidePort } from './side-port.js';
+export { SERVING_LIMITS, resolveServingLimits } from './limits.js';
+export type { ServingLimit, ServingLimits } from './limits.js';
 export type { SidePort, SidePortRoutes } from './side-port.js';
 export type { HostPort } from './host-port.js';
 // The node:http2 fallback's GC work-around, for any node:http2 server (bench:server's like-for-like baseline uses it).

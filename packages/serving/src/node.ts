@@ -3,6 +3,7 @@ import { createMintScheduler, type GuardedMinter, type GuardStatus, type TimeSou
 import type { LeaseSnapshot, WorkerLease } from '@idgen/lease';
 import { boot, type BootReport } from './boot.js';
 import { formatHostPort, type HostPort } from './host-port.js';
+import { resolveServingLimits } from './limits.js';
 import type { ServingMetrics } from './metrics.js';
 import {
   READINESS_REASONS,
@@ -30,8 +31,6 @@ export interface IdgenNodeOptions extends Omit<
   readonly listen: HostPort;
   /** The address callers dial, registered in discovery; default the bound address (the host name for 0.0.0.0 and ::). */
   readonly advertise?: string | undefined;
-  /** Longest {@link IdgenNode.shutdown} waits for calls in flight (half of it) and the lease release (the rest). */
-  readonly shutdownTimeoutMs: number;
   /** The serving layer's instruments (`createServingMetrics`): the port's hooks and the node gauges. */
   readonly metrics?: Pick<ServingMetrics, 'hooks' | 'observeNode'>;
   /** Worker slots this node may claim, for the region-slots gauge; default 1. */
@@ -70,12 +69,13 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
     timeSource,
     listen: _listen,
     advertise: advertiseOption,
-    shutdownTimeoutMs,
     metrics,
     slots = 1,
     logger = SILENT,
     ...portOptions
   } = options;
+  // Half of it for the calls in flight, the rest for the lease release (SERVING_LIMITS' default when not given).
+  const { shutdownTimeoutMs } = resolveServingLimits(options);
   let phase: Phase = 'starting';
   let advertise = advertiseOption ?? formatHostPort(options.listen);
   // Readiness and why, judged in one place (judgeReadiness) for /readyz, Health/Check, GetStatus and the log.

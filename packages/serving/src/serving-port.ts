@@ -3,6 +3,7 @@ import type { MintScheduler } from '@idgen/clock-guard';
 import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { createNextIdsFastPath } from './fast-path.js';
 import type { HostPort } from './host-port.js';
+import { resolveServingLimits, type ServingLimits } from './limits.js';
 import { connectionCap, createServingServer, type Http2Server, type ProbeAnswer } from './http.js';
 import type { Readiness } from './readiness.js';
 import {
@@ -35,20 +36,12 @@ export interface ServingMetricsHooks {
 }
 
 /** Options of {@link createServingPort}: the node's view for the handlers, and the port's limits. */
-export interface ServingPortOptions extends Omit<ServiceDeps, 'readiness' | 'onUnexpected' | 'mints'> {
+export interface ServingPortOptions
+  extends Omit<ServiceDeps, 'readiness' | 'onUnexpected' | 'mints' | 'maxCount'>, Partial<ServingLimits> {
   /** Why the node may or may not mint now: `/readyz`, Health/Check and GetStatus fields 19-23 all read it. */
   readonly readiness: () => Readiness;
   /** The node's one mint scheduler; default one of the port's own over `guard`. */
   readonly mints?: MintScheduler;
-  /** Largest request body, in bytes. */
-  readonly maxBodyBytes: number;
-  /** Longest a request may take, body included, before it is cancelled, in ms. */
-  readonly requestTimeoutMs: number;
-  /** Most connections open at once; lowered at start to the open-files limit less 128 (see {@link ServingPort.connectionCap}). */
-  readonly maxConnections: number;
-  readonly prefaceTimeoutMs?: number;
-  readonly idleTimeoutMs?: number;
-  readonly stalledWriteTimeoutMs?: number;
   /** h2c on @idgen/h2 (`idgen`, the default) or node:http2 (`node`, the fallback). */
   readonly http2Server?: Http2Server;
   /**
@@ -93,13 +86,15 @@ export interface ServingPort {
  */
 export function createServingPort(options: ServingPortOptions): ServingPort {
   const { logger = SILENT, metrics = {}, readiness } = options;
+  // The limits (SERVING_LIMITS): given ones checked, the rest at their defaults; a bad one throws here.
+  const limits = resolveServingLimits(options);
   const deps: ServiceDeps = {
     guard: options.guard,
     ...(options.mints === undefined ? {} : { mints: options.mints }),
     lease: options.lease,
     phase: options.phase,
     region: options.region,
-    maxCount: options.maxCount,
+    maxCount: limits.maxCount,
     timeSourceMode: options.timeSourceMode,
     advertise: options.advertise,
     ...(options.statusDetails === undefined ? {} : { statusDetails: options.statusDetails }),
@@ -109,7 +104,7 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
   const recordNextIds = metrics.recordNextIds;
   const fastPath = createNextIdsFastPath({
     nextIds: createNextIds(deps),
-    maxBodyBytes: options.maxBodyBytes,
+    maxBodyBytes: limits.maxBodyBytes,
     ...(recordNextIds === undefined ? {} : { record: recordNextIds }),
   });
   // TLS on the serving port (checked at start), reloaded on SIGHUP and on file change.
@@ -122,11 +117,11 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
       'tls: serving HTTP/2 and HTTP/1.1 over TLS (ALPN)',
     );
   }
-  const cap = connectionCap(options.maxConnections);
+  const cap = connectionCap(limits.maxConnections);
   logger.info(
     {
       maxConnections: cap.maxConnections,
-      configured: options.maxConnections,
+      configured: limits.maxConnections,
       openFilesLimit: cap.openFilesLimit,
       lowered: cap.lowered,
     },
@@ -137,9 +132,9 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
   let probed: Readiness | undefined;
   const server = createServingServer({
     maxConnections: cap.maxConnections,
-    ...(options.prefaceTimeoutMs === undefined ? {} : { prefaceTimeoutMs: options.prefaceTimeoutMs }),
-    ...(options.idleTimeoutMs === undefined ? {} : { idleTimeoutMs: options.idleTimeoutMs }),
-    ...(options.stalledWriteTimeoutMs === undefined ? {} : { stalledWriteTimeoutMs: options.stalledWriteTimeoutMs }),
+    prefaceTimeoutMs: limits.prefaceTimeoutMs,
+    idleTimeoutMs: limits.idleTimeoutMs,
+    stalledWriteTimeoutMs: limits.stalledWriteTimeoutMs,
     fastPath,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(deps));
@@ -155,9 +150,9 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
       probed = undefined;
       return { ...r, state: NodeState[nodeState(options.phase(), r.ready)]?.toLowerCase() };
     },
-    maxBodyBytes: options.maxBodyBytes,
+    maxBodyBytes: limits.maxBodyBytes,
     ...(options.http2Server === undefined ? {} : { http2Server: options.http2Server }),
-    requestTimeoutMs: options.requestTimeoutMs,
+    requestTimeoutMs: limits.requestTimeoutMs,
     onRequestTimeout: () => metrics.countTimeout?.(),
     onConnectionError: (e) => logger.debug({ err: e }, 'connection error'),
     onStreamTableUnavailable: (why) =>
