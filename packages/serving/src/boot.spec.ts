@@ -94,4 +94,23 @@ describe('boot (docs/design.md §5 steps 2-6)', () => {
     p.timeSource.stop();
     expect(p.lease.snapshot().state).toBe('idle');
   });
+
+  it('stops when the abort comes while the time source is being read, not only while it waits to re-check', async () => {
+    // Aborted before the first chronyc read answers: the abort event has fired by the time boot waits to
+    // re-check. Without the check of `aborted` at the start of the wait, boot re-checked every 50 ms forever
+    // (a SIGTERM on a loaded machine, where the read takes longer, never stopped the boot: one CI run).
+    const p = parts(CHRONY_UNSYNCHRONISED);
+    const abort = new AbortController();
+    const booting = boot({
+      timeSource: p.timeSource,
+      lease: p.lease,
+      logger: p.logger,
+      signal: abort.signal,
+      timeSourceRetryMs: 50,
+    });
+    abort.abort(new Error('shutting down on SIGTERM'));
+    await expect(booting).rejects.toThrow('shutting down on SIGTERM');
+    p.timeSource.stop();
+    expect(p.lease.snapshot().state).toBe('idle');
+  });
 });

@@ -114,8 +114,14 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
   return { bootMs: Math.round(now() - started), steps, lease: deps.lease.snapshot() };
 }
 
+/** Waits `ms`, or rejects with the abort's reason, at once if the signal was aborted before the wait began. */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
+    // An abort that came while the caller awaited something else (a chronyc read) has fired its event already.
+    if (signal.aborted) {
+      reject(signal.reason);
+      return;
+    }
     const onAbort = (): void => {
       clearTimeout(t);
       reject(signal.reason);
