@@ -3,8 +3,10 @@ import { join } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import {
+  DEFAULT_PREFIX,
   ETCD_FLAGS,
   LeaseConfigError,
+  checkPrefix,
   defaultNodeId,
   etcdConnectionFromFlags,
   resolveLeaseConfig,
@@ -336,9 +338,13 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
   const etcd = etcdRaw.value === undefined ? undefined : etcdConnection(get, { ...etcdRaw, value: etcdRaw.value });
   if (etcd === undefined) {
-    const stray = ETCD_FLAGS.map((f) => get(camelCase(f.flags))).find(
-      (r) => r.value !== undefined && r.value !== '/idgen',
-    );
+    // The prefix has a default and may come from a shared environment: checked, then unused, in standalone mode.
+    const prefix = get('etcdPrefix');
+    const prefixProblem = checkPrefix(prefix.value ?? DEFAULT_PREFIX);
+    if (prefixProblem !== undefined) throw new ConfigError(`${prefix.from}: ${prefixProblem}`);
+    const stray = ETCD_FLAGS.filter((f) => !f.flags.startsWith('--etcd-prefix '))
+      .map((f) => get(camelCase(f.flags)))
+      .find((r) => r.value !== undefined);
     if (stray !== undefined) throw new ConfigError(`${stray.from} applies only with --etcd`);
   }
 

@@ -308,7 +308,7 @@ describe('parseConfig', () => {
       ['--region', '1', '--etcd', 'http://127.0.0.1:2379', '--etcd-prefix', '/idgen/'],
       /--etcd-prefix: prefix must start with "\/", not end with "\/"/,
     ],
-    [['--etcd-prefix', '/idgen2'], /--etcd-prefix applies only with --etcd/],
+    [['--etcd-prefix', 'idgen'], /--etcd-prefix: prefix must start with "\/"/],
     [['--listen', '8080'], /--listen must be host:port/],
     [['--listen', '127.0.0.1:70000'], /--listen must be host:port with a port from 0 to 65535/],
     [['--advertise', 'host:0'], /--advertise must be host:port with a port from 1 to 65535/],

@@ -15,8 +15,12 @@ const SEED = Number(process.env['FUZZ_SEED'] ?? 20_261_129);
 const RUNS = Number(process.env['FUZZ_CONFIG_RUNS'] ?? 220);
 /** Processes at once on this shared 2-core machine. */
 const PARALLEL = 3;
-/** A refusal must come this fast (it happens before any I/O); a start must show its serving port this fast. */
-const DECIDE_MS = 5_000;
+/**
+ * How long a run may take to refuse or to show its serving port before it counts as hung. A refusal comes before
+ * any I/O (nothing on stdout, checked below), but on a loaded machine even that takes a node seconds to reach
+ * (load 12 on 2 cores here: over 5 s for every run); only a run that hangs waits this long.
+ */
+const DECIDE_MS = 30_000;
 /** SIGTERM to exit 0 (the shutdown bound is 5 s by default; generated values may set it up to 600 s, see below). */
 const STOP_MS = 15_000;
 
@@ -129,8 +133,8 @@ const FLAGS: Record<string, fc.Arbitrary<Value>> = {
   ),
   '--advertise': hostPort(false),
   '--etcd-prefix': fc.oneof(
-    ok('/idgen', '/a/b', '/a.b-c_d'),
-    bad('idgen', '/', '/a/', '//a', '/a b', '/a//b', '/ü'),
+    ok('/idgen', '/a/b', '/a.b-c_d', '/'),
+    bad('idgen', '/a/', '//a', '/a b', '/a//b', '/ü'),
     junk,
   ),
   // Well-formed URLs point at a closed port: the node starts, retries etcd with backoff, and stops on SIGTERM.

@@ -148,6 +148,19 @@ function describe(v: unknown): string {
   return typeof v === 'string' ? JSON.stringify(v) : String(v);
 }
 
+/** What is wrong with an etcd key prefix (`/idgen`, `/a/b`, or `/`), or `undefined` when nothing is. */
+export function checkPrefix(prefix: unknown): string | undefined {
+  if (
+    typeof prefix !== 'string' ||
+    !PREFIX.test(prefix) ||
+    (prefix.length > 1 && prefix.endsWith('/')) ||
+    prefix.includes('//')
+  ) {
+    return `prefix must start with "/", not end with "/", and use letters, digits, "._-/", got ${describe(prefix)}`;
+  }
+  return undefined;
+}
+
 /** Checks the connection part; pushes problems. */
 function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoints: string[]; prefix: string } {
   const endpoints: string[] = [];
@@ -175,16 +188,8 @@ function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoi
     }
   }
   const prefix = o.prefix ?? DEFAULT_PREFIX;
-  if (
-    typeof prefix !== 'string' ||
-    !PREFIX.test(prefix) ||
-    (prefix.length > 1 && prefix.endsWith('/')) ||
-    prefix.includes('//')
-  ) {
-    problems.push(
-      `prefix must start with "/", not end with "/", and use letters, digits, "._-/", got ${describe(prefix)}`,
-    );
-  }
+  const prefixProblem = checkPrefix(prefix);
+  if (prefixProblem !== undefined) problems.push(prefixProblem);
   if (o.auth !== undefined) {
     if (typeof o.auth.username !== 'string' || o.auth.username === '' || typeof o.auth.password !== 'string') {
       problems.push('auth needs a non-empty username and a password string');

@@ -13,6 +13,7 @@ export {
   DEFAULT_TTL_SECONDS,
   MAX_TTL_SECONDS,
   MIN_TTL_SECONDS,
+  checkPrefix,
   defaultNodeId,
   parseWorkerRange,
   resolveConnection,
