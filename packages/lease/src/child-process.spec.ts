@@ -11,6 +11,7 @@ import type { WorkerLease } from './types.js';
 jest.setTimeout(180_000);
 
 const CHILD = join(__dirname, '..', 'test', 'hold-slot.ts');
+const RELEASE_MID_CLAIM = join(__dirname, '..', 'test', 'release-mid-claim.ts');
 let etcd: EtcdServer;
 let kv: Etcd3;
 const leases: WorkerLease[] = [];
@@ -142,5 +143,27 @@ describe('holders in child processes', () => {
     for (let w = 20; w <= 24; w++) {
       expect(parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 2, w)).string()) ?? '').released).toBe(true);
     }
+  });
+
+  it('sessions that end while their claim is out leave nothing behind: after release() the process ends by itself', async () => {
+    // A session fenced (or released) while its claim transaction was out used to get its worker-key watch after
+    // its end, which is what cancels that watch: never cancelled, etcd3 reconnected it on a timer for ever once
+    // the client was closed, and the process never ended (jest "did not exit" after root-of-trust.spec.ts on a
+    // loaded machine, its leaked watch on that spec's worker key).
+    const p = spawnProcess(process.execPath, tsNodeArgs(RELEASE_MID_CLAIM), {
+      env: { ...process.env, IDGEN_TEST_ETCD: etcd.clientUrl },
+    });
+    await p.waitForLine(/"event":"claim-failed"/, 60_000);
+    await p.waitForLine(/"event":"released"/, 60_000);
+    // Nothing ends it but the end of its work. The bound only turns a hang into a message; it ends within
+    // milliseconds of the line above when nothing is left running.
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      p.exited,
+      new Promise<'still running'>((r) => (timer = setTimeout(() => r('still running'), 30_000))),
+    ]);
+    clearTimeout(timer);
+    expect(ended).toEqual({ code: 0, signal: null });
+    expect(p.lines.filter((l) => l.includes('"assigned"'))).toEqual([]);
   });
 });

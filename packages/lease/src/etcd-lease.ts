@@ -498,6 +498,11 @@ class EtcdWorkerLease implements WorkerLease {
         }
       }
       if (claimed === undefined) throw new NoFreeWorkerError(tried, holders, refused);
+      // The session may have ended while the claim was out (fenced at its deadline, or released): its end has
+      // cancelled its watch already, so a watch made now would never be cancelled, and etcd3 would try to
+      // reconnect it for ever after the client closes, keeping the process alive after release().
+      this.checkSession(s);
+      this.lifetime.signal.throwIfAborted();
       // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
       this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
 
