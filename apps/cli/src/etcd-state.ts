@@ -9,6 +9,7 @@ import {
   parseLayoutRecord,
   parseServingNode,
   parseSpareCodeRecord,
+  spareCodesOf,
   spareKeys,
   type LastMsRecord,
   type SpareCodeRecord,
@@ -47,6 +48,8 @@ export interface EtcdSnapshot {
   readonly layoutProblem: string | undefined;
   /** The layout the slots were enumerated with: the record's, else docs/design.md §1's default. */
   readonly layout: Layout;
+  /** The region codes the layout record holds spare (`spareCodes`; absent: 5-7 in the five-region layout, docs/design.md §7). */
+  readonly layoutSpareCodes: readonly number[];
   readonly slots: readonly SlotState[];
   /** Discovery records (`{prefix}/regions/{code}/nodes/{nodeId}`) of the regions asked for. */
   readonly nodes: readonly ServingNode[];
@@ -114,6 +117,7 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
       let layoutRecord: LayoutRecord | undefined;
       let layoutProblem: string | undefined;
       let layout = DEFAULT_LAYOUT;
+      let layoutSpareCodes: number[] = [];
       const layoutKey = leaseKeys.layout(prefix);
       const layoutRaw = text(layoutKey);
       if (layoutRaw === undefined) layoutProblem = `no layout record at ${layoutKey}`;
@@ -121,6 +125,7 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
         try {
           layoutRecord = parseLayoutRecord(layoutKey, layoutRaw);
           layout = createLayout(layoutRecord);
+          layoutSpareCodes = spareCodesOf(layoutKey, layoutRaw, layout.maxRegion);
         } catch (e) {
           layoutRecord = undefined;
           layoutProblem = (e as Error).message;
@@ -186,6 +191,7 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
         layoutRecord,
         layoutProblem,
         layout,
+        layoutSpareCodes,
         slots,
         nodes,
         unreadableNodes,

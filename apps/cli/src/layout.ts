@@ -34,6 +34,7 @@ export async function runLayout(flags: LayoutFlags, ctx: VerbContext): Promise<E
         epoch: new Date(record.epochMs).toISOString(),
         maxRegion: layout.maxRegion,
         maxWorker: layout.maxWorker,
+        spareCodes: snapshot.layoutSpareCodes,
       }),
     );
   } else {
@@ -43,6 +44,12 @@ export async function runLayout(flags: LayoutFlags, ctx: VerbContext): Promise<E
       ['region', `${record.regionBits} bits (codes 0-${layout.maxRegion})`],
       ['worker', `${record.workerBits} bits (slots 0-${layout.maxWorker} a region)`],
       ['sequence', `${record.sequenceBits} bits (${2 ** record.sequenceBits} IDs a millisecond a worker)`],
+      [
+        'spare codes',
+        snapshot.layoutSpareCodes.length === 0
+          ? 'none'
+          : `${snapshot.layoutSpareCodes.join(', ')} (held for new regions; loans: idgen spare list)`,
+      ],
     ];
     for (const line of renderTable(['FIELD', 'VALUE'], rows)) ctx.io.out(line);
   }

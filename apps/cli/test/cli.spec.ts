@@ -124,11 +124,13 @@ describe('against two serving nodes', () => {
       epoch: '2024-01-01T00:00:00.000Z',
       maxRegion: 7,
       maxWorker: 127,
+      spareCodes: [5, 6, 7],
     });
     const table = await idgen(['layout', ...etcdArgs()]);
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^epoch\s+2024-01-01T00:00:00\.000Z \(1704067200000 Unix ms\)$/m);
     expect(table.stdout).toMatch(/^sequence\s+12 bits/m);
+    expect(table.stdout).toMatch(/^spare codes\s+5, 6, 7 \(held for new regions; loans: idgen spare list\)$/m);
   });
 
   it('leases shows each slot held, its TTL, in discovery, last-ms fresh and not released, exit 0', async () => {
