@@ -3,7 +3,7 @@
 // after its body.
 import type { H2Stream } from './connection.js';
 import { startH2Server } from './connection.test-helper.js';
-import { runH2spec } from './h2spec.test-helper.js';
+import { runH2spec } from '@idgen/testing';
 
 jest.setTimeout(300_000);
 

@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 
 /** The vendored h2spec (tools/h2spec/README.md), or `$H2SPEC`. */
 export function h2specBinary(): string {
-  const path = process.env.H2SPEC ?? resolve(__dirname, '..', '..', '..', 'tools', 'h2spec', 'h2spec');
+  const path = process.env['H2SPEC'] ?? resolve(__dirname, '..', '..', 'h2spec', 'h2spec');
   try {
     accessSync(path, constants.X_OK);
   } catch {
@@ -20,18 +20,20 @@ export function h2specBinary(): string {
 /** One h2spec run: every case, the ones that failed (id and what h2spec expected and saw), the ones skipped. */
 export interface H2specResult {
   readonly total: number;
-  readonly failed: string[];
+  /** `id`: `<section> <case>`, e.g. `http2/3.5 Sends invalid connection preface`. */
+  readonly failed: { readonly id: string; readonly detail: string }[];
   readonly skipped: string[];
 }
 
 /**
  * Runs h2spec against `127.0.0.1:port` with `path` as every request's `:path` (its cases send GET), all cases
- * or `cases` (e.g. `http2/5.1`), `--strict` when asked, and reads its JUnit report.
+ * or `cases` (e.g. `http2/5.1`), `--strict` when asked, over TLS (`-t -k`: ALPN h2, any certificate) when asked,
+ * and reads its JUnit report.
  */
 export async function runH2spec(
   port: number,
   path: string,
-  options: { strict?: boolean; cases?: string[] } = {},
+  options: { strict?: boolean; tls?: boolean; cases?: string[] } = {},
 ): Promise<H2specResult> {
   const dir = mkdtempSync(join(tmpdir(), 'h2spec-'));
   try {
@@ -48,6 +50,7 @@ export async function runH2spec(
       '-j',
       report,
       ...(options.strict === true ? ['--strict'] : []),
+      ...(options.tls === true ? ['-t', '-k'] : []),
       ...(options.cases ?? []),
     ];
     const exit = await new Promise<{ code: number; output: string }>((done) => {
@@ -62,7 +65,7 @@ export async function runH2spec(
     } catch {
       throw new Error(`h2spec wrote no report (exit ${exit.code}):\n${exit.output.slice(-2000)}`);
     }
-    const failed: string[] = [];
+    const failed: { id: string; detail: string }[] = [];
     const skipped: string[] = [];
     let total = 0;
     const testcase = /<testcase package="([^"]*)" classname="([^"]*)"[^>]*?(\/>|>([\s\S]*?)<\/testcase>)/g;
@@ -71,12 +74,13 @@ export async function runH2spec(
       const body = m[4] ?? '';
       const id = `${m[1]} ${m[2]}`;
       if (/<(error|failure)/.test(body))
-        failed.push(
-          `${id}: ${body
+        failed.push({
+          id,
+          detail: body
             .replace(/<[^>]+>/g, ' ')
             .replace(/\s+/g, ' ')
-            .trim()}`,
-        );
+            .trim(),
+        });
       else if (/<skipped/.test(body)) skipped.push(id);
     }
     if (total === 0 || (exit.code !== 0 && failed.length === 0)) {
