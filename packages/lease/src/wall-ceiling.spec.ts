@@ -60,7 +60,15 @@ function vmClock(): VmClock {
   return clock;
 }
 
-/** TTL 3 s, one slot, keep-alives every 500 ms: a handover within a few seconds. */
+/**
+ * TTL 10 s, one slot, keep-alives every second. The TTL is long so that only the test's fault ends the holder's
+ * lease: a holder whose keep-alives fail for a TTL − margin on a loaded machine fences on its own (`lease`) and
+ * may lose the slot to the spare before the fault, and then nothing here can judge the wall ceiling. Each
+ * clock fault is larger than TTL − margin, so the ceiling (last-ms + TTL − margin) is what refuses the holder.
+ */
+const TTL_MS = 10_000;
+const MARGIN_MS = 1000;
+
 function leaseOptions(
   prefix: string,
   endpoint: string,
@@ -72,11 +80,12 @@ function leaseOptions(
     prefix,
     region: 2,
     workers: '9-9',
-    ttlSeconds: 3,
-    keepAliveIntervalMs: 500,
-    keepAliveTimeoutMs: 400,
-    fenceMarginMs: 1000,
-    requestTimeoutMs: 400,
+    ttlSeconds: TTL_MS / 1000,
+    keepAliveIntervalMs: 1000,
+    keepAliveTimeoutMs: 900,
+    fenceMarginMs: MARGIN_MS,
+    // A claim that times out on a loaded machine is retried; the holder's first start fails fast on a full range.
+    requestTimeoutMs: 2000,
     backoff: { initialMs: 50, maxMs: 200 },
     clock,
     waitForFreeSlot,
@@ -160,7 +169,7 @@ async function holderAndSpare(
   await holder.lease.start();
   const spare = make(etcd.clientUrl, systemClock, true);
   void spare.lease.start(); // waits for the slot
-  await until('the holder to mint', () => holder.minting.ids.length > 5_000, 10_000);
+  await until('the holder to mint', () => holder.minting.ids.length > 5_000, 30_000);
   return { holder, spare, clock, proxy };
 }
 
@@ -170,7 +179,7 @@ async function spareMintsPast(holder: Party, spare: Party): Promise<void> {
   await until(
     'the spare to mint past the holder',
     () => spare.guard.lastMintedMs() > holder.minting.maxMs() + 20,
-    20_000,
+    60_000,
   );
   holder.minting.stop();
   spare.minting.stop();
@@ -182,10 +191,10 @@ function common(a: readonly bigint[], b: readonly bigint[]): number {
 }
 
 describe('wall ceiling: a holder cut off from etcd whose wall clock runs ahead', () => {
-  it('(a) wall clock stepped +5 s as the holder loses etcd: refused as clock-ahead, no ID in common with the successor', async () => {
+  it('(a) wall clock stepped +12 s as the holder loses etcd: refused as clock-ahead, no ID in common with the successor', async () => {
     const { holder, spare, clock, proxy } = await holderAndSpare(uniquePrefix('ceiling-step'));
     proxy.cut();
-    clock.stepWall(5_000);
+    clock.stepWall(TTL_MS + 2000); // above the ceiling (last-ms + TTL − margin) at once
     await spareMintsPast(holder, spare);
     expect(spare.minting.ids.length).toBeGreaterThan(0);
     expect(common(holder.minting.ids, spare.minting.ids)).toBe(0);
@@ -195,13 +204,14 @@ describe('wall ceiling: a holder cut off from etcd whose wall clock runs ahead',
     expect(holder.minting.maxMs()).toBeLessThan(spare.guard.status().floorMs);
   });
 
-  it('(b) both clocks frozen 3 s (a suspended VM), then the wall clock stepped to true time: no ID in common', async () => {
+  it('(b) both clocks frozen a TTL (a suspended VM), then the wall clock stepped to true time: no ID in common', async () => {
     const { holder, spare, clock, proxy } = await holderAndSpare(uniquePrefix('ceiling-freeze'));
     // The VM is suspended: nothing runs, no packet leaves, both clocks stop.
     holder.minting.pause(true);
     proxy.cut();
     clock.freeze();
-    await sleep(3_000);
+    // The length of the suspension, the fault itself: a TTL takes the true time past the ceiling (last-ms + TTL − margin).
+    await sleep(TTL_MS);
     // Resumed: the monotonic clock goes on from where it stopped (its deadline seems far), the wall clock is
     // stepped to true time, and the holder mints again at once, before any of its lease's timers (due during the
     // freeze) runs: on a loaded machine they otherwise ran first and gave the slot up, and the holder was refused
