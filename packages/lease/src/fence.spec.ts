@@ -21,7 +21,9 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-const TTL_MS = 3000;
+// TTL 10 s: only the paused etcd may fence the old holder. With a TTL of 3 s, a holder whose keep-alives failed
+// for 2 s on a loaded machine fenced on its own before the pause (a second lost event, a fence before SIGSTOP).
+const TTL_MS = 10_000;
 const MARGIN_MS = 1000;
 
 function options(prefix: string, nodeId: string): EtcdLeaseOptions {
@@ -32,10 +34,10 @@ function options(prefix: string, nodeId: string): EtcdLeaseOptions {
     workers: '7-7',
     nodeId,
     ttlSeconds: TTL_MS / 1000,
-    keepAliveIntervalMs: 500,
-    keepAliveTimeoutMs: 400,
+    keepAliveIntervalMs: 1000,
+    keepAliveTimeoutMs: 900,
     fenceMarginMs: MARGIN_MS,
-    requestTimeoutMs: 400,
+    requestTimeoutMs: 2000,
     backoff: { initialMs: 50, maxMs: 300 },
   };
 }
@@ -53,12 +55,12 @@ describe('fence before expiry (etcd paused with SIGSTOP)', () => {
     await la.start();
     // the old holder mints all the time it may (the guard would stop at the deadline: canMint checks it)
     const minting = setInterval(() => a.mint(), 2);
-    await a.waitFor((e) => e.kind === 'extend', 5000, 'first keep-alive');
+    await a.waitFor((e) => e.kind === 'extend', 30_000, 'first keep-alive');
     await sleep(700);
 
     const pausedAt = performance.now();
     etcd.pause();
-    const fence = await a.waitFor((e) => e.kind === 'unassign', 10_000, 'fence');
+    const fence = await a.waitFor((e) => e.kind === 'unassign', 60_000, 'fence');
     const lastAck = a
       .of('extend')
       .filter((e) => e.mono < fence.mono)
