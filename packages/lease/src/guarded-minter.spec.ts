@@ -25,6 +25,19 @@ afterAll(async () => {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Waits for `cond`; the bound only turns a hang into a clear message. */
+async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+  const end = performance.now() + timeoutMs;
+  while (!cond()) {
+    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+// TTL 10 s: only the paused etcd may fence the lease. With a TTL of 3 s, keep-alives failing for 2 s on a loaded
+// machine fenced it on its own, and the mints expected to pass before the pause were refused.
+const TTL_MS = 10_000;
+
 function fenceReason(g: GuardedMinter): string | undefined {
   try {
     g.next();
@@ -45,11 +58,11 @@ describe('the lease driving a real guarded minter', () => {
         prefix: uniquePrefix('guard'),
         region: 3,
         workers: '40-40',
-        ttlSeconds: 3,
-        keepAliveIntervalMs: 500,
-        keepAliveTimeoutMs: 400,
+        ttlSeconds: TTL_MS / 1000,
+        keepAliveIntervalMs: 1000,
+        keepAliveTimeoutMs: 900,
         fenceMarginMs: 1000,
-        requestTimeoutMs: 400,
+        requestTimeoutMs: 2000,
         backoff: { initialMs: 50, maxMs: 300 },
       },
       g,
@@ -70,14 +83,17 @@ describe('the lease driving a real guarded minter', () => {
     };
     const first = mintSome(1000);
     for (const id of first) expect(g.layout.decompose(id)).toMatchObject({ region: 3, worker: 40 });
-    await sleep(1500); // keep-alives extend the guard's deadline: still minting past the first deadline
+    // Keep-alives extend the guard's deadline: still minting past the first deadline (the grant's).
+    const firstDeadline = g.status().deadlineMonoMs;
+    await until('the first deadline to pass', () => performance.now() > firstDeadline, 60_000);
+    expect(g.status().deadlineMonoMs).toBeGreaterThan(firstDeadline);
     mintSome(100);
     const lastBeforePause = g.lastMintedMs();
 
     etcd.pause();
     const pausedAt = performance.now();
     let fencedAt = 0;
-    while (performance.now() - pausedAt < 10_000) {
+    while (performance.now() - pausedAt < 60_000) {
       if (fenceReason(g) === 'lease') {
         fencedAt = performance.now();
         break;
@@ -86,16 +102,17 @@ describe('the lease driving a real guarded minter', () => {
     }
     expect(fencedAt).toBeGreaterThan(0);
     // The guard refuses on its own at the deadline; the lease's fence timer for the same deadline may run a
-    // few ms later on a loaded machine (a CI run saw it still 'alive' in between): it must follow promptly.
-    while (l.snapshot().state === 'alive' && performance.now() - fencedAt < 1000) await sleep(5);
+    // few ms later on a loaded machine (a CI run saw it still 'alive' in between): it must follow, with etcd
+    // still paused (the bound only turns a hang into a message).
+    await until("the lease's state to follow the guard's fence", () => l.snapshot().state !== 'alive', 30_000);
     expect(l.snapshot().state).not.toBe('alive');
-    await sleep(3500); // past the TTL while paused
+    await sleep(Math.max(0, pausedAt + TTL_MS + 500 - performance.now())); // past the TTL while paused
     expect(fenceReason(g)).toBe('lease');
     etcd.resume();
 
     // re-claimed (the same slot: it is the only one) above everything minted before
     const start = performance.now();
-    while (!g.canMint() && performance.now() - start < 20_000) await sleep(20);
+    while (!g.canMint() && performance.now() - start < 60_000) await sleep(20);
     expect(g.canMint()).toBe(true);
     const after = mintSome(1000);
     for (const id of after) expect(g.layout.unixMsOf(id)).toBeGreaterThan(lastBeforePause);
