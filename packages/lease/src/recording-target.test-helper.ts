@@ -1,3 +1,4 @@
+import { isFencedError, type GuardedMinter } from '@idgen/clock-guard';
 import { createNoopMeter } from '@opentelemetry/api';
 import type { Attributes, Counter, Meter, ObservableCallback, ObservableGauge } from '@opentelemetry/api';
 import type { LeaseExtension, LeaseTarget, WorkerAssignment } from './types.js';
@@ -173,6 +174,46 @@ export function createRecordingMeter(): {
       const seen: number[] = [];
       for (const cb of callbacks.get(name) ?? []) void cb({ observe: (v: number) => void seen.push(v) });
       return seen;
+    },
+  };
+}
+
+/** Mints 64 IDs a timer turn (about one a millisecond) into `ids`, counting refusals by reason. */
+export function mintLoop(guard: GuardedMinter) {
+  const ids: bigint[] = [];
+  const refusals = new Map<string, number>();
+  let paused = false;
+  let running = true;
+  let maxMs = -1;
+  const mintSome = (): void => {
+    for (let i = 0; i < 64; i++) {
+      try {
+        ids.push(guard.next());
+      } catch (e) {
+        if (!isFencedError(e)) throw e;
+        refusals.set(e.reason, (refusals.get(e.reason) ?? 0) + 1);
+        break;
+      }
+    }
+    maxMs = Math.max(maxMs, guard.lastMintedMs());
+  };
+  const turn = (): void => {
+    if (!running) return;
+    if (!paused) mintSome();
+    setTimeout(turn, 0);
+  };
+  setTimeout(turn, 0);
+  return {
+    ids,
+    refusals,
+    maxMs: () => maxMs,
+    /** Pauses, or resumes minting at once (in this turn, before any timer of the lease can run). */
+    pause: (p: boolean) => {
+      paused = p;
+      if (!p) mintSome();
+    },
+    stop: () => {
+      running = false;
     },
   };
 }

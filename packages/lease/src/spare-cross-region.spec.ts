@@ -1,13 +1,13 @@
 import { performance } from 'node:perf_hooks';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { createGuardedMinter, isFencedError, systemClock } from '@idgen/clock-guard';
+import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
 import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import { RecordingTarget, mintLoop, uniquePrefix } from './recording-target.test-helper.js';
 import { adoptSpareCode, beginReclaim, exportHandover, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
 import type { WorkerLease } from './types.js';
 
@@ -67,28 +67,6 @@ function leaseOptions(prefix: string, endpoint: string, extra: Partial<EtcdLease
 function offsetClock(offset: number): ClockSource & { step(ms: number): void } {
   let wall = offset;
   return { nowMs: () => Date.now() + wall, monoMs: () => performance.now(), step: (ms) => void (wall += ms) };
-}
-
-/** Mints 64 IDs a timer turn into `ids`, counting refusals by reason; the highest millisecond per worker. */
-function mintLoop(guard: GuardedMinter) {
-  const ids: bigint[] = [];
-  const refusals = new Map<string, number>();
-  let running = true;
-  const turn = (): void => {
-    if (!running) return;
-    for (let i = 0; i < 64; i++) {
-      try {
-        ids.push(guard.next());
-      } catch (e) {
-        if (!isFencedError(e)) throw e;
-        refusals.set(e.reason, (refusals.get(e.reason) ?? 0) + 1);
-        break;
-      }
-    }
-    setTimeout(turn, 0);
-  };
-  setTimeout(turn, 0);
-  return { ids, refusals, stop: () => void (running = false) };
 }
 
 interface Party {

@@ -1,11 +1,11 @@
 import { performance } from 'node:perf_hooks';
-import { createGuardedMinter, isFencedError, systemClock } from '@idgen/clock-guard';
+import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
 import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer, TcpProxy } from '@idgen/testing';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
-import { uniquePrefix } from './recording-target.test-helper.js';
+import { mintLoop, uniquePrefix } from './recording-target.test-helper.js';
 import type { WorkerLease } from './types.js';
 
 jest.setTimeout(120_000);
@@ -89,46 +89,6 @@ function leaseOptions(
     backoff: { initialMs: 50, maxMs: 200 },
     clock,
     waitForFreeSlot,
-  };
-}
-
-/** Mints 64 IDs a timer turn (about one a millisecond) into `ids`, counting refusals by reason. */
-function mintLoop(guard: GuardedMinter) {
-  const ids: bigint[] = [];
-  const refusals = new Map<string, number>();
-  let paused = false;
-  let running = true;
-  let maxMs = -1;
-  const mintSome = (): void => {
-    for (let i = 0; i < 64; i++) {
-      try {
-        ids.push(guard.next());
-      } catch (e) {
-        if (!isFencedError(e)) throw e;
-        refusals.set(e.reason, (refusals.get(e.reason) ?? 0) + 1);
-        break;
-      }
-    }
-    maxMs = Math.max(maxMs, guard.lastMintedMs());
-  };
-  const turn = (): void => {
-    if (!running) return;
-    if (!paused) mintSome();
-    setTimeout(turn, 0);
-  };
-  setTimeout(turn, 0);
-  return {
-    ids,
-    refusals,
-    maxMs: () => maxMs,
-    /** Pauses, or resumes minting at once (in this turn, before any timer of the lease can run). */
-    pause: (p: boolean) => {
-      paused = p;
-      if (!p) mintSome();
-    },
-    stop: () => {
-      running = false;
-    },
   };
 }
 
