@@ -12,12 +12,13 @@ import {
   resolveLeaseConfig,
   type EtcdConnectionOptions,
   type EtcdLeaseOptions,
+  type NamedValue,
 } from '@idgen/lease';
 import {
   SERVING_LIMITS,
   TlsMaterialError,
   formatHostPort,
-  loadTlsMaterial,
+  tlsFilesFromFlags,
   parseHostPort,
   type HostPort,
   type ServingLimit,
@@ -292,6 +293,10 @@ type Raw = Map<string, { value: string | undefined; from: string }>;
 function validate(raw: Raw, layout: Layout): ServerConfig {
   const get = (key: string): { value: string | undefined; from: string } =>
     raw.get(key) ?? { value: undefined, from: key };
+  const named = (key: string): NamedValue | undefined => {
+    const { value, from } = get(key);
+    return value === undefined ? undefined : { value, name: from };
+  };
   const integer = (key: string, min: number, max: number): number => {
     const { value, from } = get(key);
     if (value === undefined || !/^\d+$/.test(value.trim())) {
@@ -336,7 +341,21 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   }
   const region = regionRaw.value === undefined ? 0 : integer('region', 0, layout.maxRegion);
 
-  const etcd = etcdRaw.value === undefined ? undefined : etcdConnection(get, { ...etcdRaw, value: etcdRaw.value });
+  const etcdFlag = named('etcd');
+  const etcd =
+    etcdFlag === undefined
+      ? undefined
+      : checked(() =>
+          etcdConnectionFromFlags({
+            etcd: etcdFlag,
+            prefix: named('etcdPrefix'),
+            ca: named('etcdCa'),
+            cert: named('etcdCert'),
+            key: named('etcdKey'),
+            user: named('etcdUser'),
+            passwordFile: named('etcdPasswordFile'),
+          }),
+        );
   if (etcd === undefined) {
     // The prefix has a default and may come from a shared environment: checked, then unused, in standalone mode.
     const prefix = get('etcdPrefix');
@@ -350,7 +369,15 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
 
   const listenRaw = get('listen');
   const listen = hostPortFlag(listenRaw.value ?? '', listenRaw.from, true);
-  const tls = tlsFiles(get);
+  // The etcd flags beside --etcd are @idgen/lease's (shared with the idgen CLI), the TLS flags @idgen/serving's.
+  const tls = checked(() =>
+    tlsFilesFromFlags({
+      cert: named('tlsCert'),
+      key: named('tlsKey'),
+      clientCa: named('tlsClientCa'),
+      clientNames: named('tlsClientNames'),
+    }),
+  );
 
   const advertiseRaw = get('advertise');
   let advertise: string | undefined;
@@ -459,62 +486,13 @@ export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_
   };
 }
 
-type Getter = (key: string) => { value: string | undefined; from: string };
-
-/** The serving port's TLS files, read and checked now so a bad or expired certificate is exit 2, not a crash later. */
-function tlsFiles(get: Getter): TlsFiles | undefined {
-  const cert = get('tlsCert');
-  const key = get('tlsKey');
-  const ca = get('tlsClientCa');
-  const names = get('tlsClientNames');
-  if (cert.value === undefined && key.value === undefined) {
-    const stray = [ca, names].find((r) => r.value !== undefined);
-    if (stray !== undefined) throw new ConfigError(`${stray.from} applies only with --tls-cert and --tls-key`);
-    return undefined;
-  }
-  if (cert.value === undefined || key.value === undefined)
-    throw new ConfigError('--tls-cert and --tls-key go together: give both or neither');
-  if (names.value !== undefined && ca.value === undefined)
-    throw new ConfigError(`${names.from} needs --tls-client-ca (names are checked on verified client certificates)`);
-  const clientNames = names.value
-    ?.split(',')
-    .map((n) => n.trim())
-    .filter((n) => n !== '');
-  if (clientNames !== undefined && clientNames.length === 0)
-    throw new ConfigError(`${names.from} must list at least one name`);
-  const files: TlsFiles = {
-    certFile: cert.value,
-    keyFile: key.value,
-    ...(ca.value === undefined ? {} : { clientCaFile: ca.value }),
-    ...(clientNames === undefined ? {} : { clientNames }),
-  };
+/** A package's check of flag values, its error (which names the flag) as a configuration error. */
+function checked<T>(check: () => T): T {
   try {
-    loadTlsMaterial(files);
-  } catch (e) {
-    if (e instanceof TlsMaterialError) throw new ConfigError(`${cert.from}: ${e.message}`);
-    throw e;
-  }
-  return files;
-}
-
-/** The etcd connection of `--etcd` and the other etcd flags (shared with the `idgen` CLI: @idgen/lease). */
-function etcdConnection(get: Getter, etcd: { value: string; from: string }): EtcdConnectionOptions {
-  const named = (key: string): { value: string; name: string } | undefined => {
-    const { value, from } = get(key);
-    return value === undefined ? undefined : { value, name: from };
-  };
-  try {
-    return etcdConnectionFromFlags({
-      etcd: { value: etcd.value, name: etcd.from },
-      prefix: named('etcdPrefix'),
-      ca: named('etcdCa'),
-      cert: named('etcdCert'),
-      key: named('etcdKey'),
-      user: named('etcdUser'),
-      passwordFile: named('etcdPasswordFile'),
-    });
+    return check();
   } catch (e) {
     if (e instanceof LeaseConfigError) throw new ConfigError(e.problems.join('; '));
+    if (e instanceof TlsMaterialError) throw new ConfigError(e.message);
     throw e;
   }
 }

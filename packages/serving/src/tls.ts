@@ -1,6 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { createSecureContext, type SecureContextOptions, type TLSSocket } from 'node:tls';
+import type { NamedValue } from '@idgen/lease';
 
 /** Where the serving port's TLS material lives (`--tls-cert`, `--tls-key`, `--tls-client-ca`, `--tls-client-names`). */
 export interface TlsFiles {
@@ -33,6 +34,54 @@ function read(file: string, what: string): string {
       `cannot read ${what} ${JSON.stringify(file)} (${(e as NodeJS.ErrnoException).code ?? String(e)})`,
     );
   }
+}
+
+/** The TLS flags' values as given (absent: not given), each with the name to report it by. */
+export interface TlsFlagValues {
+  readonly cert?: NamedValue | undefined;
+  readonly key?: NamedValue | undefined;
+  readonly clientCa?: NamedValue | undefined;
+  /** Comma-separated certificate names (CN or DNS SAN). */
+  readonly clientNames?: NamedValue | undefined;
+}
+
+/**
+ * The serving port's TLS files from `--tls-cert`, `--tls-key`, `--tls-client-ca` and `--tls-client-names`
+ * (`undefined`: none given, plaintext), checked now with {@link loadTlsMaterial} so a bad or expired certificate
+ * stops a start, not a handshake later. Throws a {@link TlsMaterialError} that names the flag.
+ */
+export function tlsFilesFromFlags(flags: TlsFlagValues): TlsFiles | undefined {
+  const { cert, key, clientCa, clientNames: names } = flags;
+  if (cert === undefined && key === undefined) {
+    const stray = clientCa ?? names;
+    if (stray !== undefined) throw new TlsMaterialError(`${stray.name} applies only with --tls-cert and --tls-key`);
+    return undefined;
+  }
+  if (cert === undefined || key === undefined)
+    throw new TlsMaterialError('--tls-cert and --tls-key go together: give both or neither');
+  if (names !== undefined && clientCa === undefined)
+    throw new TlsMaterialError(
+      `${names.name} needs --tls-client-ca (names are checked on verified client certificates)`,
+    );
+  const clientNames = names?.value
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  if (names !== undefined && clientNames?.length === 0)
+    throw new TlsMaterialError(`${names.name} must list at least one name`);
+  const files: TlsFiles = {
+    certFile: cert.value,
+    keyFile: key.value,
+    ...(clientCa === undefined ? {} : { clientCaFile: clientCa.value }),
+    ...(clientNames === undefined ? {} : { clientNames }),
+  };
+  try {
+    loadTlsMaterial(files);
+  } catch (e) {
+    if (e instanceof TlsMaterialError) throw new TlsMaterialError(`${cert.name}: ${e.message}`);
+    throw e;
+  }
+  return files;
 }
 
 /**
