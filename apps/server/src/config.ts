@@ -10,10 +10,11 @@ import {
   defaultNodeId,
   etcdConnectionFromFlags,
   resolveLeaseConfig,
-  type EtcdConnectionOptions,
   type EtcdLeaseOptions,
   type NamedValue,
+  type StandaloneLeaseOptions,
 } from '@idgen/lease';
+import type { GuardedMinterOptions, TimeSourceCheckOptions } from '@idgen/clock-guard';
 import {
   SERVING_LIMITS,
   TlsMaterialError,
@@ -21,42 +22,31 @@ import {
   tlsFilesFromFlags,
   parseHostPort,
   type HostPort,
+  type IdgenNodeOptions,
   type ServingLimit,
   type ServingLimits,
   type TlsFiles,
 } from '@idgen/serving';
 
 /**
- * The validated configuration of one generator node (docs/design.md §6); each field's flag is in {@link FLAGS},
- * the serving limits' (`--max-count`, `--request-timeout-ms`, …) from @idgen/serving's SERVING_LIMITS.
+ * The validated configuration of one generator node (docs/design.md §6), as the packages' own options: main.ts
+ * hands each to its package. Each flag is in {@link FLAGS}; the serving limits' from @idgen/serving's SERVING_LIMITS.
  */
-export interface ServerConfig extends ServingLimits {
+export interface ServerConfig {
   readonly region: number;
-  /**
-   * etcd: URLs, prefix, TLS files' contents and credentials, read at start; `undefined` only in standalone
-   * mode, asked for by name (docs/design.md §6, §8.5).
-   */
-  readonly etcd: EtcdConnectionOptions | undefined;
-  /** Standalone mode and the state file that keeps its last millisecond across restarts; `undefined` with etcd. */
-  readonly standalone: { readonly stateFile: string } | undefined;
-  readonly listen: HostPort;
-  /** TLS on the serving port, checked at start (exit 2); `undefined`: plaintext h2c and HTTP/1.1. */
-  readonly tls: TlsFiles | undefined;
-  readonly advertise: string | undefined;
-  /** `undefined` turns metrics serving off. */
-  readonly metricsListen: HostPort | undefined;
-  readonly workers: { readonly from: number; readonly to: number };
-  readonly leaseTtlSeconds: number;
-  readonly fenceMarginMs: number;
-  readonly timeSource: 'chrony' | 'none';
-  readonly maxClockOffsetMs: number;
-  readonly maxRollbackMs: number;
-  readonly maxFenceMs: number;
   readonly nodeId: string;
   readonly logLevel: LogLevel;
-  /** `--status-details auto` resolved: full only when the port requires client certificates (mTLS). */
-  readonly statusDetails: 'full' | 'redacted';
-  readonly http2Server: 'idgen' | 'node';
+  /** `undefined` turns metrics serving off. */
+  readonly metricsListen: HostPort | undefined;
+  /** etcd's lease (production), or the standalone store's, asked for by name (docs/design.md §8.5). */
+  readonly lease:
+    | { readonly etcd: EtcdLeaseOptions; readonly standalone?: undefined }
+    | { readonly etcd?: undefined; readonly standalone: StandaloneLeaseOptions };
+  readonly guard: Pick<GuardedMinterOptions, 'region' | 'maxRollbackMs' | 'maxFenceMs'>;
+  readonly timeSource: Pick<TimeSourceCheckOptions, 'mode' | 'maxOffsetMs'>;
+  /** The serving port and node: listen, TLS, advertise, limits, status details, HTTP/2 implementation. */
+  readonly node: Omit<IdgenNodeOptions, 'guard' | 'lease' | 'timeSource' | 'metrics' | 'logger'> &
+    ServingLimits & { readonly tls: TlsFiles | undefined; readonly advertise: string | undefined };
 }
 
 /** pino's levels. */
@@ -399,7 +389,7 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   }
 
   const workersRaw = get('workers');
-  const workers = parseWorkers(workersRaw.value ?? '', workersRaw.from, layout.maxWorker);
+  const workerRange = parseWorkers(workersRaw.value ?? '', workersRaw.from, layout.maxWorker);
 
   const leaseTtlSeconds = integer('leaseTtl', 2, 60);
   const fenceMarginMs = integer('fenceMarginMs', 100, 59_000);
@@ -432,32 +422,55 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
   // The integer flags with a range in FLAGS, in its order (a bad one names itself: the first found is the error).
   const ints: Record<string, number> = {};
   for (const f of FLAGS) if (f.int !== undefined) ints[f.key] = integer(f.key, f.int[0], f.int[1]);
+  const limits = ints as Pick<ServingLimits, keyof ServingLimits>;
+  const workers = { first: workerRange.from, last: workerRange.to };
   const config: ServerConfig = {
     region,
-    etcd,
-    standalone: standalone
-      ? { stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`) }
-      : undefined,
-    listen,
-    tls,
-    advertise,
-    metricsListen,
-    workers,
-    leaseTtlSeconds,
-    fenceMarginMs,
-    timeSource,
     nodeId,
     logLevel,
-    http2Server,
-    statusDetails,
-    ...(ints as Pick<ServerConfig, 'maxClockOffsetMs' | 'maxRollbackMs' | 'maxFenceMs' | keyof ServingLimits>),
+    metricsListen,
+    lease:
+      etcd === undefined
+        ? {
+            standalone: {
+              region,
+              workers,
+              nodeId,
+              stateFile: stateRaw.value ?? join(tmpdir(), `idgen-standalone-region-${region}.json`),
+            },
+          }
+        : {
+            etcd: {
+              ...etcd,
+              region,
+              workers,
+              nodeId,
+              ttlSeconds: leaseTtlSeconds,
+              fenceMarginMs,
+              // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
+              waitForFreeSlot: true,
+              layout,
+            },
+          },
+    guard: { region, maxRollbackMs: ints['maxRollbackMs'] ?? 0, maxFenceMs: ints['maxFenceMs'] ?? 0 },
+    timeSource: { mode: timeSource, maxOffsetMs: ints['maxClockOffsetMs'] ?? 0 },
+    node: {
+      ...limits,
+      listen,
+      tls,
+      advertise,
+      region,
+      slots: workers.last - workers.first + 1,
+      timeSourceMode: timeSource,
+      statusDetails,
+      http2Server,
+    },
   };
   // The lease checks how its numbers fit together (TTL, margin, keep-alive): ask it now, before any I/O,
   // so a bad combination is a configuration error (exit 2), not a crash at start-up.
-  const leaseOptions = etcdLeaseOptions(config, layout);
-  if (leaseOptions !== undefined) {
+  if (config.lease.etcd !== undefined) {
     try {
-      resolveLeaseConfig(leaseOptions);
+      resolveLeaseConfig(config.lease.etcd);
     } catch (e) {
       if (e instanceof LeaseConfigError) {
         throw new ConfigError(
@@ -468,22 +481,6 @@ function validate(raw: Raw, layout: Layout): ServerConfig {
     }
   }
   return config;
-}
-
-/** The etcd lease's options for `config` (without meter and logger), `undefined` in standalone mode. */
-export function etcdLeaseOptions(config: ServerConfig, layout: Layout = DEFAULT_LAYOUT): EtcdLeaseOptions | undefined {
-  if (config.etcd === undefined) return undefined;
-  return {
-    ...config.etcd,
-    region: config.region,
-    workers: { first: config.workers.from, last: config.workers.to },
-    nodeId: config.nodeId,
-    ttlSeconds: config.leaseTtlSeconds,
-    fenceMarginMs: config.fenceMarginMs,
-    // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
-    waitForFreeSlot: true,
-    layout,
-  };
 }
 
 /** A package's check of flag values, its error (which names the flag) as a configuration error. */

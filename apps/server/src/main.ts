@@ -8,8 +8,8 @@ import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
-import { createIdgenNode, formatHostPort, resolveServingLimits } from '@idgen/serving';
-import { etcdLeaseOptions, parseConfig, type ServerConfig } from './config.js';
+import { createIdgenNode, formatHostPort } from '@idgen/serving';
+import { parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
 
 /**
@@ -50,64 +50,43 @@ function run(config: ServerConfig): void {
   process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
 
   const metrics = createServerMetrics({ serviceVersion: packageVersion(), instanceId: config.nodeId });
-  const guard = createGuardedMinter({
-    region: config.region,
-    maxRollbackMs: config.maxRollbackMs,
-    maxFenceMs: config.maxFenceMs,
-    meter: metrics.meter('@idgen/clock-guard'),
-  });
-  const etcdOptions = etcdLeaseOptions(config);
-  const stateFile = config.standalone?.stateFile ?? '';
-  if (etcdOptions === undefined) {
+  const guard = createGuardedMinter({ ...config.guard, meter: metrics.meter('@idgen/clock-guard') });
+  const { etcd, standalone } = config.lease;
+  if (standalone !== undefined) {
     logger.warn(
-      { mode: 'standalone', stateFile },
+      { mode: 'standalone', stateFile: standalone.stateFile },
       'STANDALONE MODE (--standalone): worker slots are leased from an in-process store. ' +
         'This is a single-node development mode: two such nodes in one region WILL mint duplicate IDs. ' +
         'Production runs with --etcd.',
     );
   }
   const lease =
-    etcdOptions !== undefined
+    etcd !== undefined
       ? createEtcdLease(
-          { ...etcdOptions, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) },
+          { ...etcd, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) },
           guard,
         )
-      : createStandaloneLease(
-          {
-            region: config.region,
-            workers: { first: config.workers.from, last: config.workers.to },
-            nodeId: config.nodeId,
-            stateFile,
-          },
-          guard,
-        );
+      : createStandaloneLease(standalone, guard);
   const timeSource = createTimeSourceCheck({
-    mode: config.timeSource,
+    ...config.timeSource,
     guard,
-    maxOffsetMs: config.maxClockOffsetMs,
     logger: logger.child({ component: 'time-source' }),
   });
   // The lease, guard, mint scheduler, serving port, readiness and shutdown order: @idgen/serving's createIdgenNode.
-  const node = createIdgenNode({
+  const { tls, ...node } = config.node;
+  const idgenNode = createIdgenNode({
+    ...node,
+    ...(tls === undefined ? {} : { tls }),
     guard,
     lease,
     timeSource,
-    listen: config.listen,
-    advertise: config.advertise,
-    region: config.region,
-    slots: config.workers.to - config.workers.from + 1,
-    ...resolveServingLimits(config),
-    timeSourceMode: config.timeSource,
-    statusDetails: config.statusDetails,
-    http2Server: config.http2Server,
-    ...(config.tls === undefined ? {} : { tls: config.tls }),
     metrics,
     logger,
   });
 
   const shutdown = async (signal: string): Promise<void> => {
     const t0 = performance.now();
-    const stopped = await node.shutdown(signal);
+    const stopped = await idgenNode.shutdown(signal);
     if (stopped === undefined) return;
     await metrics.close();
     exit(0, 'stopped', { signal, shutdownMs: Math.round(performance.now() - t0), released: stopped.released });
@@ -123,14 +102,16 @@ function run(config: ServerConfig): void {
     const t0 = performance.now();
     let addresses;
     try {
-      addresses = await node.listen();
+      addresses = await idgenNode.listen();
     } catch (e) {
-      return exit(EXIT_FATAL, `cannot listen on ${formatHostPort(config.listen)}`, { err: e });
+      return exit(EXIT_FATAL, `cannot listen on ${formatHostPort(config.node.listen)}`, { err: e });
     }
     let metricsAddress: string | undefined;
     if (config.metricsListen !== undefined) {
       try {
-        metricsAddress = await metrics.listen(config.metricsListen, (method, path) => node.port.probe(method, path));
+        metricsAddress = await metrics.listen(config.metricsListen, (method, path) =>
+          idgenNode.port.probe(method, path),
+        );
       } catch (e) {
         return exit(EXIT_FATAL, `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`, { err: e });
       }
@@ -138,7 +119,7 @@ function run(config: ServerConfig): void {
     }
     let report;
     try {
-      report = await node.start();
+      report = await idgenNode.start();
     } catch (e) {
       // docs/design.md §7: a region code this etcd lent out, or a spare it never adopted, is the operator's to fix.
       if (isLeaseError(e) && e.code === 'spare-code') return exit(EXIT_REGION_REFUSED, e.message);

@@ -9,10 +9,55 @@ function standaloneUnlessEtcd(argv: string[], env: Record<string, string>): stri
   return named.includes('--etcd') || named.includes('--standalone') ? argv : ['--standalone', ...argv];
 }
 
-function config(argv: string[], env: Record<string, string> = {}): ServerConfig {
+/**
+ * The configuration in one flat record, a field per flag (the lease's connection, TTL and margin with etcd; the
+ * state file standalone): the cases below compare flags with values, whichever package's options hold them.
+ */
+function flat(c: ServerConfig): Flat {
+  const { etcd, standalone } = c.lease;
+  const workers = (etcd ?? standalone).workers as { first: number; last: number };
+  const { slots, region: nodeRegion, timeSourceMode, ...node } = c.node;
+  expect({ slots, nodeRegion, timeSourceMode, guardRegion: c.guard.region }).toEqual({
+    slots: workers.last - workers.first + 1,
+    nodeRegion: c.region,
+    timeSourceMode: c.timeSource.mode,
+    guardRegion: c.region,
+  });
+  return {
+    region: c.region,
+    nodeId: c.nodeId,
+    logLevel: c.logLevel,
+    metricsListen: c.metricsListen,
+    etcd:
+      etcd === undefined
+        ? undefined
+        : {
+            endpoints: etcd.endpoints,
+            prefix: etcd.prefix,
+            ...(etcd.tls === undefined ? {} : { tls: etcd.tls }),
+            ...(etcd.auth === undefined ? {} : { auth: etcd.auth }),
+          },
+    standalone: standalone === undefined ? undefined : { stateFile: standalone.stateFile },
+    workers: { from: workers.first, to: workers.last },
+    ...(etcd === undefined ? {} : { leaseTtlSeconds: etcd.ttlSeconds, fenceMarginMs: etcd.fenceMarginMs }),
+    timeSource: c.timeSource.mode,
+    maxClockOffsetMs: c.timeSource.maxOffsetMs,
+    maxRollbackMs: c.guard.maxRollbackMs,
+    maxFenceMs: c.guard.maxFenceMs,
+    ...node,
+  };
+}
+
+/** A flat configuration's fields, as the cases read them. */
+type Flat = Record<string, unknown> & {
+  standalone?: { stateFile: string } | undefined;
+  etcd?: { readonly [field: string]: unknown } | undefined;
+};
+
+function config(argv: string[], env: Record<string, string> = {}): Flat {
   const outcome = parseConfig(standaloneUnlessEtcd(argv, env), env);
   if (outcome.kind !== 'config') throw new Error(`expected a config, got exit ${outcome.code}: ${outcome.stderr}`);
-  return outcome.config;
+  return flat(outcome.config);
 }
 
 function failure(argv: string[], env: Record<string, string> = {}, exact = false): string {
@@ -91,8 +136,6 @@ describe('parseConfig', () => {
       advertise: undefined,
       metricsListen: { host: '127.0.0.1', port: 9464 },
       workers: { from: 0, to: 17 }, // the nodes' default share; embedded callers take 18-127
-      leaseTtlSeconds: 6,
-      fenceMarginMs: 1000,
       timeSource: 'chrony',
       maxCount: 4096,
       logLevel: 'info',
@@ -105,7 +148,12 @@ describe('parseConfig', () => {
       idleTimeoutMs: 30000,
       stalledWriteTimeoutMs: 10000,
     });
-    expect(c.nodeId).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
+    expect(c['nodeId']).toMatch(/^[A-Za-z0-9._:-]+-\d+-[0-9a-f]{6}$/);
+    // The lease's TTL and margin, with etcd (standalone has neither).
+    expect(config(['--etcd', 'http://127.0.0.1:2379', '--region', '2'])).toMatchObject({
+      leaseTtlSeconds: 6,
+      fenceMarginMs: 1000,
+    });
   });
 
   it('reads every flag from the command line', () => {

@@ -123,13 +123,13 @@ describe('deploy/kubernetes', () => {
     );
     const outcome = parseConfig(argv, env);
     if (outcome.kind !== 'config') throw new Error(`the manifest's configuration is refused: ${outcome.stderr}`);
-    expect(outcome.config.etcd?.auth?.username).toBe('idgen-node');
+    expect(outcome.config.lease.etcd?.auth?.username).toBe('idgen-node');
     // The ports the container declares are the ones the node listens on.
     const ports = Object.fromEntries((container.ports ?? []).map((p) => [p.name, p.containerPort]));
-    expect(outcome.config.listen.port).toBe(ports['serving']);
+    expect(outcome.config.node.listen.port).toBe(ports['serving']);
     expect(outcome.config.metricsListen?.port).toBe(ports['metrics']);
     // Grace period above the shutdown timeout.
-    expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(outcome.config.shutdownTimeoutMs);
+    expect(pod.terminationGracePeriodSeconds * 1000).toBeGreaterThan(outcome.config.node.shutdownTimeoutMs);
   });
 
   it('probes /readyz for readiness and /healthz for liveness on the metrics port (mTLS on serving leaves it open), and the node answers both there', async () => {
@@ -183,7 +183,7 @@ describe('deploy/Dockerfile', () => {
     const outcome = parseConfig(['--standalone'], Object.fromEntries(env));
     if (outcome.kind !== 'config') throw new Error(outcome.stderr);
     const exposed = (lines.find((l) => l.startsWith('EXPOSE ')) ?? '').split(/\s+/).slice(1).map(Number);
-    expect(exposed).toEqual([outcome.config.listen.port, outcome.config.metricsListen?.port]);
+    expect(exposed).toEqual([outcome.config.node.listen.port, outcome.config.metricsListen?.port]);
   });
 });
 
