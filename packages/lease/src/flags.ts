@@ -4,25 +4,37 @@ import { LeaseConfigError } from './errors.js';
 
 /**
  * The etcd flags `idgen-server` and the `idgen` CLI share (docs/design.md §6: the same names in both), beside
- * `--etcd <urls>`, whose description each tool words for itself. Commander's flag syntax and the help text.
+ * `--etcd <urls>`, whose description each tool words for itself. Commander's flag syntax, the field of
+ * {@link EtcdFlagValues} its value goes in, and the help text.
  */
 export const ETCD_FLAGS = [
-  { flags: '--etcd-prefix <prefix>', description: 'key prefix in etcd', defaultValue: DEFAULT_PREFIX },
+  { flags: '--etcd-prefix <prefix>', key: 'prefix', description: 'key prefix in etcd', defaultValue: DEFAULT_PREFIX },
   {
     flags: '--etcd-ca <file>',
+    key: 'ca',
     description: "PEM file of the CA that signed the etcd servers' certificates (https://)",
   },
-  { flags: '--etcd-cert <file>', description: 'PEM client certificate for etcd (with --etcd-key)' },
-  { flags: '--etcd-key <file>', description: 'PEM private key of --etcd-cert' },
+  { flags: '--etcd-cert <file>', key: 'cert', description: 'PEM client certificate for etcd (with --etcd-key)' },
+  { flags: '--etcd-key <file>', key: 'key', description: 'PEM private key of --etcd-cert' },
   {
     flags: '--etcd-user <name>',
+    key: 'user',
     description: 'etcd user (with --etcd-password-file); its role reads and writes the prefix',
   },
   {
     flags: '--etcd-password-file <file>',
+    key: 'passwordFile',
     description: "file holding the etcd user's password (one line, never a flag)",
   },
-] as const;
+] as const satisfies readonly FlagDoc<keyof EtcdFlagValues>[];
+
+/** A package's flag, as a tool declares it: commander's syntax (`--etcd-ca <file>`), the field its value goes in, help. */
+export interface FlagDoc<K extends string = string> {
+  readonly flags: string;
+  readonly key: K;
+  readonly description: string;
+  readonly defaultValue?: string;
+}
 
 /** A flag's value, and the name to report it by: `--etcd-ca`, or `IDGEN_ETCD_CA` when the environment set it. */
 export interface NamedValue {

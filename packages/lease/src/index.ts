@@ -21,7 +21,7 @@ export {
 } from './config.js';
 export { createEtcdClient } from './etcd-client.js';
 export { ETCD_FLAGS, etcdConnectionFromFlags } from './flags.js';
-export type { EtcdFlagValues, NamedValue } from './flags.js';
+export type { EtcdFlagValues, FlagDoc, NamedValue } from './flags.js';
 export type { EtcdConnectionOptions, EtcdLeaseOptions, EtcdTlsOptions, LeaseConfig, WorkerRange } from './config.js';
 export { createEtcdLease } from './etcd-lease.js';
 export {

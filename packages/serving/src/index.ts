@@ -16,7 +16,7 @@ export {
   watchReadiness,
 } from './readiness.js';
 export type { LeaseTrouble, LeaseTroubleTracker, Readiness, ReadinessInputs, ReadinessReason } from './readiness.js';
-export { TlsMaterialError, loadTlsMaterial, tlsFilesFromFlags } from './tls.js';
+export { TLS_FLAGS, TlsMaterialError, loadTlsMaterial, tlsFilesFromFlags } from './tls.js';
 export type { TlsFiles, TlsFlagValues } from './tls.js';
 export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
 export type { Http2Server, ProbeAnswer } from './http.js';

@@ -1,7 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, unwatchFile, watchFile } from 'node:fs';
 import { createSecureContext, type SecureContextOptions, type TLSSocket } from 'node:tls';
-import type { NamedValue } from '@idgen/lease';
+import type { FlagDoc, NamedValue } from '@idgen/lease';
 
 /** Where the serving port's TLS material lives (`--tls-cert`, `--tls-key`, `--tls-client-ca`, `--tls-client-names`). */
 export interface TlsFiles {
@@ -44,6 +44,27 @@ export interface TlsFlagValues {
   /** Comma-separated certificate names (CN or DNS SAN). */
   readonly clientNames?: NamedValue | undefined;
 }
+
+/** The TLS flags, for a tool to declare (`idgen-server`'s): their values go in {@link TlsFlagValues}. */
+export const TLS_FLAGS = [
+  {
+    flags: '--tls-cert <file>',
+    key: 'cert',
+    description: 'PEM certificate for TLS on the serving port (with --tls-key); absent: plaintext h2c and HTTP/1.1',
+  },
+  { flags: '--tls-key <file>', key: 'key', description: 'PEM private key of --tls-cert' },
+  {
+    flags: '--tls-client-ca <file>',
+    key: 'clientCa',
+    description: 'mTLS: clients must present a certificate this CA signed',
+  },
+  {
+    flags: '--tls-client-names <names>',
+    key: 'clientNames',
+    description:
+      'mTLS: comma-separated names (certificate CN or DNS SAN) allowed to call; absent: any certificate the CA signed',
+  },
+] as const satisfies readonly FlagDoc<keyof TlsFlagValues>[];
 
 /**
  * The serving port's TLS files from `--tls-cert`, `--tls-key`, `--tls-client-ca` and `--tls-client-names`
