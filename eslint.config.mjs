@@ -8,7 +8,7 @@
 //                 scope:server; discovery and embedded build on scope:shared (the lease; embedded also the guard)
 //   scope:shared  the ID layout, the API, the lease and the clock guard (the server and embedded callers
 //                 use them alike): depends on neither scope:client nor scope:server
-//   scope:server  the generator node and what only it uses (@idgen/serving, @idgen/h2), the CLI
+//   scope:server  the generator node and what only it uses (@idgen/serving, @idgen/h2, @idgen/flags), the CLI
 // Packages may use only the OpenTelemetry API; the SDK and exporters belong to apps.
 import nx from '@nx/eslint-plugin';
 

@@ -8,6 +8,7 @@ export const ROOT = join(__dirname, '..', '..', '..');
 /** The packages a caller installs from a registry, in publish order (dependencies first). */
 export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: string }[] = [
   { name: '@idgen/core', dir: 'packages/core' },
+  { name: '@idgen/flags', dir: 'packages/flags' },
   { name: '@idgen/proto', dir: 'packages/proto' },
   { name: '@idgen/h2', dir: 'packages/h2' },
   { name: '@idgen/clock-guard', dir: 'packages/clock-guard' },
