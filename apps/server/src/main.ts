@@ -41,8 +41,7 @@ function run(config: ServerConfig): void {
     timestamp: pino.stdTimeFunctions.isoTime,
   });
   const exit = (code: number, why: string, fields: Record<string, unknown> = {}): never => {
-    if (code === 0) logger.info({ exitCode: code, ...fields }, why);
-    else logger.fatal({ exitCode: code, ...fields }, why);
+    logger[code === 0 ? 'info' : 'fatal']({ exitCode: code, ...fields }, why);
     logger.flush();
     process.exit(code);
   };
@@ -100,23 +99,18 @@ function run(config: ServerConfig): void {
 
   const start = async (): Promise<void> => {
     const t0 = performance.now();
-    let addresses;
-    try {
-      addresses = await idgenNode.listen();
-    } catch (e) {
-      return exit(EXIT_FATAL, `cannot listen on ${formatHostPort(config.node.listen)}`, { err: e });
-    }
-    let metricsAddress: string | undefined;
-    if (config.metricsListen !== undefined) {
-      try {
-        metricsAddress = await metrics.listen(config.metricsListen, (method, path) =>
-          idgenNode.port.probe(method, path),
-        );
-      } catch (e) {
-        return exit(EXIT_FATAL, `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`, { err: e });
-      }
-      logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
-    }
+    const orExit = <T>(step: Promise<T>, why: string): Promise<T> =>
+      step.catch((e: unknown) => exit(EXIT_FATAL, why, { err: e }));
+    const addresses = await orExit(idgenNode.listen(), `cannot listen on ${formatHostPort(config.node.listen)}`);
+    const probe = (method: string | undefined, path: string) => idgenNode.port.probe(method, path);
+    const metricsAddress =
+      config.metricsListen === undefined
+        ? undefined
+        : await orExit(
+            metrics.listen(config.metricsListen, probe),
+            `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`,
+          );
+    if (metricsAddress !== undefined) logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
     let report;
     try {
       report = await idgenNode.start();
