@@ -1,4 +1,5 @@
 import { Option, type Command } from 'commander';
+import { FlagError, integer } from '@idgen/flags';
 import {
   ETCD_FLAGS,
   LeaseConfigError,
@@ -70,12 +71,14 @@ export function etcdConnection(flags: EtcdFlags): EtcdConnection {
   }
 }
 
-/** Parses an integer flag in `[min, max]`; a usage error otherwise. */
+/** Parses an integer flag in `[min, max]` as idgen-server does (@idgen/flags' `integer`); a usage error otherwise. */
 export function integerOption(flag: string, text: string, min: number, max: number): number {
-  if (!/^[0-9]+$/.test(text) || Number(text) < min || Number(text) > max) {
-    throw usageError(`${flag} must be an integer from ${min} to ${max}, got ${JSON.stringify(text)}`);
+  try {
+    return integer(min, max)(text, flag);
+  } catch (e) {
+    if (e instanceof FlagError) throw usageError(e.message);
+    throw e;
   }
-  return Number(text);
 }
 
 /** Parses `--server`: a base URL `http://host:port` (or `https://`), or `host:port` (→ `http://`). */
