@@ -161,11 +161,23 @@ export function checkPrefix(prefix: unknown): string | undefined {
   return undefined;
 }
 
-/** Checks the connection part; pushes problems. */
-function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoints: string[]; prefix: string } {
+/** A problem with connection options, and the option it is about (for a tool to name the flag that set it). */
+export interface ConnectionProblem {
+  readonly option: 'endpoints' | 'prefix' | 'auth' | 'tls';
+  readonly message: string;
+}
+
+/** The connection part checked: endpoints without a trailing `/`, the prefix, and every problem found. */
+export function checkConnection(o: EtcdConnectionOptions): {
+  endpoints: string[];
+  prefix: string;
+  problems: ConnectionProblem[];
+} {
   const endpoints: string[] = [];
+  const problems: ConnectionProblem[] = [];
+  const problem = (option: ConnectionProblem['option'], message: string): number => problems.push({ option, message });
   if (!Array.isArray(o.endpoints) || o.endpoints.length === 0) {
-    problems.push('endpoints must list at least one etcd client URL (http://host:port)');
+    problem('endpoints', 'endpoints must list at least one etcd client URL (http://host:port)');
   } else {
     for (const e of o.endpoints as unknown[]) {
       let ok = false;
@@ -184,29 +196,28 @@ function checkConnection(o: EtcdConnectionOptions, problems: string[]): { endpoi
         }
       }
       if (ok) endpoints.push((e as string).replace(/\/$/, ''));
-      else problems.push(`endpoint ${describe(e)} is not an etcd client URL like http://127.0.0.1:2379`);
+      else problem('endpoints', `endpoint ${describe(e)} is not an etcd client URL like http://127.0.0.1:2379`);
     }
   }
   const prefix = o.prefix ?? DEFAULT_PREFIX;
   const prefixProblem = checkPrefix(prefix);
-  if (prefixProblem !== undefined) problems.push(prefixProblem);
+  if (prefixProblem !== undefined) problem('prefix', prefixProblem);
   if (o.auth !== undefined) {
     if (typeof o.auth.username !== 'string' || o.auth.username === '' || typeof o.auth.password !== 'string') {
-      problems.push('auth needs a non-empty username and a password string');
+      problem('auth', 'auth needs a non-empty username and a password string');
     }
   }
   if (o.tls !== undefined && endpoints.some((e) => e.startsWith('http:'))) {
-    problems.push('tls is set but an endpoint uses http://; use https:// endpoints with tls');
+    problem('tls', 'tls is set but an endpoint uses http://; use https:// endpoints with tls');
   }
-  return { endpoints, prefix };
+  return { endpoints, prefix, problems };
 }
 
 /** The connection options, validated (used by the discovery reader too). */
 export function resolveConnection(o: EtcdConnectionOptions): { endpoints: string[]; prefix: string } {
-  const problems: string[] = [];
-  const r = checkConnection(o, problems);
-  if (problems.length > 0) throw new LeaseConfigError(problems);
-  return r;
+  const { endpoints, prefix, problems } = checkConnection(o);
+  if (problems.length > 0) throw new LeaseConfigError(problems.map((p) => p.message));
+  return { endpoints, prefix };
 }
 
 /**
@@ -214,8 +225,9 @@ export function resolveConnection(o: EtcdConnectionOptions): { endpoints: string
  * {@link LeaseConfigError} listing every bad value.
  */
 export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
-  const problems: string[] = [];
-  const { endpoints, prefix } = checkConnection(o, problems);
+  const connection = checkConnection(o);
+  const { endpoints, prefix } = connection;
+  const problems = connection.problems.map((p) => p.message);
   const layout = o.layout ?? DEFAULT_LAYOUT;
   const inRegion = (r: unknown): boolean => isInt(r) && r >= 0 && r <= layout.maxRegion;
   if (!inRegion(o.region))

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { DEFAULT_PREFIX, resolveConnection, type EtcdConnectionOptions } from './config.js';
+import { DEFAULT_PREFIX, checkConnection, type EtcdConnectionOptions } from './config.js';
 import { LeaseConfigError } from './errors.js';
 
 /**
@@ -117,19 +117,10 @@ export function etcdConnectionFromFlags(flags: EtcdFlagValues): EtcdConnectionOp
     ...(Object.keys(tls).length > 0 ? { tls } : {}),
     ...(flags.user !== undefined && password !== undefined ? { auth: { username: flags.user.value, password } } : {}),
   };
-  try {
-    resolveConnection(options);
-  } catch (e) {
-    // Its problems name the options (`endpoint "x"`, `prefix must …`): say which flags those came from.
-    if (e instanceof LeaseConfigError)
-      throw new LeaseConfigError(e.problems.map((p) => `${flagOfProblem(p, flags)}: ${p}`));
-    throw e;
-  }
+  // resolveConnection's rules, each problem named by the flag that set the option it is about.
+  const named = { endpoints: flags.etcd, prefix: flags.prefix, auth: flags.user, tls: flags.etcd };
+  const connection = checkConnection(options).problems;
+  if (connection.length > 0)
+    throw new LeaseConfigError(connection.map((p) => `${named[p.option]?.name ?? flags.etcd.name}: ${p.message}`));
   return options;
-}
-
-function flagOfProblem(problem: string, flags: EtcdFlagValues): string {
-  if (problem.startsWith('prefix')) return flags.prefix?.name ?? '--etcd-prefix';
-  if (problem.startsWith('auth')) return flags.user?.name ?? '--etcd-user';
-  return flags.etcd.name;
 }
