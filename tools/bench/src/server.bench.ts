@@ -11,14 +11,13 @@
  * (native/h2open.c: why h2load alone was not enough). HTTP/2 framed by hand with no header decoded
  * (raw-h2-server.ts) at idgen's half-load rate is the floor of this harness, printed beside idgen's.
  */
-import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { createClient } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { IdGenerator, NextIdsRequestSchema, NextIdsResponseSchema } from '@idgen/proto';
-import { type ProcessHandle, cleanupAll, freePort, spawnProcess, tempDir } from '@idgen/testing';
+import { type ProcessHandle, cleanupAll, freePort, makeTestPki, spawnProcess, tempDir } from '@idgen/testing';
 import { buildServer, startIdgenServer } from './idgen-server.js';
 import { describeMachine, parseBenchArgs } from './environment.js';
 import { type H2loadResult, requireH2load, runH2load, runH2loadSpread } from './h2load.js';
@@ -279,38 +278,11 @@ async function main(): Promise<void> {
     await verify(`http://127.0.0.1:${idgenNodePort}`);
     await verify(`http://127.0.0.1:${idgenDefaultsPort}`);
 
-    // TLS (issue 15): NextIds(1) over gRPC on a node serving TLS (ALPN h2, a self-signed certificate made
+    // TLS (issue 15): NextIds(1) over gRPC on a node serving TLS (ALPN h2, a certificate from a test CA made
     // here), against the h2c node measured again right before it, both at saturation in the same run.
     const tlsPort = await freePort();
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        join(work.path, 'tls.key'),
-        '-out',
-        join(work.path, 'tls.crt'),
-        '-days',
-        '1',
-        '-subj',
-        '/CN=127.0.0.1',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1',
-      ],
-      { stdio: 'ignore' },
-    );
-    servers.push(
-      await startIdgenServer(tlsPort, [
-        '--tls-cert',
-        join(work.path, 'tls.crt'),
-        '--tls-key',
-        join(work.path, 'tls.key'),
-      ]),
-    );
+    const pki = makeTestPki({ name: 'bench-tls' });
+    servers.push(await startIdgenServer(tlsPort, ['--tls-cert', pki.server.certFile, '--tls-key', pki.server.keyFile]));
     const grpcBody = join(work.path, `${grpcIndex}.bin`);
     const h2cAgain = await saturate(idgenPort, grpcBody, GRPC_HEADERS, 'h2c-again');
     const overTls = await runH2load(h2load, {
