@@ -5,7 +5,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createEtcdLease, type LeaseTarget, type WorkerAssignment, type WorkerLease } from '@idgen/lease';
-import { cleanupAll, enableEtcdAuth, startEtcd, tempDirSync } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, cleanupAll, enableEtcdAuth, startEtcd, tempDirSync } from '@idgen/testing';
 import { idgen, idgenJson } from './support.js';
 
 jest.setTimeout(120_000);
@@ -45,11 +45,7 @@ function startLease(
     {
       endpoints: [endpoint],
       region: 2,
-      ttlSeconds: 2,
-      keepAliveIntervalMs: 400,
-      keepAliveTimeoutMs: 300,
-      fenceMarginMs: 500,
-      requestTimeoutMs: 1500,
+      ...QUICK_LEASE_SETTINGS,
       ...extra,
     },
     t,

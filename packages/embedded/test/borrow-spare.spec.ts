@@ -1,6 +1,6 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
 
@@ -30,13 +30,8 @@ function source(prefix: string, borrowSpare: boolean): EmbeddedIdSource {
     workers: '18-18',
     borrowSpare,
     timeSource: 'none',
-    ttlSeconds: 2,
-    keepAliveIntervalMs: 400,
-    keepAliveTimeoutMs: 300,
-    fenceMarginMs: 500,
-    requestTimeoutMs: 1500,
+    ...QUICK_LEASE_SETTINGS,
     slotWaitMs: 500,
-    backoff: { initialMs: 50, maxMs: 400 },
   });
   sources.push(s);
   return s;

@@ -3,7 +3,7 @@ import { isIdsUnavailableError as clientIsIdsUnavailableError, type IdClient } f
 import type { ClockSource } from '@idgen/clock-guard';
 import { DEFAULT_LAYOUT, createLayout } from '@idgen/core';
 import { LeaseConfigError, leaseKeys, parseLastMsRecord } from '@idgen/lease';
-import { cleanupAll, createTcpProxy, startEtcd, type EtcdServer } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, cleanupAll, createTcpProxy, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import {
   IdsUnavailableError,
@@ -45,18 +45,13 @@ function prefix(name: string): string {
   return `/idgen-embedded/${name}-${process.pid}-${counter}`;
 }
 
-/** Quick lease settings (TTL 2 s); the rules checked are about order, not speed. */
+/** A source on quick lease settings (QUICK_LEASE_SETTINGS: TTL 2 s); the rules checked are about order, not speed. */
 function source(p: string, extra: Partial<EmbeddedIdSourceOptions> = {}): EmbeddedIdSource {
   const s = createEmbeddedIdSource({
     etcd: { endpoints: [etcd.clientUrl], prefix: p },
     region: 2,
     timeSource: 'none',
-    ttlSeconds: 2,
-    keepAliveIntervalMs: 400,
-    keepAliveTimeoutMs: 300,
-    fenceMarginMs: 500,
-    requestTimeoutMs: 1500,
-    backoff: { initialMs: 50, maxMs: 400 },
+    ...QUICK_LEASE_SETTINGS,
     ...extra,
   });
   sources.push(s);
@@ -252,12 +247,8 @@ describe('refusing rather than guessing', () => {
       etcd: { endpoints: [own.clientUrl] },
       region: 2,
       timeSource: 'none',
-      ttlSeconds: 2,
-      keepAliveIntervalMs: 400,
-      keepAliveTimeoutMs: 300,
-      fenceMarginMs: 500,
+      ...QUICK_LEASE_SETTINGS,
       requestTimeoutMs: 1000,
-      backoff: { initialMs: 50, maxMs: 400 },
     });
     sources.push(s);
     await s.ready();

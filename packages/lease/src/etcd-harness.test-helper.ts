@@ -1,6 +1,6 @@
 // The etcd side of the lease specs: one real etcd per spec file, a client to read and write its keys directly,
 // quick lease settings, and every lease made through it released after each test.
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
@@ -44,12 +44,7 @@ export function useLeaseHarness(region: number): LeaseHarness {
       endpoints: [current().etcd.clientUrl],
       prefix,
       region,
-      ttlSeconds: 2,
-      keepAliveIntervalMs: 400,
-      keepAliveTimeoutMs: 300,
-      fenceMarginMs: 500,
-      requestTimeoutMs: 1500,
-      backoff: { initialMs: 50, maxMs: 400 },
+      ...QUICK_LEASE_SETTINGS,
       ...extra,
     }),
     releaseAll,

@@ -436,3 +436,16 @@ export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number
     },
   };
 }
+
+/**
+ * Lease settings for tests whose rules are about order, not speed: a 2 s TTL, keep-alives every 400 ms, a 500 ms
+ * fence margin, quick retries (the options of @idgen/lease's etcd lease and of @idgen/embedded alike).
+ */
+export const QUICK_LEASE_SETTINGS = {
+  ttlSeconds: 2,
+  keepAliveIntervalMs: 400,
+  keepAliveTimeoutMs: 300,
+  fenceMarginMs: 500,
+  requestTimeoutMs: 1500,
+  backoff: { initialMs: 50, maxMs: 400 },
+} as const;

@@ -5,7 +5,15 @@
  *
  * @packageDocumentation
  */
-export { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, findOnPath, startEtcd, startEtcdCluster } from './etcd.js';
+export {
+  ETCD_MISSING_MESSAGE,
+  QUICK_LEASE_SETTINGS,
+  etcdHealthy,
+  etcdStatus,
+  findOnPath,
+  startEtcd,
+  startEtcdCluster,
+} from './etcd.js';
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdOptions } from './etcd.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
 export type { TempDir } from './net.js';
