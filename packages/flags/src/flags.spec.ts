@@ -108,6 +108,10 @@ describe('defineFlags', () => {
         { flags: '--db-user <name>', key: 'user', description: '' },
       ]),
     ).toEqual({ user: { value: 'admin', name: '--db-user' } });
+    // A flag the table does not have is a mistake in the tool, not a flag left out.
+    expect(() => v.named([{ flags: '--db-host <host>', key: 'host', description: '' }])).toThrow(
+      '--db-host <host> is not a flag of tool',
+    );
   });
 
   it('reads a flag with a default with set(), and says which flag has neither value nor default', () => {

@@ -233,7 +233,9 @@ export function defineFlags(info: CommandInfo, table: Readonly<Record<string, Fl
         named: (docs) =>
           Object.fromEntries(
             docs.flatMap((doc) => {
-              const given = read.get(byKey.get(camelCase(doc.flags)) as FlagDef<unknown>)?.given;
+              const def = byKey.get(camelCase(doc.flags));
+              if (def === undefined) throw new Error(`${doc.flags} is not a flag of ${info.name}`);
+              const given = read.get(def)?.given;
               return given === undefined ? [] : [[doc.key, given]];
             }),
           ),
