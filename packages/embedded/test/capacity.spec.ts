@@ -46,6 +46,16 @@ it('the budget is derived from the configuration: 110 slots by default, 110 + 3 
 
 it('128 sources in one process: 110 take the embedded range 18-127, the other 18 wait slotWaitMs and are told the range is full', async () => {
   const prefix = `/idgen-capacity-${process.pid}`;
+  // Lease fences, counted: a source whose keep-alives starve on a loaded machine loses its slot, and a waiter may
+  // take it, so ready() can resolve for one more source per fence. Never more than 110 hold at once.
+  const fenced: string[] = [];
+  const logger = {
+    info: () => undefined,
+    warn: (fields: Record<string, unknown>, msg: string) => {
+      if (msg === 'lease: fenced') fenced.push(JSON.stringify(fields));
+    },
+    error: () => undefined,
+  };
   for (let i = 0; i < 128; i++) {
     sources.push(
       createEmbeddedIdSource({
@@ -54,6 +64,7 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
         nodeId: `embedded-${i}`,
         timeSource: 'none',
         slotWaitMs: 5000,
+        logger,
       }),
     );
   }
@@ -61,12 +72,12 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
   const held = sources.filter((_, i) => outcomes[i]?.status === 'fulfilled');
   const refused = outcomes.flatMap((o) => (o.status === 'rejected' ? [o.reason as unknown] : []));
   const budget = slotBudget();
-  expect({ held: held.length, refused: refused.length }).toEqual({ held: budget.total, refused: 128 - budget.total });
-
-  const workers = held.map((s) => s.status().worker as number);
-  expect(new Set(workers).size).toBe(110);
-  expect(Math.min(...workers)).toBe(18);
-  expect(Math.max(...workers)).toBe(127);
+  expect({ held: held.length + refused.length, fencedOrExact: held.length - budget.total <= fenced.length }).toEqual({
+    held: 128,
+    fencedOrExact: true,
+  });
+  if (fenced.length === 0) expect({ held: held.length, refused: refused.length }).toEqual({ held: 110, refused: 18 });
+  else console.log(`capacity: ${fenced.length} lease fence(s) under load, the first: ${fenced[0]}`);
   for (const e of refused) {
     expect(e).toBeInstanceOf(RangeFullError);
     expect(e).toMatchObject({ reason: 'range-full', region: 3, range: { first: 18, last: 127 }, holders: 110 });
@@ -75,8 +86,18 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
     );
   }
 
+  // The sources holding a slot now (a fenced one re-claims, and waits while the range is full): 110, each its own.
+  const holding = (): EmbeddedIdSource[] => held.filter((s) => s.status().canMint);
+  const end = performance.now() + 60_000; // a hang guard, not a timing assertion
+  while (holding().length < budget.total && performance.now() < end) await new Promise((r) => setTimeout(r, 100));
+  const now = holding();
+  const workers = now.map((s) => s.status().worker as number);
+  expect({ holding: now.length, workers: new Set(workers).size }).toEqual({ holding: 110, workers: 110 });
+  expect(Math.min(...workers)).toBe(18);
+  expect(Math.max(...workers)).toBe(127);
+
   // Every holder mints, and the 110 sources' IDs never collide.
-  const ids = held.flatMap((s) => s.nextIdsSync(100));
+  const ids = now.flatMap((s) => s.nextIdsSync(100));
   expect(new Set(ids).size).toBe(11_000);
   expect(new Set(ids.map((id) => DEFAULT_LAYOUT.decompose(id).worker)).size).toBe(110);
 
@@ -88,6 +109,6 @@ it('128 sources in one process: 110 take the embedded range 18-127, the other 18
   expect(new Set(records.map((r) => r.kind))).toEqual(new Set(['embedded']));
   expect(await kv.getAll().prefix(`${prefix}/regions/3/nodes/`).keys()).toEqual([]);
   console.log(
-    `capacity: ${held.length} of 128 sources hold a slot of 18-127; ${refused.length} refused with range-full after slotWaitMs 5000`,
+    `capacity: ${held.length} of 128 sources were ready, ${now.length} hold a slot of 18-127 now; ${refused.length} refused with range-full after slotWaitMs 5000; ${fenced.length} fence(s)`,
   );
 });
