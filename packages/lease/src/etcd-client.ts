@@ -1,5 +1,5 @@
 import { ConsecutiveBreaker, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
-import { Etcd3, isRecoverableError } from 'etcd3';
+import { Etcd3, GRPCDeadlineExceededError, GRPCUnavailableError, isRecoverableError } from 'etcd3';
 import type { IKeyValue, IOptions, IResponseOp } from 'etcd3';
 
 /**
@@ -90,16 +90,34 @@ export function rangeKey(op: IResponseOp | undefined): KeyRead | undefined {
   return firstKey(op?.response_range?.kvs);
 }
 
-/** Rejects after `ms` with a message naming `what`; the original promise's late rejection is swallowed. */
+/** A request {@link withTimeout} gave up on: etcd may still have acted on it. */
+export class NoAnswerError extends Error {
+  override readonly name = 'NoAnswerError';
+}
+
+/**
+ * Rejects after `ms` with a {@link NoAnswerError} naming `what`; the original promise's late rejection is swallowed.
+ */
 export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   p.catch(() => undefined);
   return Promise.race([
     p,
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms)} ms`)), Math.max(0, ms));
+      timer = setTimeout(
+        () => reject(new NoAnswerError(`${what} timed out after ${Math.round(ms)} ms`)),
+        Math.max(0, ms),
+      );
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * Whether a request failed without etcd's answer, so etcd may have acted on it: no answer in time, its deadline
+ * passed, or the connection went. A request etcd answered (refused, denied, invalid) is not one.
+ */
+export function outcomeUnknown(e: unknown): boolean {
+  return e instanceof NoAnswerError || e instanceof GRPCDeadlineExceededError || e instanceof GRPCUnavailableError;
 }
 
 /** gRPC call options with a deadline `ms` from now (so a stalled etcd cannot hold a call open). */

@@ -12,9 +12,17 @@ import {
 import type { Etcd3, Lease, Watcher } from 'etcd3';
 import { resolveLeaseConfig } from './config.js';
 import type { EtcdLeaseOptions, LeaseConfig } from './config.js';
-import { createEtcdClient, deadlineIn, errorText, rangeValue, sleep, withTimeout } from './etcd-client.js';
+import {
+  createEtcdClient,
+  deadlineIn,
+  errorText,
+  outcomeUnknown,
+  rangeValue,
+  sleep,
+  withTimeout,
+} from './etcd-client.js';
 import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
-import type { SpareGuard } from './slot-transactions.js';
+import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
@@ -434,15 +442,34 @@ class EtcdWorkerLease implements WorkerLease {
           address: this.address,
           startedAt: new Date(clock.nowMs()).toISOString(),
         };
-        const outcome = await claimSlot(
-          client,
-          lease,
-          leaseId,
-          { worker: workerKey, lastMs: lastKey },
-          JSON.stringify(holder),
-          requestTimeoutMs,
-          spare,
-        );
+        // A claim without an answer may have committed: ask again on the same lease, which adopts a key bound to it
+        // (or claims it now). Giving the lease up instead would leave the key bound to it until etcd hears the revoke,
+        // and a retry on a new lease meanwhile would find its own slot held. The session's deadline bounds the asking.
+        const askClaim = async (): Promise<ClaimOutcome> => {
+          for (let asked = 1; ; asked++) {
+            try {
+              return await claimSlot(
+                client,
+                lease,
+                leaseId,
+                { worker: workerKey, lastMs: lastKey },
+                JSON.stringify(holder),
+                requestTimeoutMs,
+                spare,
+              );
+            } catch (e) {
+              if (!outcomeUnknown(e)) throw e;
+              this.checkSession(s);
+              this.lifetime.signal.throwIfAborted();
+              this.cfg.logger.warn(
+                { key: workerKey, leaseId, asked, err: errorText(e) },
+                'lease: no answer to the claim; asking again on the same lease',
+              );
+              await sleep(this.backoff(asked - 1), this.lifetime.signal);
+            }
+          }
+        };
+        const outcome = await askClaim();
         if (outcome.kind === 'withdrawn') {
           refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
           return 'withdrawn';

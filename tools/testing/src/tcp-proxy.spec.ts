@@ -104,6 +104,33 @@ describe('createTcpProxy', () => {
     await proxy.close();
   });
 
+  it('cutAfterSending: the chunk with the bytes reaches the target, then the link is cut (its answer is lost)', async () => {
+    const proxy = await createTcpProxy({ target: echo.address });
+    const c = await dial(proxy);
+    c.socket.write('first');
+    await until(c.data, 'first');
+    const receivedBefore = echo.received;
+    const cut = proxy.cutAfterSending('MARK');
+    expect(() => void proxy.cutAfterSending('')).toThrow(RangeError);
+    c.socket.write('request-MA');
+    c.socket.write('RK-end'); // the bytes may span two chunks
+    await cut;
+    expect(proxy.isCut).toBe(true);
+    // The target got the request up to and including the chunk that completed the bytes, and echoed it into the cut.
+    const end = performance.now() + 10_000;
+    while (echo.received < receivedBefore + 'request-MARK-end'.length && performance.now() < end)
+      await new Promise((r) => setTimeout(r, 5));
+    expect(echo.received).toBe(receivedBefore + 'request-MARK-end'.length);
+    c.socket.write('after the cut');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(echo.received).toBe(receivedBefore + 'request-MARK-end'.length);
+    // The echo of the chunk that completed the bytes never came back (the one before it may have, if apart).
+    expect(['first', 'firstrequest-MA']).toContain(c.data());
+    proxy.restore();
+    await c.closed;
+    await proxy.close();
+  });
+
   it('cut (reset): open connections are reset, new ones are closed on arrival, until restored', async () => {
     const proxy = await createTcpProxy({ target: echo.address });
     const before = await dial(proxy);

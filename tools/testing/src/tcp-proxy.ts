@@ -42,6 +42,12 @@ export interface TcpProxy {
   /** Ends a cut: connections that lived through it are closed, new ones are forwarded again. */
   restore(): void;
   /**
+   * Cuts the link (blackhole) right after the first client-to-target chunk that contains `bytes` has been forwarded:
+   * a partition that falls just after a request left, so the target acts on it and its answer is lost. Resolves once
+   * cut. One trigger at a time; a new call replaces an unfired one.
+   */
+  cutAfterSending(bytes: string | Buffer): Promise<void>;
+  /**
    * Adds `ms` of delay to every chunk from now on, each direction (a round trip gains 2 × `ms`). Order is
    * kept: a chunk never overtakes one queued before it. 0 forwards at once again.
    */
@@ -77,6 +83,7 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
   let latencyMs = checkLatency(options.latencyMs ?? 0);
   let accepted = 0;
   let closed = false;
+  let trigger: { bytes: Buffer; fired: () => void } | undefined;
 
   const destroy = (link: Link, reset: boolean): void => {
     links.delete(link);
@@ -90,16 +97,33 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
     }
   };
 
-  /** Forwards `from` to `to` with the current latency, in order, dropping bytes while the link is cut. */
-  const forward = (link: Link, from: Socket, to: Socket): void => {
+  /**
+   * Forwards `from` to `to` with the current latency, in order, dropping bytes while the link is cut; `toTarget`:
+   * the client-to-target direction, where {@link TcpProxy.cutAfterSending} looks for its bytes.
+   */
+  const forward = (link: Link, from: Socket, to: Socket, toTarget: boolean): void => {
     const queue: { due: number; chunk: Buffer | null }[] = [];
     let timer: NodeJS.Timeout | undefined;
     let draining = false;
+    // The end of the last chunk forwarded, so bytes split across two chunks are found too.
+    let tail = Buffer.alloc(0);
     const deliver = (chunk: Buffer | null): void => {
       if (to.destroyed) return;
       if (chunk === null) {
         to.end();
         return;
+      }
+      if (toTarget && trigger !== undefined) {
+        const t = trigger;
+        const seen = Buffer.concat([tail, chunk]);
+        tail = seen.subarray(Math.max(0, seen.length - t.bytes.length + 1));
+        if (seen.includes(t.bytes)) {
+          to.write(chunk);
+          trigger = undefined;
+          cut('blackhole');
+          t.fired();
+          return;
+        }
       }
       // Backpressure: stop reading until the slow side has taken what it was given (one listener at a time).
       if (!to.write(chunk) && !draining) {
@@ -161,8 +185,8 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
     upstream.setNoDelay(true);
     upstream.on('error', () => undefined);
     upstream.on('close', () => destroy(link, false));
-    forward(link, client, upstream);
-    forward(link, upstream, client);
+    forward(link, client, upstream, true);
+    forward(link, upstream, client, false);
   });
 
   await new Promise<void>((resolve, reject) => {
@@ -176,6 +200,15 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
   if (address === null || typeof address === 'string')
     throw new Error('createTcpProxy: the listener has no TCP address');
   const port = address.port;
+
+  function cut(mode: TcpProxyCutMode = 'blackhole'): void {
+    if (closed || cutMode !== undefined) return;
+    cutMode = mode;
+    for (const link of [...links]) {
+      if (mode === 'reset') destroy(link, true);
+      else link.stale = true;
+    }
+  }
 
   const closeAll = (): void => {
     closed = true;
@@ -204,13 +237,13 @@ export async function createTcpProxy(options: TcpProxyOptions): Promise<TcpProxy
     },
     connections: () => links.size,
     accepted: () => accepted,
-    cut(mode: TcpProxyCutMode = 'blackhole') {
-      if (closed || cutMode !== undefined) return;
-      cutMode = mode;
-      for (const link of [...links]) {
-        if (mode === 'reset') destroy(link, true);
-        else link.stale = true;
-      }
+    cut,
+    cutAfterSending(bytes: string | Buffer) {
+      const wanted = typeof bytes === 'string' ? Buffer.from(bytes) : bytes;
+      if (wanted.length === 0) throw new RangeError('createTcpProxy: cutAfterSending needs at least one byte');
+      return new Promise<void>((fired) => {
+        trigger = { bytes: wanted, fired };
+      });
     },
     restore() {
       if (cutMode === undefined) return;
