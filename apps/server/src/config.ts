@@ -106,9 +106,7 @@ function flagTable(layout: Layout) {
       '<code>',
       integer(0, layout.maxRegion),
       `region code this node mints for, 0-${layout.maxRegion}; required with --etcd`,
-      {
-        shown: '0 in standalone mode',
-      },
+      { shown: '0 in standalone mode' },
     ),
     etcd: flag('<urls>', text, 'comma-separated etcd client URLs (http://host:port); required unless --standalone'),
     standalone: flag(
