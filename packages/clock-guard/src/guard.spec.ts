@@ -286,6 +286,27 @@ describe('GuardedMinter', () => {
     expect(guard.counts().idsMinted).toBe(1);
   });
 
+  it('a deadline the guard finds passed forgets the checked millisecond, though no mint was refused', () => {
+    const { guard, assign, clock } = setup();
+    assign({ deadlineInMs: 1_000 });
+    guard.next(); // T0 checked
+    clock.advance(1_000); // the deadline passes while nothing mints (the lease's fence timer has not run)
+    guard.check(); // the guard's own timer finds it
+    clock.setWall(T0); // the wall clock is back in the millisecond that was checked
+    expect(fenceReasonOf(() => guard.next())).toBe('lease');
+    expect(guard.counts().idsMinted).toBe(1);
+  });
+
+  it('a millisecond checked within 1 ms of the deadline is not remembered: the deadline may pass inside it', () => {
+    const { guard, assign, clock } = setup();
+    assign({ deadlineInMs: 1 });
+    guard.next(); // T0, 1 ms of monotonic time left
+    clock.advance(1); // the deadline passes ...
+    clock.setWall(T0); // ... while the wall clock is still in T0 (a millisecond is not an instant)
+    expect(fenceReasonOf(() => guard.next())).toBe('lease');
+    expect(guard.counts().idsMinted).toBe(1);
+  });
+
   it('reads the wall clock before checking the deadline, so a stall in between cannot stamp a late millisecond', () => {
     const { guard, assign, clock } = setup();
     assign({ deadlineInMs: 1_000 });

@@ -180,21 +180,26 @@ export class GuardedMinter {
    * The monotonic deadline and the wall ceiling are checked once per wall-clock millisecond, not once per ID:
    * further IDs in a millisecond that was already checked carry that same, covered millisecond, and reading
    * the monotonic clock would otherwise be most of the cost of an ID. The shortcut keeps the ceiling exact:
-   * it compares the very millisecond the IDs carry, and a ceiling only rises while assigned. Any refusal
-   * forgets the checked millisecond, so a clock set back to it is checked again. Standing fences
-   * (`blocked`) are checked on every ID.
+   * it compares the very millisecond the IDs carry, and a ceiling only rises while assigned. Any refusal, and
+   * any fence the guard's own check finds (a passed deadline, a wall clock above the ceiling), forgets the
+   * checked millisecond, so a clock set back to it is checked again; a millisecond checked less than 1 ms of
+   * monotonic time before the deadline is not remembered at all (the deadline may pass inside it). Standing
+   * fences (`blocked`) are checked on every ID.
    */
   next(): bigint {
     const now = this.clock.nowMs();
-    if (
-      this.blocked !== undefined ||
-      (now !== this.checkedMs && (now > this.ceiling || this.clock.monoMs() >= this.deadline))
-    ) {
-      throw this.refusal(now);
+    let remember = true;
+    if (this.blocked !== undefined) throw this.refusal(now);
+    if (now !== this.checkedMs) {
+      if (now > this.ceiling) throw this.refusal(now);
+      const left = this.deadline - this.clock.monoMs();
+      if (!(left > 0)) throw this.refusal(now);
+      // The deadline may pass within this very millisecond: then every ID of it is checked, not only the first.
+      remember = left > 1;
     }
     const r = (this.minter as Minter).mintOne(now);
     if (typeof r === 'bigint') {
-      this.checkedMs = now;
+      this.checkedMs = remember ? now : Number.NaN;
       this.minted++;
       return r;
     }
@@ -525,8 +530,10 @@ export class GuardedMinter {
       next = this.fence('time-source', `time source unhealthy: ${this.timeSource.message}`);
     else if (this.clockFence !== undefined) next = this.fence(this.clockFence.reason, this.clockFence.message);
     this.blocked = next;
-    if (next !== undefined) this.checkedMs = Number.NaN;
     const effective = next ?? this.deadlineFence() ?? this.ceilingFence(nowMs);
+    // Any fence found, a passed deadline or a wall clock above the ceiling included, forgets the checked
+    // millisecond: a wall clock back in it must be checked again, not minted on the shortcut.
+    if (effective !== undefined) this.checkedMs = Number.NaN;
     if (effective?.reason !== this.currentFence?.reason && effective !== undefined) {
       this.counters.fences[effective.reason] = (this.counters.fences[effective.reason] ?? 0) + 1;
     }
