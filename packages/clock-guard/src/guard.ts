@@ -133,7 +133,7 @@ export class GuardedMinter {
   private currentFence: FencedError | undefined;
   private fatalSent = false;
   /**
-   * The wall millisecond of the last mint whose deadline and ceiling checks passed; NaN (equal to no reading)
+   * The wall millisecond whose deadline and ceiling checks last passed; NaN (equal to no reading)
    * when none may be trusted: after a refusal, an assignment or any fence.
    */
   private checkedMs = Number.NaN;
@@ -188,18 +188,16 @@ export class GuardedMinter {
    */
   next(): bigint {
     const now = this.clock.nowMs();
-    let remember = true;
     if (this.blocked !== undefined) throw this.refusal(now);
     if (now !== this.checkedMs) {
       if (now > this.ceiling) throw this.refusal(now);
       const left = this.deadline - this.clock.monoMs();
       if (!(left > 0)) throw this.refusal(now);
-      // The deadline may pass within this very millisecond: then every ID of it is checked, not only the first.
-      remember = left > 1;
+      // Checked: further IDs of this millisecond skip the checks, unless the deadline may pass within it.
+      this.checkedMs = left > 1 ? now : Number.NaN;
     }
     const r = (this.minter as Minter).mintOne(now);
     if (typeof r === 'bigint') {
-      this.checkedMs = remember ? now : Number.NaN;
       this.minted++;
       return r;
     }
