@@ -1,8 +1,8 @@
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { homedir } from 'node:os';
+import { dirname, isAbsolute, join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Layout } from '@idgen/core';
-import { lock } from 'proper-lockfile';
 import { systemClock } from './clock.js';
 import type { ClockSource } from './clock.js';
 import { defaultNodeId, parseWorkerRange } from './config.js';
@@ -11,6 +11,10 @@ import { errorText } from './etcd-client.js';
 import { CorruptRecordError, LeaseConfigError, LeaseError } from './errors.js';
 import { computeFloor, parseLastMsRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
+import { nodeStandaloneIo, replaceDurably } from './standalone-io.js';
+import type { StandaloneIo } from './standalone-io.js';
+import { StateFileLock, thisHolder, waitMessage } from './state-file-lock.js';
+import type { HeldLock } from './state-file-lock.js';
 import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
 
 /**
@@ -22,8 +26,15 @@ export const STANDALONE_STATE_TTL_MS = 3_000;
 export const STANDALONE_STATE_MARGIN_MS = 1_000;
 /** How often the state file is rewritten with the clock (ms). */
 export const STANDALONE_STATE_INTERVAL_MS = 1_000;
-/** A lock not refreshed for this long belongs to a dead process (proper-lockfile's minimum is 5 s). */
-const LOCK_STALE_MS = 5_000;
+/**
+ * The monotonic deadline: minting stops this long (5 s − 1.5 s) after the lock was last proven held, and past it the
+ * node fences for good, unless a proof came first (one precedes every state write, every second).
+ */
+export const STANDALONE_LOCK_PROOF_TTL_MS = 5_000;
+export const STANDALONE_LOCK_PROOF_MARGIN_MS = 1_500;
+const PROOF_WINDOW_MS = STANDALONE_LOCK_PROOF_TTL_MS - STANDALONE_LOCK_PROOF_MARGIN_MS;
+/** How often a waiter judges the lock again. */
+const LOCK_POLL_MS = 250;
 
 /** Options of {@link createStandaloneLease}. */
 export interface StandaloneLeaseOptions {
@@ -33,7 +44,10 @@ export interface StandaloneLeaseOptions {
   /**
    * The state file: the last millisecond this node may have minted in, in the `last-ms` record format. It is
    * locked while the node runs (a second standalone node on it refuses to start) and read at start (a restart
-   * never mints at or below what the previous run may have minted, whatever the clock says).
+   * never mints at or below what the previous run may have minted, whatever the clock says). Keep it on a local file
+   * system that survives a reboot ({@link defaultStandaloneStateFile}). Beside it: `<file>.created` (written once,
+   * before the first state: from then on a missing state file is refused), `<file>.lock.<n>` (the lock) and
+   * `<file>.lock.<n>.released`.
    */
   readonly stateFile: string;
   readonly nodeId?: string;
@@ -41,246 +55,452 @@ export interface StandaloneLeaseOptions {
   readonly clock?: ClockSource;
   /** Clock bound added to the floor after an unclean end (docs/design.md §5: 10 ms). */
   readonly clockBoundMs?: number;
-  /** How often the state file is rewritten; default {@link STANDALONE_STATE_INTERVAL_MS}. */
+  /** How often the state file is rewritten, 1 to 1999 ms; default {@link STANDALONE_STATE_INTERVAL_MS}. */
   readonly stateIntervalMs?: number;
   /**
-   * How long to keep trying for a lock another process holds before refusing, in ms. Default 15 s, well over
-   * the 5 s after which a crashed holder's lock is stale, so a restart right after a crash still starts.
+   * How long to wait for a lock another live process holds before refusing, in ms; default 15 s (a restart that
+   * overlaps the previous process's shutdown). A lock whose holder is gone is taken over at once.
    */
   readonly lockWaitMs?: number;
+  /**
+   * Start as a new state file over one that is empty, unreadable, or missing after a previous run (which are refused
+   * without it): the floor is then the epoch, so only for when this host's clock is past everything the previous run
+   * may have minted. A readable state file is honoured either way. idgen-server: `--fresh-state`.
+   */
+  readonly freshState?: boolean;
+}
+
+/**
+ * Where a standalone node keeps its state file by default: a directory that survives a reboot (hosts clear the OS
+ * temp directory at boot, and a node finding no state there would start as new). As root
+ * `/var/lib/idgen/standalone-region-<region>.json`; otherwise under `$XDG_STATE_HOME` when that is an absolute path,
+ * else `~/.local/state` (the XDG base directory specification's state directory): `…/idgen/standalone-region-<region>.json`.
+ */
+export function defaultStandaloneStateFile(
+  region: number,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  uid: number | undefined = process.getuid?.(),
+): string {
+  const name = `standalone-region-${region}.json`;
+  if (uid === 0) return join('/var/lib/idgen', name);
+  const xdg = env['XDG_STATE_HOME'];
+  if (xdg !== undefined && isAbsolute(xdg)) return join(xdg, 'idgen', name);
+  return join(env['HOME'] || homedir(), '.local', 'state', 'idgen', name);
 }
 
 /**
  * The in-process lease for standalone mode: **one node only**, no etcd (docs/design.md §5, §6), asked for by name.
  * It assigns the first worker of the range. What keeps it from minting duplicates on its own:
- * - the state file is locked: a second standalone node on the same file refuses to start;
- * - the state file holds the last millisecond this node may mint in, rewritten every second; the node never
- *   mints above it + TTL − margin (the wall ceiling), and a restart starts above it (+ TTL + clock bound after
- *   a crash), so a clock stepped back across a restart cannot repeat an ID.
+ * - the state file is locked: a second standalone node on the same file waits, naming the holder, then refuses.
+ *   The lock is taken over only from a holder that is provably gone: it ran on this host and no process has its pid
+ *   and start time any more, or the host has rebooted since. A live holder is never taken over, even stopped
+ *   (SIGSTOP, a frozen VM) and whatever the wall clock did; nor one this host cannot judge (another host or PID
+ *   namespace). No clock takes part in that decision;
+ * - every state write and every raise of the wall ceiling comes after a proof that the lock is still this node's
+ *   (and the ceiling only after a proof made once the write landed), each within the monotonic deadline: 3.5 s
+ *   after the last proof the guard stops minting, and the lease fences for good (a node resumed after a pause
+ *   writes nothing);
+ * - the state file holds the last millisecond this node may mint in, rewritten every second (written, fsynced,
+ *   renamed, its directory fsynced); the node never mints above it + TTL − margin (the wall ceiling), and a restart
+ *   starts above it (+ TTL + clock bound after a crash), so a clock stepped back across a restart cannot repeat an ID;
+ * - an empty or unreadable state file, or a missing one after a previous run, is refused (see `freshState`).
  * Nothing coordinates with nodes on other state files: two of them with the same region and worker WILL mint
  * duplicates. That is what etcd is for.
  */
 export function createStandaloneLease(options: StandaloneLeaseOptions, target: LeaseTarget): WorkerLease {
-  const layout = options.layout ?? DEFAULT_LAYOUT;
-  const clock = options.clock ?? systemClock;
-  const problems: string[] = [];
-  const region = options.region;
-  if (!Number.isSafeInteger(region) || region < 0 || region > layout.maxRegion) {
-    problems.push(`region must be an integer from 0 to ${layout.maxRegion}, got ${String(region)}`);
-  }
-  let workers: WorkerRange = { first: 0, last: layout.maxWorker };
-  try {
-    if (typeof options.workers === 'string') workers = parseWorkerRange(options.workers);
-    else if (options.workers !== undefined) workers = options.workers;
-  } catch (e) {
-    problems.push(...(e as LeaseConfigError).problems);
-  }
-  if (
-    !Number.isSafeInteger(workers.first) ||
-    !Number.isSafeInteger(workers.last) ||
-    workers.first < 0 ||
-    workers.last > layout.maxWorker ||
-    workers.first > workers.last
-  ) {
-    problems.push(
-      `workers must be a range within 0-${layout.maxWorker} with first ≤ last, got ${String(workers.first)}-${String(workers.last)}`,
-    );
-  }
-  if (typeof options.stateFile !== 'string' || options.stateFile === '') {
-    problems.push('stateFile must be a file path (standalone mode keeps its last millisecond there)');
-  }
-  const nodeId = options.nodeId ?? defaultNodeId();
-  const clockBoundMs = options.clockBoundMs ?? 10;
-  const intervalMs = options.stateIntervalMs ?? STANDALONE_STATE_INTERVAL_MS;
-  // Staleness is judged on the lock's mtime (file-system time) against Date.now(): a clock stepped back after a
-  // crash makes the dead holder's lock look younger, so wait well past the stale time before refusing.
-  const lockWaitMs = options.lockWaitMs ?? 3 * LOCK_STALE_MS;
-  if (problems.length > 0) throw new LeaseConfigError(problems);
-  const stateFile = options.stateFile;
+  return new StandaloneLease(options, target);
+}
 
-  let state: LeaseState = 'idle';
-  let message = 'not started (standalone: one node only, no etcd)';
-  let floorMs: number | undefined;
+/** Where the lease is, beside the {@link LeaseState} it reports. */
+type Phase =
+  | { readonly kind: 'idle' }
+  | Holding
+  | { readonly kind: 'fenced'; readonly lock: HeldLock }
+  | { readonly kind: 'releasing' }
+  | { readonly kind: 'released' };
+
+interface Holding {
+  readonly kind: 'holding';
+  readonly lock: HeldLock;
+  /** Monotonic ms when the last proof that succeeded began: the deadline is this + 3.5 s. */
+  provenAtMono: number;
   /** The highest millisecond written to the state file: `L` of the wall ceiling. */
-  let writtenMs = -1;
-  let unlock: (() => Promise<void>) | undefined;
-  let timer: NodeJS.Timeout | undefined;
-  let starting: Promise<void> | undefined;
-  const listeners = new Set<(s: LeaseSnapshot) => void>();
-  const snapshot = (): LeaseSnapshot => ({
-    state,
-    nodeId,
-    region: state === 'alive' ? region : undefined,
-    worker: state === 'alive' ? workers.first : undefined,
-    leaseId: undefined,
-    keepAliveAgeSeconds: undefined,
-    deadlineInMs: undefined,
-    floorMs,
-    message,
-    mode: 'standalone',
-  });
-  const set = (s: LeaseState, m: string): void => {
-    state = s;
-    message = m;
-    const snap = snapshot();
-    for (const fn of listeners) fn(snap);
-  };
-  const ceiling = (): number => writtenMs + STANDALONE_STATE_TTL_MS - STANDALONE_STATE_MARGIN_MS;
+  writtenMs: number;
+}
 
-  /** Writes the state file atomically (a temporary file renamed over it) with a value never below the last. */
-  const writeState = (released: boolean): void => {
-    const now = clock.nowMs();
-    const ms = Math.max(now, floorMs ?? -1, target.lastMintedMs(), writtenMs);
-    const record: LastMsRecord = {
-      ms,
-      released,
-      nodeId,
-      at: new Date(now).toISOString(),
-      ttlMs: STANDALONE_STATE_TTL_MS,
-    };
-    const tmp = `${stateFile}.${process.pid}.tmp`;
-    writeFileSync(tmp, `${JSON.stringify(record)}\n`, { mode: 0o600 });
-    renameSync(tmp, stateFile);
-    writtenMs = ms;
-  };
+/** What the state file held at start. */
+type Previous =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'record'; readonly record: LastMsRecord }
+  | { readonly kind: 'fresh'; readonly over: string };
 
-  const readState = (): LastMsRecord | undefined => {
-    let raw: string;
-    try {
-      raw = readFileSync(stateFile, 'utf8');
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw new LeaseError('state-file', `cannot read the standalone state file ${stateFile}: ${errorText(e)}`, false);
+/** The lock was not proven held in time: fence, write nothing more. */
+class LockNotHeldError extends LeaseError {
+  constructor(message: string) {
+    super('state-file', message, false);
+  }
+}
+
+/** {@link createStandaloneLease}'s lease; `io` is for tests that watch or break the file operations. */
+export class StandaloneLease implements WorkerLease {
+  private readonly layout: Layout;
+  private readonly clock: ClockSource;
+  private readonly region: number;
+  private readonly worker: number;
+  private readonly stateFile: string;
+  private readonly nodeId: string;
+  private readonly clockBoundMs: number;
+  private readonly intervalMs: number;
+  private readonly lockWaitMs: number;
+  private readonly freshState: boolean;
+  /** Random per lease: its lock's token and its temporary files' names. */
+  private readonly token = randomBytes(8).toString('hex');
+
+  private phase: Phase = { kind: 'idle' };
+  private state: LeaseState = 'idle';
+  private message = 'not started (standalone: one node only, no etcd)';
+  /** What the lease says while it holds and writes: the worker, the previous run, the file. */
+  private aliveText = '';
+  private floorMs: number | undefined;
+  /** Whether `<stateFile>.created` is known to exist. */
+  private created = false;
+  private starting: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  /** The state write in progress, if any. */
+  private busy: Promise<void> = Promise.resolve();
+  private readonly listeners = new Set<(s: LeaseSnapshot) => void>();
+
+  constructor(
+    options: StandaloneLeaseOptions,
+    private readonly target: LeaseTarget,
+    private readonly io: StandaloneIo = nodeStandaloneIo,
+  ) {
+    this.layout = options.layout ?? DEFAULT_LAYOUT;
+    this.clock = options.clock ?? systemClock;
+    const problems: string[] = [];
+    const { region, stateFile } = options;
+    const intervalMs = options.stateIntervalMs ?? STANDALONE_STATE_INTERVAL_MS;
+    const lockWaitMs = options.lockWaitMs ?? 15_000;
+    if (!Number.isSafeInteger(region) || region < 0 || region > this.layout.maxRegion) {
+      problems.push(`region must be an integer from 0 to ${this.layout.maxRegion}, got ${String(region)}`);
     }
-    if (raw.trim() === '') return undefined; // created empty by the lock step, never written
+    const workers = this.workerRange(options.workers, problems);
+    if (typeof stateFile !== 'string' || stateFile === '') {
+      problems.push('stateFile must be a file path (standalone mode keeps its last millisecond there)');
+    }
+    const ceilingWindow = STANDALONE_STATE_TTL_MS - STANDALONE_STATE_MARGIN_MS;
+    if (!Number.isSafeInteger(intervalMs) || intervalMs < 1 || intervalMs >= ceilingWindow) {
+      problems.push(`stateIntervalMs must be an integer from 1 to ${ceilingWindow - 1}, got ${String(intervalMs)}`);
+    }
+    if (!(lockWaitMs >= 0 && lockWaitMs < Number.POSITIVE_INFINITY)) {
+      problems.push(`lockWaitMs must be a non-negative number of ms, got ${String(lockWaitMs)}`);
+    }
+    if (problems.length > 0) throw new LeaseConfigError(problems);
+    this.region = region;
+    this.worker = workers.first;
+    this.stateFile = stateFile;
+    this.nodeId = options.nodeId ?? defaultNodeId();
+    this.clockBoundMs = options.clockBoundMs ?? 10;
+    this.intervalMs = intervalMs;
+    this.lockWaitMs = lockWaitMs;
+    this.freshState = options.freshState === true;
+  }
+
+  start(signal?: AbortSignal): Promise<void> {
+    if (this.phase.kind === 'released' || this.phase.kind === 'releasing')
+      return Promise.reject(new LeaseError('released', 'this lease was released; create a new one', false));
+    this.starting ??= this.run(signal).catch((e: unknown) => {
+      this.starting = undefined;
+      this.set('idle', `start failed: ${errorText(e)}`);
+      throw e;
+    });
+    return this.starting;
+  }
+
+  setAddress(): void {
+    // no discovery in standalone mode
+  }
+
+  async register(): Promise<void> {
+    // no discovery in standalone mode: callers connect to the one node directly
+  }
+
+  async release(): Promise<void> {
+    if (this.phase.kind === 'released' || this.phase.kind === 'releasing') return;
+    await this.starting?.catch(() => undefined);
+    const was = this.phase;
+    this.phase = { kind: 'releasing' };
+    clearTimeout(this.timer);
+    await this.busy;
+    this.target.unassign('draining', 'standalone lease released (shutting down)');
+    if (was.kind === 'holding') {
+      // Minting stopped above: the next run may start right above what is written now (if the lock is still ours).
+      await this.writeState(was, true).catch(() => undefined); // not written: the next run waits as after a crash
+    }
+    if (was.kind === 'holding' || was.kind === 'fenced') await was.lock.release().catch(() => undefined);
+    this.phase = { kind: 'released' };
+    this.set('released', 'released');
+  }
+
+  snapshot(): LeaseSnapshot {
+    const held = this.phase.kind === 'holding' ? this.phase : undefined;
+    const alive = this.state === 'alive';
+    const mono = this.clock.monoMs();
+    return {
+      state: this.state,
+      nodeId: this.nodeId,
+      region: alive ? this.region : undefined,
+      worker: alive ? this.worker : undefined,
+      leaseId: undefined,
+      keepAliveAgeSeconds: held === undefined ? undefined : (mono - held.provenAtMono) / 1000,
+      deadlineInMs: held === undefined ? undefined : this.deadlineOf(held) - mono,
+      floorMs: this.floorMs,
+      message: this.message,
+      mode: 'standalone',
+    };
+  }
+
+  on(_event: 'state', fn: (s: LeaseSnapshot) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /** Lock, read the previous run's state, write the first state, assign. */
+  private async run(signal: AbortSignal | undefined): Promise<void> {
+    const lock = await this.takeLock(signal);
     try {
-      return parseLastMsRecord(stateFile, raw.trim());
+      signal?.throwIfAborted();
+      const previous = await this.readPrevious();
+      const record = previous.kind === 'record' ? previous.record : undefined;
+      const floorMs = Math.max(
+        computeFloor(record, {
+          ttlMs: STANDALONE_STATE_TTL_MS,
+          clockBoundMs: this.clockBoundMs,
+          epochMs: this.layout.epochMs,
+        }),
+        -1,
+      );
+      this.floorMs = floorMs;
+      const held: Holding = { kind: 'holding', lock, provenAtMono: this.clock.monoMs(), writtenMs: -1 };
+      await this.writeState(held, false);
+      this.phase = held;
+      this.target.assign({
+        region: this.region,
+        worker: this.worker,
+        floorMs,
+        deadlineMonoMs: this.deadlineOf(held),
+        ceilingMs: this.ceilingOf(held),
+      });
+      this.schedule(held);
+      this.aliveText = this.aliveMessage(previous, floorMs);
+      this.set('alive', this.aliveText);
     } catch (e) {
-      // Never guess a floor lower than the truth: a garbled file stops the node; an operator removes it.
-      const why = e instanceof CorruptRecordError ? e.message : errorText(e);
+      // Nothing was minted: the lock may go at once (a state written above reads as an unclean end).
+      clearTimeout(this.timer);
+      this.phase = { kind: 'idle' };
+      await lock.release().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  private async takeLock(signal: AbortSignal | undefined): Promise<HeldLock> {
+    try {
+      await this.io.mkdirs(dirname(this.stateFile));
+      const lock = new StateFileLock(this.stateFile, this.io);
+      return await lock.acquire({
+        me: thisHolder(this.nodeId, new Date(this.clock.nowMs()).toISOString(), this.token),
+        attempts: Math.max(1, Math.ceil(this.lockWaitMs / LOCK_POLL_MS)),
+        pollMs: LOCK_POLL_MS,
+        ...(signal === undefined ? {} : { signal }),
+        onWait: (v) => this.set('claiming', waitMessage(v)),
+      });
+    } catch (e) {
+      if (e instanceof LeaseError || signal?.aborted === true) throw e;
       throw new LeaseError(
         'state-file',
-        `the standalone state file is unreadable (${why}); remove it only if no node minted from it in the last minutes`,
+        `cannot lock the standalone state file ${this.stateFile}: ${errorText(e)}`,
         false,
       );
     }
-  };
+  }
 
-  const takeLock = async (): Promise<void> => {
-    mkdirSync(dirname(stateFile), { recursive: true });
-    const tries = Math.max(0, Math.ceil(lockWaitMs / 500));
-    try {
-      unlock = await lock(stateFile, {
-        realpath: false,
-        stale: LOCK_STALE_MS,
-        retries: { retries: tries, factor: 1, minTimeout: 500, maxTimeout: 500 },
-        onCompromised: (e) => {
-          // Another process took the lock (ours was not refreshed in time): it may mint from this file now.
-          unassign('the standalone state file lock was lost');
-          set('fenced', `the lock on ${stateFile} was lost (${e.message}): stopped minting`);
-        },
-      });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ELOCKED') {
-        throw new LeaseError(
-          'state-file',
-          `another standalone node holds ${stateFile} (locked): give each node its own --state-file, or use etcd`,
-          false,
-        );
+  /**
+   * The previous run's record. Refused (never a guess at a floor lower than the truth): an empty or unreadable file,
+   * or a missing one while `<stateFile>.created` says a state was written here; `freshState` starts new instead.
+   */
+  private async readPrevious(): Promise<Previous> {
+    const file = this.stateFile;
+    const raw = await this.readIfExists(file);
+    this.created = (await this.readIfExists(this.createdFile())) !== undefined;
+    let problem: string;
+    if (raw === undefined) {
+      if (!this.created) return { kind: 'none' };
+      problem = `is missing, but ${this.createdFile()} says a previous run kept its last millisecond there`;
+    } else if (raw.trim() === '') {
+      problem = 'is empty (a write cut short, e.g. by a power loss)';
+    } else {
+      try {
+        return { kind: 'record', record: parseLastMsRecord(file, raw.trim()) };
+      } catch (e) {
+        problem = `is unreadable (${e instanceof CorruptRecordError ? e.message : errorText(e)})`;
       }
-      throw new LeaseError('state-file', `cannot lock the standalone state file ${stateFile}: ${errorText(e)}`, false);
     }
-  };
+    if (this.freshState) return { kind: 'fresh', over: problem.replace(/ \(.*$/, '') };
+    throw new LeaseError(
+      'state-file',
+      `the standalone state file ${file} ${problem}: refusing to guess a floor. To start fresh on purpose, only if ` +
+        `this host's clock is past everything the previous run minted: freshState (idgen-server --fresh-state), or ` +
+        `delete ${file} and ${this.createdFile()}`,
+      false,
+    );
+  }
 
-  const unassign = (why: string): void => {
-    clearInterval(timer);
-    timer = undefined;
-    target.unassign('lease', why);
-  };
+  /**
+   * Writes the state file, never below what it wrote before: a proof, the write (fsynced), a proof before the rename,
+   * the rename (the directory fsynced), and a proof after it, so that the ceiling raised on what was written is
+   * raised only while the lock was this node's after the write landed. Throws {@link LockNotHeldError} when a proof
+   * fails or the deadline passes, or the I/O error.
+   */
+  private async writeState(held: Holding, released: boolean): Promise<void> {
+    await this.prove(held);
+    const now = this.clock.nowMs();
+    const ms = Math.max(now, this.floorMs ?? -1, this.target.lastMintedMs(), held.writtenMs);
+    const record: LastMsRecord = {
+      ms,
+      released,
+      nodeId: this.nodeId,
+      at: new Date(now).toISOString(),
+      ttlMs: STANDALONE_STATE_TTL_MS,
+    };
+    if (!this.created) await this.writeCreatedMarker(now);
+    const tmp = `${this.stateFile}.${this.token}.tmp`;
+    await replaceDurably(this.io, this.stateFile, tmp, `${JSON.stringify(record)}\n`, () => this.prove(held));
+    await this.prove(held);
+    held.writtenMs = ms;
+  }
 
-  const run = async (signal?: AbortSignal): Promise<void> => {
-    await takeLock();
+  /** Checks the deadline, proves the lock, checks the deadline again; moves `provenAtMono` on success. */
+  private async prove(held: Holding): Promise<void> {
+    const at = this.clock.monoMs();
+    this.checkDeadline(held, at);
+    const proof = await held.lock.prove();
+    if (proof.kind === 'lost') throw new LockNotHeldError(proof.why);
+    this.checkDeadline(held, this.clock.monoMs());
+    held.provenAtMono = at;
+  }
+
+  private checkDeadline(held: Holding, mono: number): void {
+    if (mono < this.deadlineOf(held)) return;
+    throw new LockNotHeldError(
+      `the lock on ${this.stateFile} was last proven held ${Math.round(mono - held.provenAtMono)} ms ago ` +
+        `(a paused process, or a state directory that stopped answering), past the ${PROOF_WINDOW_MS} ms deadline`,
+    );
+  }
+
+  private async writeCreatedMarker(nowMs: number): Promise<void> {
+    const marker = {
+      createdAt: new Date(nowMs).toISOString(),
+      nodeId: this.nodeId,
+      note: 'idgen standalone: a state file was written beside this one; a missing or empty one is refused',
+    };
+    const tmp = `${this.createdFile()}.${this.token}.tmp`;
+    await replaceDurably(this.io, this.createdFile(), tmp, `${JSON.stringify(marker)}\n`);
+    this.created = true;
+  }
+
+  private schedule(held: Holding): void {
+    this.timer = setTimeout(() => {
+      this.busy = this.refresh(held);
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Every interval: write the state and move the deadline and the ceiling forward, or fence. */
+  private async refresh(held: Holding): Promise<void> {
+    if (this.phase !== held) return;
     try {
-      signal?.throwIfAborted();
-      const previous = readState();
-      floorMs = Math.max(
-        computeFloor(previous, { ttlMs: STANDALONE_STATE_TTL_MS, clockBoundMs, epochMs: layout.epochMs }),
-        -1,
-      );
-      writeState(false);
-      target.assign({
-        region,
-        worker: workers.first,
-        floorMs,
-        deadlineMonoMs: Number.POSITIVE_INFINITY,
-        ceilingMs: ceiling(),
-      });
-      timer = setInterval(() => {
-        try {
-          writeState(false);
-          target.extend({ deadlineMonoMs: Number.POSITIVE_INFINITY, ceilingMs: ceiling() });
-        } catch (e) {
-          // Not written: the ceiling stays where it was and the guard fences at it (clock-ahead).
-          message = `writing ${stateFile} failed: ${errorText(e)}`;
-        }
-      }, intervalMs);
-      timer.unref();
-      const after =
-        previous === undefined
-          ? 'a new state file'
-          : previous.released
-            ? `the previous run released at ${previous.ms}`
-            : `the previous run ended uncleanly at ${previous.ms}: minting above ${floorMs}`;
-      set(
-        'alive',
-        `standalone (one node only, no etcd): worker ${workers.first} of region ${region}; ${after}; state in ${stateFile}`,
-      );
+      await this.writeState(held, false);
+      if (this.phase !== held) return;
+      this.target.extend({ deadlineMonoMs: this.deadlineOf(held), ceilingMs: this.ceilingOf(held) });
+      this.set('alive', this.aliveText);
     } catch (e) {
-      await unlock?.().catch(() => undefined);
-      unlock = undefined;
-      throw e;
+      if (this.phase !== held) return;
+      if (e instanceof LockNotHeldError) return this.fence(held, e.message);
+      // Not written: the ceiling stays where it was (the guard fences at it), and the deadline runs out unless a
+      // later write proves the lock in time.
+      this.set('alive', `${this.aliveText}; writing the state file failed: ${errorText(e)}`);
     }
-  };
+    this.schedule(held);
+  }
 
-  return {
-    start(signal?: AbortSignal) {
-      if (state === 'released')
-        return Promise.reject(new LeaseError('released', 'this lease was released; create a new one', false));
-      starting ??= run(signal).catch((e: unknown) => {
-        starting = undefined;
-        set('idle', `start failed: ${errorText(e)}`);
-        throw e;
-      });
-      return starting;
-    },
-    setAddress() {
-      // no discovery in standalone mode
-    },
-    async register() {
-      // no discovery in standalone mode: callers connect to the one node directly
-    },
-    async release() {
-      if (state === 'released') return;
-      await starting?.catch(() => undefined);
-      clearInterval(timer);
-      timer = undefined;
-      target.unassign('draining', 'standalone lease released (shutting down)');
-      if (unlock !== undefined) {
-        // Minting stopped above: the next run may start right above what is written now.
-        try {
-          writeState(true);
-        } catch {
-          // the next run waits as after a crash
-        }
-        await unlock().catch(() => undefined);
-        unlock = undefined;
-      }
-      set('released', 'released');
-    },
-    snapshot,
-    on(_event, fn) {
-      listeners.add(fn);
-      return () => listeners.delete(fn);
-    },
-  };
+  private fence(held: Holding, why: string): void {
+    this.phase = { kind: 'fenced', lock: held.lock };
+    this.target.unassign('lease', why);
+    this.set('fenced', `${why}: stopped minting and writing the state file for good; restart the node`);
+  }
+
+  private deadlineOf(held: Holding): number {
+    return held.provenAtMono + PROOF_WINDOW_MS;
+  }
+
+  private ceilingOf(held: Holding): number {
+    return held.writtenMs + STANDALONE_STATE_TTL_MS - STANDALONE_STATE_MARGIN_MS;
+  }
+
+  private createdFile(): string {
+    return `${this.stateFile}.created`;
+  }
+
+  private async readIfExists(file: string): Promise<string | undefined> {
+    try {
+      return await this.io.readFile(file);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw new LeaseError('state-file', `cannot read the standalone state file ${file}: ${errorText(e)}`, false);
+    }
+  }
+
+  private aliveMessage(previous: Previous, floorMs: number): string {
+    const after =
+      previous.kind === 'none'
+        ? 'a new state file'
+        : previous.kind === 'fresh'
+          ? `started fresh (freshState) over a state file that ${previous.over}`
+          : previous.record.released
+            ? `the previous run released at ${previous.record.ms}`
+            : `the previous run ended uncleanly at ${previous.record.ms}: minting above ${floorMs}`;
+    return `standalone (one node only, no etcd): worker ${this.worker} of region ${this.region}; ${after}; state in ${this.stateFile}`;
+  }
+
+  private workerRange(given: WorkerRange | string | undefined, problems: string[]): WorkerRange {
+    let workers: WorkerRange = { first: 0, last: this.layout.maxWorker };
+    try {
+      if (typeof given === 'string') workers = parseWorkerRange(given);
+      else if (given !== undefined) workers = given;
+    } catch (e) {
+      problems.push(...(e as LeaseConfigError).problems);
+    }
+    const { first, last } = workers;
+    if (
+      !Number.isSafeInteger(first) ||
+      !Number.isSafeInteger(last) ||
+      first < 0 ||
+      last > this.layout.maxWorker ||
+      first > last
+    ) {
+      problems.push(
+        `workers must be a range within 0-${this.layout.maxWorker} with first ≤ last, got ${String(first)}-${String(last)}`,
+      );
+    }
+    return workers;
+  }
+
+  /** Reports a state and why; listeners hear only of a change. */
+  private set(s: LeaseState, m: string): void {
+    if (s === this.state && m === this.message) return;
+    this.state = s;
+    this.message = m;
+    const snap = this.snapshot();
+    for (const fn of this.listeners) fn(snap);
+  }
 }
