@@ -1,5 +1,4 @@
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import {
   FlagError,
@@ -23,6 +22,7 @@ import {
   LeaseConfigError,
   checkPrefix,
   defaultNodeId,
+  defaultStandaloneStateFile,
   etcdConnectionFromFlags,
   resolveLeaseConfig,
   type EtcdLeaseOptions,
@@ -119,7 +119,7 @@ function flagTable(layout: Layout) {
       '<path>',
       matching(/\S/, 'a file path'),
       'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
-      { shown: join(tmpdir(), 'idgen-standalone-region-<region>.json') },
+      { shown: join(dirname(defaultStandaloneStateFile(0)), 'standalone-region-<region>.json') },
     ),
     ...textFlags(ETCD_FLAGS),
     listen: flag(
@@ -300,7 +300,7 @@ function compose(table: ReturnType<typeof flagTable>, values: FlagValues, layout
               region,
               workers,
               nodeId,
-              stateFile: stateFile ?? join(tmpdir(), `idgen-standalone-region-${region}.json`),
+              stateFile: stateFile ?? defaultStandaloneStateFile(region),
             },
           }
         : {

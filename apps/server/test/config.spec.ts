@@ -1,6 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { defaultStandaloneStateFile } from '@idgen/lease';
 import { FLAGS, helpText, parseConfig, type ServerConfig } from '../src/config.js';
 
 /** Without etcd, the cases below are standalone by name (the rule itself: 'standalone only by name'). */
@@ -115,8 +116,9 @@ describe('parseConfig', () => {
     expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--state-file', '/x'], {}, true)).toMatch(
       /applies only with --standalone/,
     );
-    expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toMatch(
-      /idgen-standalone-region-2\.json$/,
+    // A directory that survives a reboot, not the temp directory (issue 21): @idgen/lease's default, by region.
+    expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toBe(
+      defaultStandaloneStateFile(2),
     );
     expect(config(['--standalone', '--state-file', '/var/lib/idgen/s.json']).standalone).toEqual({
       stateFile: '/var/lib/idgen/s.json',

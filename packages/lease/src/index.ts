@@ -69,5 +69,5 @@ export type {
   WorkerLease,
 } from './types.js';
 export type { ClockSource } from './clock.js';
-export { createStandaloneLease } from './standalone-lease.js';
+export { createStandaloneLease, defaultStandaloneStateFile } from './standalone-lease.js';
 export type { StandaloneLeaseOptions } from './standalone-lease.js';
