@@ -121,6 +121,11 @@ function flagTable(layout: Layout) {
       'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
       { shown: join(dirname(defaultStandaloneStateFile(0)), 'standalone-region-<region>.json') },
     ),
+    freshState: flag(
+      '',
+      yesNo,
+      "standalone only: start over when the state file is empty, garbled or missing after a previous run (only if this host's clock is past everything that run minted); the environment variable takes 1 or 0",
+    ),
     ...textFlags(ETCD_FLAGS),
     listen: flag(
       '<host:port>',
@@ -250,6 +255,9 @@ function compose(table: ReturnType<typeof flagTable>, values: FlagValues, layout
   const stateFile = value(table.stateFile);
   if (stateFile !== undefined && !standalone)
     throw new FlagError(`${name(table.stateFile)} applies only with --standalone (with etcd, last-ms lives in etcd)`);
+  const freshState = value(table.freshState) === true;
+  if (freshState && !standalone)
+    throw new FlagError(`${name(table.freshState)} applies only with --standalone (with etcd, last-ms lives in etcd)`);
   // With etcd a region code is required: two regions that both defaulted to 0 would mint the same IDs
   // on the same worker numbers (docs/design.md §1: the region code is what keeps regions apart).
   if (value(table.region) === undefined && etcdGiven !== undefined)
@@ -301,6 +309,7 @@ function compose(table: ReturnType<typeof flagTable>, values: FlagValues, layout
               workers,
               nodeId,
               stateFile: stateFile ?? defaultStandaloneStateFile(region),
+              ...(freshState ? { freshState } : {}),
             },
           }
         : {

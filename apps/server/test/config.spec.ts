@@ -38,7 +38,10 @@ function flat(c: ServerConfig): Flat {
             ...(etcd.tls === undefined ? {} : { tls: etcd.tls }),
             ...(etcd.auth === undefined ? {} : { auth: etcd.auth }),
           },
-    standalone: standalone === undefined ? undefined : { stateFile: standalone.stateFile },
+    standalone:
+      standalone === undefined
+        ? undefined
+        : { stateFile: standalone.stateFile, ...(standalone.freshState === true ? { freshState: true } : {}) },
     workers: { from: workers.first, to: workers.last },
     ...(etcd === undefined ? {} : { leaseTtlSeconds: etcd.ttlSeconds, fenceMarginMs: etcd.fenceMarginMs }),
     timeSource: c.timeSource.mode,
@@ -51,7 +54,7 @@ function flat(c: ServerConfig): Flat {
 
 /** A flat configuration's fields, as the cases read them. */
 type Flat = Record<string, unknown> & {
-  standalone?: { stateFile: string } | undefined;
+  standalone?: { stateFile: string; freshState?: true } | undefined;
   etcd?: { readonly [field: string]: unknown } | undefined;
 };
 
@@ -127,6 +130,20 @@ describe('parseConfig', () => {
       stateFile: '/s.json',
     });
     expect(config(['--etcd', 'http://127.0.0.1:2379', '--region', '2']).standalone).toBeUndefined();
+    // Starting over on an untrustworthy state file is asked for by name too (issue 21), and only in standalone mode.
+    expect(config(['--standalone', '--state-file', '/s.json', '--fresh-state']).standalone).toEqual({
+      stateFile: '/s.json',
+      freshState: true,
+    });
+    expect(
+      config([], { IDGEN_STANDALONE: '1', IDGEN_STATE_FILE: '/s.json', IDGEN_FRESH_STATE: '1' }).standalone,
+    ).toEqual({
+      stateFile: '/s.json',
+      freshState: true,
+    });
+    expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--fresh-state'], {}, true)).toMatch(
+      /--fresh-state applies only with --standalone/,
+    );
   });
 
   it('has the documented defaults (standalone, 127.0.0.1:8080, metrics on 9464)', () => {
@@ -274,6 +291,7 @@ describe('parseConfig', () => {
     const standalonePair = [
       'IDGEN_STANDALONE',
       'IDGEN_STATE_FILE',
+      'IDGEN_FRESH_STATE',
       'IDGEN_ETCD_CA',
       'IDGEN_ETCD_CERT',
       'IDGEN_ETCD_KEY',
