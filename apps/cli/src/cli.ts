@@ -9,6 +9,7 @@ import { EXIT_CODES_HELP, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, isCliError, type Ex
 import { runLayout, type LayoutFlags } from './layout.js';
 import { runLeases, type LeasesFlags } from './leases.js';
 import { runNext, type NextFlags } from './next.js';
+import { runRegionInit, runRegionShow, type RegionInitFlags } from './region.js';
 import { addEtcdOptions, addJsonOption, addTimeoutOption, type EtcdFlags } from './options.js';
 import { runStatus, type StatusFlags } from './status.js';
 import {
@@ -130,6 +131,32 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   addEtcdOptions(layout, 'comma-separated etcd client URLs (required)');
   addTimeoutOption(layout, 'etcd');
   addJsonOption(layout).action(verb<LayoutFlags>('layout', runLayout));
+
+  const region = program
+    .command('region')
+    .summary("bind a region's etcd to its region code, or show the binding (docs/design.md §5)")
+    .description(
+      "a region's etcd records which region code it serves ({prefix}/region, with etcd's cluster ID). Nodes, embedded\n" +
+        'callers and idgen spare refuse an etcd that is unbound, bound to another code, or answering from another cluster.\n' +
+        'init writes the binding once (idempotent); show prints it.',
+    )
+    .addHelpText('after', `\n${EXIT_CODES_HELP}`);
+  const regionCommon = (c: ReturnType<Command['command']>): ReturnType<Command['command']> => {
+    addEtcdOptions(c, "the region's etcd client URLs, comma-separated (required)");
+    addTimeoutOption(c, 'each etcd request');
+    return addJsonOption(c);
+  };
+  regionCommon(
+    region
+      .command('init')
+      .summary("bind this etcd to a region code (once, before the region's first node starts)")
+      .requiredOption('--region <code>', 'the region code this etcd serves (0-7)'),
+  )
+    .addHelpText('after', '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379')
+    .action(verb<RegionInitFlags>('region init', runRegionInit));
+  regionCommon(region.command('show').summary('the region binding this etcd records (exit 1 if none)')).action(
+    verb<SpareFlags>('region show', runRegionShow),
+  );
 
   const spare = program
     .command('spare')

@@ -99,7 +99,7 @@ export interface AdoptFlags extends SpareFlags {
 }
 
 /** A connected writer on one etcd; `run` maps etcd's refusals and timeouts to the CLI's exit codes. */
-async function withEtcd<T>(
+export async function withEtcd<T>(
   flags: SpareFlags,
   verb: string,
   fn: (io: { client: Etcd3; prefix: string; timeoutMs: number; layout: Layout }) => Promise<T>,
@@ -128,8 +128,10 @@ function asCliError(e: unknown, verb: string, where: string): unknown {
   if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError) {
     return new CliError(
       EXIT_PROBLEM,
-      `etcd denied it (${e.message}): idgen spare ${verb} writes {prefix}/spare-codes/ (and adopt {prefix}/regions/{code}/last-ms/); ` +
-        'use a user whose role may write them (docs/runbook.md "Lending a spare region code")',
+      verb === 'region init'
+        ? `etcd denied it (${e.message}): idgen region init writes {prefix}/region; use a user whose role may write the prefix (root, or idgen-node)`
+        : `etcd denied it (${e.message}): idgen spare ${verb} writes {prefix}/spare-codes/ (and adopt {prefix}/regions/{code}/last-ms/); ` +
+            'use a user whose role may write them (docs/runbook.md "Lending a spare region code")',
     );
   }
   if (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError) {

@@ -1,6 +1,7 @@
 // idgen spare lend | reclaim | adopt | list, decode --etcd and leases on a borrowed code, each run as the built `idgen`
 // against real etcd servers: region 2's (which lends code 5) and a new region's (which adopts it). The borrower is a
-// real lease of @idgen/lease (embedded, borrowSpare) driving a stand-in minter.
+// real lease of @idgen/lease (embedded, borrowSpare) driving a stand-in minter. Each etcd is bound to its region's code
+// with idgen region init first: region 2's to 2, the new region's to 5 (the code it adopts).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
@@ -69,7 +70,12 @@ describe('idgen spare, across two etcd clusters', () => {
     const two = ['--etcd', regionTwo];
     // Usage and refusals first.
     expect((await idgen(['spare', 'lend', '5', ...two])).code).toBe(2); // no --to-region
-    const notSpare = await idgen(['spare', 'lend', '2', '--to-region', '1', ...two]);
+    // Not bound yet: the loan has no region's etcd to go to.
+    const unbound = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
+    expect(unbound.code).toBe(1);
+    expect(unbound.stderr).toMatch(/^idgen spare lend: this etcd was never bound to a region code/m);
+    expect(await idgen(['region', 'init', '--region', '2', ...two])).toMatchObject({ code: 0 });
+    const notSpare = await idgen(['spare', 'lend', '2', '--to-region', '2', ...two]);
     expect(notSpare.code).toBe(1);
     expect(notSpare.stderr).toMatch(/^idgen spare lend: region code 2 is not a spare code \(spare codes: 5, 6, 7/m);
     const nobody = await idgen(['spare', 'list', '--etcd', 'http://127.0.0.1:9', '--timeout-ms', '1500']);
@@ -162,10 +168,12 @@ describe('idgen spare, across two etcd clusters', () => {
       /already recorded here as reclaimed/,
     );
 
-    // Adopt: refused in the etcd that lent it, with another code, or a bad file; done in the new region's.
-    expect((await idgen(['spare', 'adopt', '5', '--handover', file, ...two])).stderr).toMatch(
-      /records spare code 5 as reclaimed.*adopt into the new region's own etcd/,
-    );
+    // Adopt: refused in the etcd that lent it (bound to region 2, not 5), with another code, or a bad file; done in
+    // the new region's, bound to 5 first.
+    const onLender = await idgen(['spare', 'adopt', '5', '--handover', file, ...two]);
+    expect(onLender.code).toBe(1);
+    expect(onLender.stderr).toMatch(/^idgen spare adopt: this etcd serves region 2 \(\/idgen\/region\), not region 5/m);
+    expect(await idgen(['region', 'init', '--region', '5', '--etcd', newRegion])).toMatchObject({ code: 0 });
     expect((await idgen(['spare', 'adopt', '6', '--handover', file, '--etcd', newRegion])).code).toBe(2);
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{"format":"something else"}');
@@ -208,6 +216,7 @@ describe('idgen spare, across two etcd clusters', () => {
 
   it('a read-only operator cannot lend: exit 1 saying which keys need a writing role', async () => {
     const url = (await startEtcd()).clientUrl;
+    expect(await idgen(['region', 'init', '--region', '2', '--etcd', url])).toMatchObject({ code: 0 });
     enableEtcdAuth(url, 'root-pw', [
       { name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' },
     ]);

@@ -115,8 +115,10 @@ function run(config: ServerConfig): void {
     try {
       report = await idgenNode.start();
     } catch (e) {
-      // docs/design.md §7: a region code this etcd lent out, or a spare it never adopted, is the operator's to fix.
-      if (isLeaseError(e) && e.code === 'spare-code') return exit(EXIT_REGION_REFUSED, e.message);
+      // docs/design.md §5, §7: an etcd bound to another code (or never bound), a region code this etcd lent out, or a
+      // spare it never adopted, is the operator's to fix.
+      if (isLeaseError(e) && (e.code === 'spare-code' || e.code === 'region-binding'))
+        return exit(EXIT_REGION_REFUSED, e.message);
       return exit(EXIT_FATAL, 'boot failed', { err: e });
     }
     if (report === undefined) return;

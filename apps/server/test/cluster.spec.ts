@@ -1,7 +1,7 @@
 // Two real server processes on one real etcd: boot, the three protocols, uniqueness, bad input.
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Health, HealthCheckResponse_ServingStatus, LeaseMode, NodeState } from '@idgen/proto';
 import {
   PROTOCOLS,
@@ -26,6 +26,7 @@ let readyLines: LogLine[] = [];
 
 beforeAll(async () => {
   etcd = await startEtcd();
+  await bindRegion(etcd, REGION); // idgen region init, before the region's first node
   const args = [
     '--region',
     String(REGION),

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, enableEtcdAuth, makeTestPki, startEtcd, tempDirSync } from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';
-import { idClient, idsOf, parseLine, spawnServer, startServer } from './support.js';
+import { idClient, idsOf, initRegionSecured, parseLine, spawnServer, startServer } from './support.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());
@@ -31,6 +31,9 @@ describe('etcd with client TLS (--client-cert-auth)', () => {
     pki = makeTestPki({ clients: ['idgen-node'], name: 'etcd-pki' });
     other = makeTestPki({ clients: ['idgen-node'], name: 'other-pki' });
     url = (await startEtcd({ tls: { pki, clientCertAuth: true } })).clientUrl;
+    // idgen region init over TLS, before the region's first node.
+    const client = pki.clients['idgen-node'];
+    await initRegionSecured(url, REGION, { tls: { ca: pki.ca, cert: client?.cert, key: client?.key } });
   });
 
   it('serves IDs with --etcd-ca/--etcd-cert/--etcd-key', async () => {
@@ -83,6 +86,8 @@ describe('etcd with authentication (a role per user, on the prefix)', () => {
       { name: 'idgen-node', password: 'node-pw', prefix: '/idgen/', permission: 'readwrite' },
       { name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' },
     ]);
+    // idgen region init as etcd's root, before the region's first node.
+    await initRegionSecured(url, REGION, { auth: { username: 'root', password: 'root-pw' } });
     secrets = tempDirSync('etcd-secrets').path;
   });
 

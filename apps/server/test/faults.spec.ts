@@ -3,7 +3,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { NodeState } from '@idgen/proto';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { decode, etcdRange, idClient, idsOf, sleep, startServer, waitFor, type ServerNode } from './support.js';
 
 jest.setTimeout(180_000);
@@ -14,6 +14,7 @@ let etcd: EtcdServer;
 
 beforeAll(async () => {
   etcd = await startEtcd();
+  await bindRegion(etcd, REGION); // idgen region init, before the region's first node
 });
 afterAll(() => cleanupAll());
 
@@ -172,6 +173,7 @@ describe('a clean stop (SIGTERM)', () => {
 describe('etcd unreachable at boot', () => {
   it('keeps retrying with backoff: alive, not ready, refusing with UNAVAILABLE; ready once etcd answers', async () => {
     const stalled = await startEtcd();
+    await bindRegion(stalled, REGION);
     stalled.pause();
     try {
       const node = await startServer([

@@ -3,7 +3,7 @@
 // /readyz is polled every 250 ms. The node must keep its slot throughout: no `lease` fence, no lease churn,
 // /readyz 200 at every poll, and a probe's NextIds(1) served during the burst.
 import { join } from 'node:path';
-import { cleanupAll, spawnProcess, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, spawnProcess, startEtcd } from '@idgen/testing';
 import { idClient, startServer, type ServerNode } from './support.js';
 
 jest.setTimeout(400_000);
@@ -34,6 +34,7 @@ describe('the lease under attack (real etcd, default TTL)', () => {
 
   beforeAll(async () => {
     const etcd = await startEtcd();
+    await bindRegion(etcd, 2); // idgen region init, before the region's first node
     node = await startServer(['--region', '2', '--etcd', etcd.clientUrl, '--time-source', 'none', '--workers', '7']);
     await node.ready(30_000);
   });

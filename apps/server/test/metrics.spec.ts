@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health } from '@idgen/proto';
-import { CHRONY_HEALTHY, cleanupAll, createChronyStub, type EtcdServer, startEtcd } from '@idgen/testing';
+import { CHRONY_HEALTHY, bindRegion, cleanupAll, createChronyStub, type EtcdServer, startEtcd } from '@idgen/testing';
 import { idClient, startServer, waitFor, type ServerNode } from './support.js';
 
 jest.setTimeout(90_000);
@@ -118,6 +118,7 @@ function dashboardExprs(): string[] {
 
 beforeAll(async () => {
   etcd = await startEtcd();
+  await bindRegion(etcd, 2); // idgen region init, before the region's first node
   const chrony = createChronyStub(CHRONY_HEALTHY);
   node = await startServer(
     ['--region', '2', '--etcd', etcd.clientUrl, '--node-id', NODE_ID, '--lease-ttl', '4', '--time-source', 'chrony'],

@@ -6,7 +6,7 @@ import { dirname, join } from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus, ReadinessReason } from '@idgen/proto';
-import { cleanupAll, freePort, startEtcd, tempDirSync, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, freePort, startEtcd, tempDirSync, type EtcdServer } from '@idgen/testing';
 import { idClient, standaloneStateFile, startServer, waitFor, type ServerNode } from './support.js';
 
 jest.setTimeout(90_000);
@@ -126,6 +126,7 @@ describe('a node says why it is not ready', () => {
 
   it('a spare while the only slot is held: waiting-for-slot, naming the holder; ready once it frees up', async () => {
     etcd ??= await startEtcd();
+    await bindRegion(etcd, 4); // idgen region init, before the region's first node
     const args = [
       '--region',
       '4',
@@ -161,6 +162,7 @@ describe('a node says why it is not ready', () => {
 
   it('a serving node whose etcd is killed: fenced (lease), then etcd-unreachable while it claims again', async () => {
     const own = await startEtcd();
+    await bindRegion(own, 4);
     const node = await start([
       '--region',
       '4',

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { DEFAULT_LAYOUT } from '@idgen/core';
+import { createEtcdClient, initRegion, type EtcdTlsOptions } from '@idgen/lease';
 import { IdGenerator } from '@idgen/proto';
 import { serverLaunchArgs, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 
@@ -148,6 +149,23 @@ export async function rawPost(
     signal: AbortSignal.timeout(10_000),
   });
   return { status: res.status, text: await res.text(), headers: res.headers };
+}
+
+/**
+ * `idgen region init --region code` against a TLS or authenticated etcd (plaintext ones: @idgen/testing's bindRegion),
+ * with @idgen/lease's initRegion, before the region's first node starts. `auth` must be a user that may write the prefix.
+ */
+export async function initRegionSecured(
+  clientUrl: string,
+  code: number,
+  options: { tls?: EtcdTlsOptions; auth?: { username: string; password: string }; prefix?: string },
+): Promise<void> {
+  const client = createEtcdClient({ endpoints: [clientUrl], tls: options.tls, auth: options.auth });
+  try {
+    await initRegion({ client, prefix: options.prefix ?? '/idgen', timeoutMs: 5_000, layout: DEFAULT_LAYOUT }, code);
+  } finally {
+    client.close();
+  }
 }
 
 /** Reads keys from etcd through its JSON gateway (no client library: the app does not depend on etcd3). */

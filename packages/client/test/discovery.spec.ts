@@ -1,5 +1,5 @@
 import { createDiscoveryReader, type DiscoveryReader } from '@idgen/discovery';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, type IdClient } from '../src/index.js';
 import {
   IdLedger,
@@ -24,6 +24,7 @@ const servers: ServerNode[] = [];
 beforeAll(async () => {
   requireServerBuild();
   etcd = await startEtcd();
+  await bindRegion(etcd, 1); // region 1's etcd, bound before its first node (idgen region init)
   reader = createDiscoveryReader({ endpoints: [etcd.clientUrl], region: 1 });
   client = createIdClient({ region: 1, discovery: reader, bufferSize: 10, lowWater: 5, deadlineMs: 5000 });
 });

@@ -1,5 +1,5 @@
 import { createDiscoveryReader, type DiscoveryReader } from '@idgen/discovery';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, isIdsUnavailableError, type IdClient, type IdClientOptions } from '../src/index.js';
 import {
   IdLedger,
@@ -13,12 +13,15 @@ import {
 } from './harness.js';
 
 // Node and region faults against real idgen-server processes and a real etcd (issue 6):
-// region 1 has three nodes found through discovery, region 2 one node given statically.
+// region 1 has three nodes found through discovery, region 2 one node given statically. One etcd serves both, each
+// region under its own prefix bound to its code (one prefix serves one region code, docs/design.md §5).
 // The tests run in order and each leaves fewer nodes alive, down to none, then one comes back.
 jest.setTimeout(120_000);
 
 const DEADLINE_MS = 2000;
 const ATTEMPT_TIMEOUT_MS = 300;
+/** Region 2's prefix; region 1's is the default, /idgen. */
+const REGION_2_PREFIX = '/idgen-region-2';
 
 let etcd: EtcdServer;
 let reader: DiscoveryReader;
@@ -45,11 +48,13 @@ function newClient(extra: Partial<IdClientOptions> = {}): IdClient {
 beforeAll(async () => {
   requireServerBuild();
   etcd = await startEtcd();
+  await bindRegion(etcd, 1);
+  await bindRegion(etcd, 2, REGION_2_PREFIX);
   const started = await Promise.all([
     startServer({ region: 1, etcd: etcd.clientUrl }),
     startServer({ region: 1, etcd: etcd.clientUrl }),
     startServer({ region: 1, etcd: etcd.clientUrl }),
-    startServer({ region: 2, etcd: etcd.clientUrl }),
+    startServer({ region: 2, etcd: etcd.clientUrl, etcdPrefix: REGION_2_PREFIX }),
   ]);
   home.push(...started.slice(0, 3));
   neighbour = started[3] as ServerNode;

@@ -28,6 +28,8 @@ export interface ServerNode {
 export async function startServer(options: {
   region: number;
   etcd?: string;
+  /** `--etcd-prefix` (default `/idgen`); the caller binds it to `region` first (bindRegion, as idgen region init). */
+  etcdPrefix?: string;
   leaseTtl?: number;
   /** TLS with mTLS on the serving port: the node's certificate and key, and the CA its callers' certificates come from. */
   tls?: { certFile: string; keyFile: string; clientCaFile: string };
@@ -46,7 +48,10 @@ export async function startServer(options: {
     '--metrics-listen',
     'off',
   ];
-  if (options.etcd !== undefined) args.push('--etcd', options.etcd);
+  if (options.etcd !== undefined) {
+    args.push('--etcd', options.etcd);
+    if (options.etcdPrefix !== undefined) args.push('--etcd-prefix', options.etcdPrefix);
+  }
   // Without etcd: standalone by name, on a state file of its own.
   else args.push('--standalone', '--state-file', join(tempDirSync('client-standalone').path, 'state.json'));
   if (options.tls !== undefined)

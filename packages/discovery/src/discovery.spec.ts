@@ -1,4 +1,4 @@
-import { cleanupAll, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { LeaseConfigError, createEtcdLease, leaseKeys } from '@idgen/lease';
@@ -53,6 +53,7 @@ describe('createDiscoveryReader', () => {
 
   it('lists and watches serving nodes, skips garbage, and survives an etcd restart', async () => {
     const prefix = uniquePrefix('discovery');
+    await bindRegion(etcd, 4, prefix);
     const start = async (nodeId: string, address: string): Promise<WorkerLease> => {
       const l = createEtcdLease(
         {

@@ -1,6 +1,6 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease';
-import { QUICK_LEASE_SETTINGS, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
 
@@ -40,6 +40,7 @@ function source(prefix: string, borrowSpare: boolean): EmbeddedIdSource {
 it('a full range borrows under a code lent to the region: its IDs carry the code, and reclaiming takes the slot back', async () => {
   const prefix = `/idgen-embedded/borrow-${process.pid}`;
   const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+  await bindRegion(etcd, 2, prefix); // region 2's etcd, bound to 2 (idgen region init) before its first source
   const own = source(prefix, false);
   await own.ready();
   expect(DEFAULT_LAYOUT.decompose(own.nextIdSync()).region).toBe(2);

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { RangeFullError, createEmbeddedIdSource, slotBudget, type EmbeddedIdSource } from '../src/index.js';
 
@@ -46,6 +46,7 @@ it('the budget is derived from the configuration: 110 slots by default, 110 + 3 
 
 it('128 sources in one process: 110 take the embedded range 18-127, the other 18 wait slotWaitMs and are told the range is full', async () => {
   const prefix = `/idgen-capacity-${process.pid}`;
+  await bindRegion(etcd, 3, prefix); // region 3's etcd, bound to 3 (idgen region init) before its first source
   // Lease fences, counted: a source whose keep-alives starve on a loaded machine loses its slot, and a waiter may
   // take it, so ready() can resolve for one more source per fence. Never more than 110 hold at once.
   const fenced: string[] = [];

@@ -3,7 +3,14 @@ import { isIdsUnavailableError as clientIsIdsUnavailableError, type IdClient } f
 import type { ClockSource } from '@idgen/clock-guard';
 import { DEFAULT_LAYOUT, createLayout } from '@idgen/core';
 import { LeaseConfigError, leaseKeys, parseLastMsRecord } from '@idgen/lease';
-import { QUICK_LEASE_SETTINGS, cleanupAll, createTcpProxy, startEtcd, type EtcdServer } from '@idgen/testing';
+import {
+  QUICK_LEASE_SETTINGS,
+  bindRegion,
+  cleanupAll,
+  createTcpProxy,
+  startEtcd,
+  type EtcdServer,
+} from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import {
   IdsUnavailableError,
@@ -40,9 +47,12 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-function prefix(name: string): string {
+/** A fresh prefix, bound to region 2 (every source here is region 2's) as idgen region init does before the first one. */
+async function prefix(name: string): Promise<string> {
   counter += 1;
-  return `/idgen-embedded/${name}-${process.pid}-${counter}`;
+  const p = `/idgen-embedded/${name}-${process.pid}-${counter}`;
+  await bindRegion(etcd, 2, p);
+  return p;
 }
 
 /** A source on quick lease settings (QUICK_LEASE_SETTINGS: TTL 2 s); the rules checked are about order, not speed. */
@@ -84,7 +94,7 @@ async function keys(p: string): Promise<Record<string, string>> {
 
 describe('minting in-process', () => {
   it('takes a slot of the embedded range (18-127 by default), records kind embedded, registers nowhere, and every call yields unique IDs', async () => {
-    const p = prefix('basic');
+    const p = await prefix('basic');
     const s = source(p, { nodeId: 'orders-7' });
     await s.ready();
     const ids = [
@@ -124,7 +134,7 @@ describe('minting in-process', () => {
   });
 
   it("has the client's calls: code written against IdClient takes an embedded source, and the client's guards know its errors", async () => {
-    const s = source(prefix('shape'), { workers: '0' });
+    const s = source(await prefix('shape'), { workers: '0' });
     type Common = Pick<IdClient, 'nextId' | 'nextIds' | 'nextIdString' | 'tryNextId' | 'close'>;
     const asClient: Common = s; // compile-time: the same names and signatures
     await s.ready();
@@ -152,7 +162,7 @@ describe('minting in-process', () => {
   });
 
   it('derives the keep-alive interval from a short TTL as the server does (a third, at most 2 s)', async () => {
-    const s = source(prefix('ttl3'), {
+    const s = source(await prefix('ttl3'), {
       ttlSeconds: 3,
       keepAliveIntervalMs: undefined,
       keepAliveTimeoutMs: undefined,
@@ -165,7 +175,7 @@ describe('minting in-process', () => {
 
 describe('refusing rather than guessing', () => {
   it('before a slot is assigned: the sync call throws IdsUnavailableError at once, the async one waits for the slot', async () => {
-    const p = prefix('waiting');
+    const p = await prefix('waiting');
     const first = source(p, { workers: '40' });
     await first.ready();
     const firstIds = first.nextIdsSync(100);
@@ -188,7 +198,7 @@ describe('refusing rather than guessing', () => {
   });
 
   it('a full range waits slotWaitMs, then says which range and how many hold it; a slot freed meanwhile is taken', async () => {
-    const p = prefix('full');
+    const p = await prefix('full');
     const a = source(p, { workers: '41-42' });
     const b = source(p, { workers: '41-42' });
     await Promise.all([a.ready(), b.ready()]);
@@ -218,7 +228,7 @@ describe('refusing rather than guessing', () => {
   });
 
   it("a layout that differs from etcd's stops the start for good (not retryable)", async () => {
-    const p = prefix('layout');
+    const p = await prefix('layout');
     const a = source(p, { workers: '3' });
     await a.ready();
     const other = createLayout({ epochMs: 0, timestampBits: 41, regionBits: 3, workerBits: 7, sequenceBits: 12 });
@@ -228,8 +238,19 @@ describe('refusing rather than guessing', () => {
     expect((err as Error).message).toMatch(/differs from this process's/);
   });
 
+  it("an etcd bound to another region's code stops the start for good (not retryable) and claims nothing", async () => {
+    counter += 1;
+    const p = `/idgen-embedded/other-region-${process.pid}-${counter}`;
+    await bindRegion(etcd, 3, p); // region 3's etcd; the source says region 2
+    const s = source(p);
+    const err = await s.ready().catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: 'ids-unavailable', reason: 'start-failed', retryable: false });
+    expect((err as Error).message).toMatch(/this etcd serves region 3 .*, not region 2/);
+    expect(Object.keys(await keys(p)).filter((k) => k.includes('/workers/'))).toEqual([]);
+  });
+
   it('with the time-source check on and no working chronyc it claims nothing and mints nothing', async () => {
-    const p = prefix('chrony');
+    const p = await prefix('chrony');
     const s = source(p, { timeSource: 'chrony', chronycPath: '/nonexistent/chronyc', timeSourceRetryMs: 100 });
     await until('the source to wait for its time source', () => s.status().state === 'waiting-for-time-source');
     expect(caught(() => s.nextIdSync())).toMatchObject({ code: 'ids-unavailable' });
@@ -243,6 +264,7 @@ describe('refusing rather than guessing', () => {
   it('fences when etcd stops answering (the lease deadline): sync refuses at once, async waits, both resume after, no duplicate', async () => {
     const own = await startEtcd();
     cleanups.push(() => own.stop());
+    await bindRegion(own, 2); // the default prefix, /idgen
     const s = createEmbeddedIdSource({
       etcd: { endpoints: [own.clientUrl] },
       region: 2,
@@ -280,7 +302,7 @@ describe('refusing rather than guessing', () => {
     cleanups.push(() => proxy.close());
     let wallOffset = 0;
     const clock: ClockSource = { nowMs: () => Date.now() + wallOffset, monoMs: () => performance.now() };
-    const p = prefix('ceiling');
+    const p = await prefix('ceiling');
     const s = source(p, {
       etcd: { endpoints: [`http://${proxy.address}`], prefix: p },
       clock,
@@ -304,7 +326,7 @@ describe('refusing rather than guessing', () => {
 
 describe('close', () => {
   it('writes the final last-ms marked released at or above the last ID, rejects waiting and later calls with code closed', async () => {
-    const p = prefix('close');
+    const p = await prefix('close');
     const s = source(p, { workers: '77' });
     await s.ready();
     const ids = s.nextIdsSync(5000);

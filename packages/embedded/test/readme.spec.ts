@@ -1,6 +1,7 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { cleanupAll, readmeExample, runTsExample, startEtcd, type EtcdServer } from '@idgen/testing';
+import { bindRegion, cleanupAll, readmeExample, runTsExample, startEtcd, type EtcdServer } from '@idgen/testing';
 
 // The README opens with a runnable example: run it, as written, against a real etcd, so the docs cannot rot
 // (STYLE.md: "A README snippet that a test runs").
@@ -16,8 +17,14 @@ afterAll(async () => {
   await cleanupAll();
 });
 
+const README = join(__dirname, '..', 'README.md');
+
 it('the README example runs and prints IDs it minted in its own process from a slot of the embedded range', async () => {
-  const { exit, child } = await runTsExample(readmeExample(join(__dirname, '..', 'README.md')), {
+  // The README's setup step, before the example runs: bind the region's etcd to the example's region (idgen region init).
+  const init = /^\$ npx @idgen\/cli region init --region (\d+) --etcd (\S+)$/m.exec(readFileSync(README, 'utf8'));
+  expect(init?.slice(1)).toEqual(['2', 'http://127.0.0.1:2379']);
+  await bindRegion(etcd, Number(init?.[1]));
+  const { exit, child } = await runTsExample(readmeExample(README), {
     IDGEN_ETCD: etcd.clientUrl,
   });
   expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(20) }).toEqual({ code: 0, output: '' });

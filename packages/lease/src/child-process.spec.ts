@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { cleanupAll, spawnProcess, startEtcd, tsNodeArgs } from '@idgen/testing';
+import { bindRegion, cleanupAll, spawnProcess, startEtcd, tsNodeArgs } from '@idgen/testing';
 import type { EtcdServer, ProcessHandle } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from './config.js';
@@ -65,6 +65,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 describe('holders in child processes', () => {
   it('unclean end (SIGKILL): the next holder waits until last-ms + TTL + 10 ms', async () => {
     const prefix = uniquePrefix('unclean');
+    await bindRegion(etcd, 2, prefix);
     const holder = child(options(prefix, '9-9', 'doomed'));
     const alive = await event(holder, /"event":"alive"/);
     expect(alive).toMatchObject({ region: 2, worker: 9 });
@@ -114,6 +115,7 @@ describe('holders in child processes', () => {
 
   it('20 child processes race for 5 slots: exactly 5 win', async () => {
     const prefix = uniquePrefix('race-procs');
+    await bindRegion(etcd, 2, prefix);
     // A long TTL here: 20 processes loading at once on 2 cores can starve a winner's keep-alives, and a
     // winner that fences gives its slot up (correctly), which would let a sixth process win.
     const raceOptions = (i: number): EtcdLeaseOptions => ({
@@ -150,8 +152,10 @@ describe('holders in child processes', () => {
     // its end, which is what cancels that watch: never cancelled, etcd3 reconnected it on a timer for ever once
     // the client was closed, and the process never ended (jest "did not exit" after root-of-trust.spec.ts on a
     // loaded machine, its leaked watch on that spec's worker key).
+    const prefix = uniquePrefix('mid-claim');
+    await bindRegion(etcd, 2, prefix);
     const p = spawnProcess(process.execPath, tsNodeArgs(RELEASE_MID_CLAIM), {
-      env: { ...process.env, IDGEN_TEST_ETCD: etcd.clientUrl },
+      env: { ...process.env, IDGEN_TEST_ETCD: etcd.clientUrl, IDGEN_TEST_PREFIX: prefix },
     });
     await p.waitForLine(/"event":"claim-failed"/, 60_000);
     await p.waitForLine(/"event":"released"/, 60_000);

@@ -1,4 +1,4 @@
-import { cleanupAll, startEtcdCluster } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcdCluster } from '@idgen/testing';
 import type { EtcdCluster } from '@idgen/testing';
 import { createEtcdLease } from './etcd-lease.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
@@ -24,11 +24,14 @@ const MARGIN_MS = 1000;
 
 describe('3-member etcd cluster', () => {
   it('killing the leader (SIGKILL): keep-alives go on with the new leader and the holder does not fence', async () => {
+    const prefix = uniquePrefix('cluster');
+    // Bound through any member, as idgen region init with the cluster's endpoints would be.
+    await bindRegion(cluster.endpoints[0] as string, 0, prefix);
     const target = new RecordingTarget('holder');
     const lease = createEtcdLease(
       {
         endpoints: [...cluster.endpoints],
-        prefix: uniquePrefix('cluster'),
+        prefix,
         region: 0,
         workers: '0-3',
         // TTL 10 s: a budget of 9 s from the last acknowledged keep-alive before the kill. The election alone takes

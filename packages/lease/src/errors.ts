@@ -15,7 +15,9 @@ export type LeaseErrorCode =
   /** etcd refuses this node: bad credentials, a role without access, TLS certificates that do not verify. */
   | 'etcd-access'
   /** A spare region code refused: lent out, not adopted, or a lend/reclaim/adopt step that may not run (docs/design.md §7). */
-  | 'spare-code';
+  | 'spare-code'
+  /** This etcd is not bound to this region code, was never bound, or reports another cluster (docs/design.md §5). */
+  | 'region-binding';
 
 const brand = Symbol.for('@idgen/lease.LeaseError');
 

@@ -1,7 +1,8 @@
 // The etcd side of the lease specs: one real etcd per spec file, a client to read and write its keys directly,
 // quick lease settings, and every lease made through it released after each test.
-import { QUICK_LEASE_SETTINGS, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
+import { DEFAULT_PREFIX } from './config.js';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
 import type { LeaseTarget, WorkerLease } from './types.js';
@@ -51,6 +52,12 @@ export function useLeaseHarness(region: number): LeaseHarness {
     lease(o, target) {
       const l = createEtcdLease(o, target);
       leases.push(l);
+      // The region's etcd is bound to its code before its first holder starts, as an operator's idgen region init does.
+      const start = l.start.bind(l);
+      l.start = async (signal) => {
+        await bindRegion(current().etcd, o.region, o.prefix ?? DEFAULT_PREFIX);
+        return start(signal);
+      };
       return l;
     },
   };

@@ -23,6 +23,8 @@ import {
 } from './etcd-client.js';
 import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
 import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
+import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
+import { checkRegionBinding } from './region-binding.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
@@ -119,6 +121,8 @@ export function createEtcdLease(options: EtcdLeaseOptions, target: LeaseTarget):
 
 class EtcdWorkerLease implements WorkerLease {
   private client: Etcd3 | undefined;
+  /** The route of the keep-alives and `last-ms` refreshes: one member at a time, the next one on a failure. */
+  private routes: EndpointRoutes | undefined;
   private state: LeaseState = 'idle';
   private message = 'not started';
   private session: Session | undefined;
@@ -260,8 +264,24 @@ class EtcdWorkerLease implements WorkerLease {
     signal?.addEventListener('abort', abort, { once: true });
     try {
       this.client ??= createEtcdClient(this.cfg);
+      const single = this.client;
+      this.routes ??= new EndpointRoutes(this.cfg.endpoints, single, (endpoint) =>
+        createEtcdClient({ ...this.cfg, endpoints: [endpoint] }),
+      );
       this.setState('claiming', 'connecting to etcd and checking the layout record');
       await this.retrying('layout check', () => this.checkLayout());
+      // docs/design.md §5: this etcd must be bound to this region code (idgen region init), in the cluster it answers from.
+      await this.retrying('region binding check', () =>
+        checkRegionBinding(
+          {
+            client: this.requireClient(),
+            prefix: this.cfg.prefix,
+            timeoutMs: this.cfg.requestTimeoutMs,
+            layout: this.cfg.layout,
+          },
+          this.cfg.region,
+        ),
+      );
       // docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here.
       await this.retrying('region code check', () =>
         checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, {
@@ -645,8 +665,12 @@ class EtcdWorkerLease implements WorkerLease {
    * it, adopts its revision (it is ours: our node, our lease, a value we sent) and writes again. A record we
    * did not write, under a key we hold, is a forgery or an operator's hand: the slot cannot be trusted.
    */
-  private async writeLastMs(s: Session, released: boolean, timeoutMs: number): Promise<string | undefined> {
-    const client = this.requireClient();
+  private async writeLastMs(
+    s: Session,
+    released: boolean,
+    timeoutMs: number,
+    client: Etcd3 = this.requireClient(),
+  ): Promise<string | undefined> {
     if (s.region === undefined || s.worker === undefined) return 'no slot claimed';
     const workerKey = leaseKeys.worker(this.cfg.prefix, s.region, s.worker);
     const lastKey = leaseKeys.lastMs(this.cfg.prefix, s.region, s.worker);
@@ -712,44 +736,63 @@ class EtcdWorkerLease implements WorkerLease {
    * deadline alone decides when minting stops.
    */
   private async keepAliveLoop(s: Session): Promise<void> {
-    const { keepAliveIntervalMs, keepAliveTimeoutMs, ttlMs, fenceMarginMs, clock } = this.cfg;
+    const { keepAliveIntervalMs } = this.cfg;
+    const routes = this.routes as EndpointRoutes;
     while (!s.ended) {
       try {
         await sleep(keepAliveIntervalMs, s.abort.signal);
       } catch {
         return;
       }
-      const sentMono = clock.monoMs();
-      const left = (): number => keepAliveTimeoutMs - (clock.monoMs() - sentMono);
-      try {
-        await withTimeout(s.lease.keepaliveOnce(deadlineIn(keepAliveTimeoutMs)), keepAliveTimeoutMs, 'keep-alive');
-      } catch (e) {
-        if (s.ended) return;
-        if (e instanceof EtcdLeaseInvalidError) {
-          this.lose(s, `etcd says lease ${s.leaseId} has expired`);
-          return;
-        }
-        this.keepAliveFailed(s, e);
-        continue;
+      // One member down, paused or slow costs no fence (docs/design.md §5): a refresh that failed on one endpoint is
+      // asked again at once of the next, each endpoint once, before the loop goes back to its interval.
+      for (let tried = 0; tried < routes.size && !s.ended; tried++) {
+        const outcome = await this.refreshOnce(s, routes.current());
+        if (outcome !== 'failed') break;
       }
-      if (s.ended) return; // released (or lost) while the keep-alive was out: no refresh after the final record
-      try {
-        if (left() <= 0) throw new Error('no time left for the last-ms refresh');
-        const lost = await this.writeLastMs(s, false, left());
-        if (lost !== undefined) {
-          if (s.withdrawn === true) this.giveBack(s, lost);
-          else this.lose(s, lost);
-          return;
-        }
-      } catch (e) {
-        if (s.ended) return;
-        this.keepAliveFailed(s, e);
-        continue;
-      }
-      if (s.ended) return;
-      s.lastAckMono = clock.monoMs();
-      this.extend(s, sentMono + ttlMs - fenceMarginMs);
     }
+  }
+
+  /**
+   * One keep-alive and `last-ms` refresh through `client`: `done` (acknowledged, the deadline moved), `ended` (the
+   * session ended, lost or released), or `failed` (this member did not answer in time: the route moves on).
+   */
+  private async refreshOnce(s: Session, client: Etcd3): Promise<'done' | 'ended' | 'failed'> {
+    const { keepAliveTimeoutMs, ttlMs, fenceMarginMs, clock } = this.cfg;
+    const routes = this.routes as EndpointRoutes;
+    const sentMono = clock.monoMs();
+    const left = (): number => keepAliveTimeoutMs - (clock.monoMs() - sentMono);
+    try {
+      await withTimeout(keepAliveOnce(client, s.leaseId, keepAliveTimeoutMs), keepAliveTimeoutMs, 'keep-alive');
+    } catch (e) {
+      if (s.ended) return 'ended';
+      if (e instanceof EtcdLeaseInvalidError) {
+        this.lose(s, `etcd says lease ${s.leaseId} has expired`);
+        return 'ended';
+      }
+      routes.failed(client);
+      this.keepAliveFailed(s, e);
+      return 'failed';
+    }
+    if (s.ended) return 'ended'; // released (or lost) while the keep-alive was out: no refresh after the final record
+    try {
+      if (left() <= 0) throw new Error('no time left for the last-ms refresh');
+      const lost = await this.writeLastMs(s, false, left(), client);
+      if (lost !== undefined) {
+        if (s.withdrawn === true) this.giveBack(s, lost);
+        else this.lose(s, lost);
+        return 'ended';
+      }
+    } catch (e) {
+      if (s.ended) return 'ended';
+      routes.failed(client);
+      this.keepAliveFailed(s, e);
+      return 'failed';
+    }
+    if (s.ended) return 'ended';
+    s.lastAckMono = clock.monoMs();
+    this.extend(s, sentMono + ttlMs - fenceMarginMs);
+    return 'done';
   }
 
   private keepAliveFailed(s: Session, e: unknown): void {
@@ -932,6 +975,7 @@ class EtcdWorkerLease implements WorkerLease {
       this.setState('released', 'released');
       this.state = 'released';
       this.age.removeCallback(this.observeAge);
+      this.routes?.close();
       this.client?.close();
     }
   }

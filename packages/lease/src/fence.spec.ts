@@ -1,4 +1,4 @@
-import { cleanupAll, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
@@ -47,6 +47,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 describe('fence before expiry (etcd paused with SIGSTOP)', () => {
   it('fences before etcd could expire the lease; after SIGCONT the old holder never mints in a slot another holds', async () => {
     const prefix = uniquePrefix('fence');
+    await bindRegion(etcd, 4, prefix);
     const book = new SlotBook();
     const a = new RecordingTarget('old', book);
     const recorded = createRecordingMeter();

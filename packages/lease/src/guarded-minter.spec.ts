@@ -1,6 +1,6 @@
 import { createGuardedMinter, isFencedError } from '@idgen/clock-guard';
 import type { GuardedMinter } from '@idgen/clock-guard';
-import { cleanupAll, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { createEtcdLease } from './etcd-lease.js';
 import { uniquePrefix } from './recording-target.test-helper.js';
@@ -50,12 +50,14 @@ function fenceReason(g: GuardedMinter): string | undefined {
 
 describe('the lease driving a real guarded minter', () => {
   it('mints only while the lease holds the slot; fences on a paused etcd; resumes above everything minted', async () => {
+    const prefix = uniquePrefix('guard');
+    await bindRegion(etcd, 3, prefix);
     const g = createGuardedMinter({ region: 3 });
     guard = g;
     const l = createEtcdLease(
       {
         endpoints: [etcd.clientUrl],
-        prefix: uniquePrefix('guard'),
+        prefix,
         region: 3,
         workers: '40-40',
         ttlSeconds: TTL_MS / 1000,

@@ -57,6 +57,14 @@ export {
   spareKeys,
 } from './spare-codes.js';
 export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeRecord, SpareCodeState } from './spare-codes.js';
+export {
+  RegionBindingError,
+  checkRegionBinding,
+  initRegion,
+  parseRegionBinding,
+  regionBindingKey,
+} from './region-binding.js';
+export type { RegionBindingCheck, RegionBindingRecord } from './region-binding.js';
 export { silentLogger } from './types.js';
 export type {
   LeaseExtension,

@@ -1,7 +1,9 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
+import { bindRegion } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { CorruptRecordError, NoFreeWorkerError } from './errors.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import { leaseKeys, parseLastMsRecord } from './records.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
 import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
@@ -28,6 +30,8 @@ let kv: Etcd3;
 beforeAll(() => ({ kv } = harness.current()));
 
 const io = (prefix: string) => ({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT });
+/** `idgen region init --region code` on this prefix, as before the region's first node or spare-code step. */
+const bind = (prefix: string, code: number) => bindRegion(harness.current().etcd, code, prefix);
 
 describe('spare-code records: parsing', () => {
   it('reads the four states and refuses garbage naming the key and the field', () => {
@@ -110,6 +114,7 @@ describe('spare-code records: parsing', () => {
 describe('checkRegionCode (what a node checks at boot)', () => {
   it('a region in use passes; a spare not adopted, a code lent out, or garbage is refused', async () => {
     const prefix = uniquePrefix('check');
+    await bind(prefix, 2);
     await expect(checkRegionCode(kv, prefix, 2, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
     await expect(checkRegionCode(kv, prefix, 5, { layout: DEFAULT_LAYOUT })).rejects.toThrow(
       /region code 5 is a spare code \(spare codes 5, 6, 7\) and this etcd has no adoption record .*spare-codes\/5: run "idgen spare adopt 5/,
@@ -129,24 +134,46 @@ describe('checkRegionCode (what a node checks at boot)', () => {
 
   it('a lease whose home code is lent out does not start', async () => {
     const prefix = uniquePrefix('check-lease');
+    await bind(prefix, 2);
     await lendSpareCode(io(prefix), 5, 2);
+    // The loan is in region 2's etcd, bound to 2: a node on code 5 pointed at it is refused by the region binding,
+    // before the spare-code check (createEtcdLease itself: the harness's lease() would bind the prefix to 5 first).
     const t = new RecordingTarget('on-5');
-    const err = await lease(options(prefix, { region: 5, workers: '0-3' }), t)
+    const onLender = createEtcdLease(options(prefix, { region: 5, workers: '0-3' }), t);
+    const err = await onLender.start().catch((e: unknown) => e);
+    await onLender.release();
+    expect(isLeaseError(err) && err.code === 'region-binding').toBe(true);
+    expect((err as Error).message).toMatch(/this etcd serves region 2 .*, not region 5/);
+    expect(t.of('assign')).toHaveLength(0);
+    // An etcd bound to 5 whose record says code 5 is lent out (a restored or hand-written record): the spare-code
+    // check refuses the node after the binding check passes.
+    const bound5 = uniquePrefix('check-lease-5');
+    await bind(bound5, 5);
+    await kv.put(spareKeys.code(bound5, 5)).value('{"code":5,"state":"lent","lentTo":2,"at":"t"}');
+    const t5 = new RecordingTarget('on-5-bound');
+    const err5 = await lease(options(bound5, { region: 5, workers: '0-3' }), t5)
       .start()
       .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(SpareCodeError);
-    expect(t.of('assign')).toHaveLength(0);
+    expect(err5).toBeInstanceOf(SpareCodeError);
+    expect(t5.of('assign')).toHaveLength(0);
   });
 });
 
 describe('lend, reclaim, adopt: the transactions', () => {
   it('lend is idempotent for the same loan and refuses another; reclaim refuses an unlent code', async () => {
     const prefix = uniquePrefix('lend');
-    await expect(lendSpareCode(io(prefix), 2, 1)).rejects.toThrow(/region code 2 is not a spare code/);
-    await expect(lendSpareCode(io(prefix), 5, 6)).rejects.toThrow(/region 6 is itself a spare code/);
+    await expect(lendSpareCode(io(prefix), 5, 2)).rejects.toThrow(/never bound to a region code .*idgen region init/);
+    await bind(prefix, 2);
+    await expect(lendSpareCode(io(prefix), 2, 2)).rejects.toThrow(/region code 2 is not a spare code/);
+    // A loan to region 6 belongs in an etcd bound to 6; there, 6 is itself a spare code.
+    await expect(lendSpareCode(io(prefix), 5, 6)).rejects.toThrow(/this etcd serves region 2 .*, not region 6/);
+    const six = uniquePrefix('lend-6');
+    await bind(six, 6);
+    await expect(lendSpareCode(io(six), 5, 6)).rejects.toThrow(/region 6 is itself a spare code/);
     expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(true);
     expect((await lendSpareCode(io(prefix), 5, 2)).changed).toBe(false);
-    await expect(lendSpareCode(io(prefix), 5, 3)).rejects.toThrow(/already recorded here as lent \(lent to region 2\)/);
+    // Another loan of the same code from here: region 3's loan belongs in region 3's etcd, so the binding refuses it.
+    await expect(lendSpareCode(io(prefix), 5, 3)).rejects.toThrow(/this etcd serves region 2 .*, not region 3/);
     expect(JSON.parse((await kv.get(spareKeys.code(prefix, 5)).string()) ?? '{}')).toMatchObject({
       code: 5,
       lentTo: 2,
@@ -157,6 +184,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
 
   it('borrowers claim under a code lent to their region once the home range is full, and nowhere else', async () => {
     const prefix = uniquePrefix('borrow');
+    await bind(prefix, 2);
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     // Not lent yet: the borrower finds no slot.
     const early = await lease(
@@ -166,8 +194,10 @@ describe('lend, reclaim, adopt: the transactions', () => {
       .start()
       .catch((e: unknown) => e);
     expect(early).toBeInstanceOf(NoFreeWorkerError);
-    // Lent to another region: still nothing for region 2.
-    await lendSpareCode(io(prefix), 6, 3);
+    // Lent to another region: still nothing for region 2. lend refuses to record region 3's loan in region 2's etcd
+    // (the binding); a record that says so anyway (restored, or written by hand) gives region 2 nothing.
+    await expect(lendSpareCode(io(prefix), 6, 3)).rejects.toThrow(/this etcd serves region 2 .*, not region 3/);
+    await kv.put(spareKeys.code(prefix, 6)).value('{"code":6,"state":"lent","lentTo":3,"at":"t"}');
     const other = await lease(
       options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
       new RecordingTarget('other'),
@@ -191,6 +221,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
 
   it('reclaiming stops new claims at once and holders give their slot back (released) at the next refresh', async () => {
     const prefix = uniquePrefix('reclaim');
+    await bind(prefix, 2);
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
@@ -226,6 +257,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
 
   it('a claim or refresh that read the code as lent cannot commit once the reclaim has (the compare on the spare record)', async () => {
     const prefix = uniquePrefix('interleave');
+    await bind(prefix, 2);
     await lendSpareCode(io(prefix), 5, 2);
     const lent = await readSpareCode(io(prefix), 5);
     const guard = { key: lent?.key ?? '', modRevision: lent?.modRevision ?? '' };
@@ -257,6 +289,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
 
   it('export waits for held slots; adopt refuses the lender etcd, a held slot, another layout; never lowers a floor', async () => {
     const prefix = uniquePrefix('adopt');
+    await bind(prefix, 2);
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
@@ -268,9 +301,12 @@ describe('lend, reclaim, adopt: the transactions', () => {
     );
     await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
     const handover = await exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5);
-    await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd records spare code 5 as reclaimed/);
+    // The lender's etcd is bound to region 2: adopting code 5 there is refused by the binding.
+    await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd serves region 2 .*, not region 5/);
 
+    // The new region's etcd is bound to 5 before the adopt (idgen region init --region 5).
     const target = uniquePrefix('adopt-new');
+    await bind(target, 5);
     await expect(
       adoptSpareCode(io(target), { ...handover, layout: { ...handover.layout, workerBits: 6 } }),
     ).rejects.toThrow(/layout differs/);
@@ -288,6 +324,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await expect(checkRegionCode(kv, target, 5, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
 
     const fresh = uniquePrefix('adopt-fresh');
+    await bind(fresh, 5);
     expect((await adoptSpareCode(io(fresh), handover)).written).toBe(1);
     expect(JSON.parse((await kv.get(leaseKeys.lastMs(fresh, 5, w)).string()) ?? '{}')).toMatchObject({
       ms: handover.workers[0]?.lastMs,
@@ -297,6 +334,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect((await adoptSpareCode(io(fresh), handover)).changed).toBe(false);
 
     const busy = uniquePrefix('adopt-busy');
+    await bind(busy, 5);
     await kv.put(leaseKeys.worker(busy, 5, 0)).value('{"nodeId":"early"}');
     await expect(adoptSpareCode(io(busy), handover)).rejects.toThrow(/slots under code 5 are held in this etcd/);
   });

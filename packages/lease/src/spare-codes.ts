@@ -5,6 +5,7 @@ import type { KeyRead } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
+import { checkRegionBinding } from './region-binding.js';
 
 /**
  * Spare region codes, lent and reclaimed across clusters (docs/design.md §7).
@@ -274,6 +275,10 @@ export async function lendSpareCode(
   code: number,
   toRegion: number,
 ): Promise<{ record: SpareCodeRecord; changed: boolean }> {
+  if (toRegion < 0 || toRegion > io.layout.maxRegion)
+    throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
+  // A loan is recorded in the borrowing region's own etcd, never another's (docs/design.md §5, region binding).
+  await checkRegionBinding(io, toRegion);
   const { codes } = await readSpareSet(io, io.layout);
   if (!codes.includes(code))
     throw new SpareCodeError(
@@ -281,8 +286,6 @@ export async function lendSpareCode(
     );
   if (codes.includes(toRegion))
     throw new SpareCodeError(`region ${toRegion} is itself a spare code: lend to a region in use`);
-  if (toRegion < 0 || toRegion > io.layout.maxRegion)
-    throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
   const existing = await readSpareCode(io, code);
   if (existing !== undefined) {
     const r = existing.record;
@@ -334,6 +337,7 @@ export async function beginReclaim(
       `spare code ${code} is not lent from this etcd (${spareKeys.code(io.prefix, code)} is absent)`,
     );
   const r = existing.record;
+  if (r.lentTo !== undefined) await checkRegionBinding(io, r.lentTo);
   if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
   if (r.state !== 'lent')
     throw new SpareCodeError(`spare code ${code} is ${r.state} in this etcd, not lent: nothing to reclaim here`);
@@ -523,6 +527,8 @@ export async function adoptSpareCode(
   const code = handover.code;
   if (code < 0 || code > io.layout.maxRegion)
     throw new SpareCodeError(`handover code ${code} is not a region code 0-${io.layout.maxRegion}`);
+  // Adopted into the etcd bound to the code itself: the new region's (docs/design.md §5, region binding).
+  await checkRegionBinding(io, code);
   const differences = io.layout.differences(handover.layout, 'in this etcd', 'in the handover');
   const layoutKey = leaseKeys.layout(io.prefix);
   const layoutRaw = (await getKey(io, layoutKey))?.value;

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
-import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from './config.js';
@@ -105,6 +105,9 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     const prefix = uniquePrefix('cross');
     const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
     const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+    // Each region's etcd is bound to its code before its first node: region 2's to 2, the new region's to 5.
+    await bindRegion(regionTwo, 2, prefix);
+    await bindRegion(newRegion, 5, prefix);
 
     // Region 2: its one home slot is taken; code 5 is lent to it.
     const home = createEtcdLease(

@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
 import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
-import { cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer, TcpProxy } from '@idgen/testing';
 import type { EtcdLeaseOptions } from './config.js';
 import { createEtcdLease } from './etcd-lease.js';
@@ -111,6 +111,7 @@ interface Party {
 async function holderAndSpare(
   prefix: string,
 ): Promise<{ holder: Party; spare: Party; clock: VmClock; proxy: TcpProxy }> {
+  await bindRegion(etcd, 2, prefix);
   const proxy = await createTcpProxy({ target: new URL(etcd.clientUrl).host });
   cleanups.push(() => proxy.close());
   const clock = vmClock();

@@ -1,6 +1,7 @@
 // A child process whose lease sessions all end while their claim transaction is out, then releases the lease and
 // ends by itself (no process.exit): nothing the lease made may keep the process alive after release().
-// Configuration: IDGEN_TEST_ETCD, the etcd client URL. Prints one JSON object a line: claim-failed, released.
+// Configuration: IDGEN_TEST_ETCD, the etcd client URL; IDGEN_TEST_PREFIX, the key prefix (bound to region 2 by the
+// parent, as `idgen region init` would). Prints one JSON object a line: claim-failed, released.
 //
 // etcd is reached through a proxy adding 100 ms each way, and the fence deadline is 100 ms after a grant is sent:
 // every grant is answered after its session's deadline, so the session is fenced (a timer due at once) before the
@@ -26,7 +27,7 @@ async function main(): Promise<void> {
   const lease = createEtcdLease(
     {
       endpoints: [`http://${proxy.address}`],
-      prefix: `/idgen-test/mid-claim-${process.pid}`,
+      prefix: process.env['IDGEN_TEST_PREFIX'] ?? `/idgen-test/mid-claim-${process.pid}`,
       region: 2,
       workers: '30-30',
       ttlSeconds: 2,

@@ -10,7 +10,7 @@ import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import { createIdClient } from '@idgen/client';
 import { DEFAULT_LAYOUT, createMinter } from '@idgen/core';
 import { createEmbeddedIdSource, isIdsUnavailableError, type EmbeddedIdSource } from '@idgen/embedded';
-import { type ProcessHandle, cleanupAll, freePort, startEtcd } from '@idgen/testing';
+import { type ProcessHandle, bindRegion, cleanupAll, freePort, startEtcd } from '@idgen/testing';
 import { BATCH, consume, coreSingleRound, sinkChecksum } from './core-loops.js';
 import { ceilingIdsPerSecond, describeMachine, parseBenchArgs } from './environment.js';
 import { buildServer, startIdgenServer } from './idgen-server.js';
@@ -191,6 +191,7 @@ async function main(): Promise<void> {
   let source: EmbeddedIdSource | undefined;
   try {
     const etcd = await startEtcd();
+    await bindRegion(etcd, REGION); // idgen region init, before the region's first holder
     source = createEmbeddedIdSource({ etcd: { endpoints: [etcd.clientUrl] }, region: REGION, timeSource: 'none' });
     await source.ready();
     const embedded = source;

@@ -9,7 +9,14 @@ import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createConnectTransport } from '@idgen/client';
-import { startEtcdCluster, spawnProcess, tempDir, type EtcdCluster, type ProcessHandle } from '@idgen/testing';
+import {
+  bindRegion,
+  startEtcdCluster,
+  spawnProcess,
+  tempDir,
+  type EtcdCluster,
+  type ProcessHandle,
+} from '@idgen/testing';
 import { createEmbeddedFleet, type EmbeddedFaultRecord, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { sumNodeMetrics, type NodeMetrics } from './node-metrics.js';
@@ -199,6 +206,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   o.say('starting a 3-member etcd cluster');
   const cluster: EtcdCluster = await startEtcdCluster(3, { readyTimeoutMs: 60_000 });
   o.say(`  etcd: ${cluster.endpoints.join(', ')}`);
+  // The region's etcd is bound to its code before its first node, as idgen region init does (docs/design.md §5).
+  await bindRegion(cluster.endpoints[0] as string, o.region);
+  o.say(`  bound to region ${o.region} (/idgen/region)`);
 
   const fleet = createNodeFleet({
     serverMain: o.serverMain,

@@ -86,6 +86,43 @@ async function runNode(file: string, cwd: string, env: NodeJS.ProcessEnv = {}): 
   return r.stdout.split('\n').filter((l) => l.length > 0);
 }
 
+let operator: string | undefined;
+
+/**
+ * `npx @idgen/cli region init --region N --etcd URL`: what the READMEs tell an operator to run once against a region's
+ * etcd before its first node or embedded source (docs/design.md §5, region binding). Run from an operator's project of
+ * its own with @idgen/cli installed from the registry: a bare `npm exec` in a fresh project would reuse any
+ * @idgen/cli@0.1.0 left in npm's npx cache by an earlier run (npm_config_cache from the environment overrides the
+ * project's cache), which may predate `idgen region`.
+ */
+async function regionInit(etcdUrl: string, region: number): Promise<void> {
+  if (operator === undefined) {
+    const project = freshProject('operator');
+    await install(project, ['@idgen/cli@0.1.0']);
+    operator = project;
+  }
+  const r = await npm(
+    [
+      'exec',
+      '--package',
+      '@idgen/cli@0.1.0',
+      '--',
+      'idgen',
+      'region',
+      'init',
+      '--region',
+      String(region),
+      '--etcd',
+      etcdUrl,
+    ],
+    operator,
+  );
+  expect({ code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(r.stdout).toMatch(
+    new RegExp(`^region ${region}: (this etcd \\(cluster \\d+\\) is now bound|already bound)`, 'm'),
+  );
+}
+
 /** `tsc --strict` with the workspace's compiler; types come from the project's node_modules. */
 async function tscStrict(project: string, files: readonly string[]): Promise<void> {
   const r = await run(
@@ -297,6 +334,7 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   await tscStrict(app, examples);
 
   etcd = await startEtcd();
+  await regionInit(etcd.clientUrl, 2); // before the region's first node
   const registered = await startServer(['--region', '2', '--etcd', etcd.clientUrl]);
   try {
     const out = async (pkg: string, env: NodeJS.ProcessEnv = {}): Promise<Record<string, unknown>[]> =>
@@ -408,6 +446,10 @@ try {
   await tscStrict(app, ['typed.mts', 'readme-embedded.mts']);
 
   etcd ??= await startEtcd();
+  // The README's setup step, from the registry: bind the region's etcd to the example's region before its first source.
+  const init = /^\$ npx @idgen\/cli region init --region (\d+) --etcd (\S+)$/m.exec(readme);
+  expect(init?.slice(1)).toEqual(['2', 'http://127.0.0.1:2379']);
+  await regionInit(etcd.clientUrl, Number(init?.[1]));
   const env = { IDGEN_ETCD: etcd.clientUrl };
   const outputs = [
     ...(await runNode('esm.mjs', app, env)),

@@ -449,3 +449,47 @@ export const QUICK_LEASE_SETTINGS = {
   requestTimeoutMs: 1500,
   backoff: { initialMs: 50, maxMs: 400 },
 } as const;
+
+/**
+ * Binds a plaintext test etcd to region `code` under `prefix`, as an operator's `idgen region init` does before a region's
+ * first node starts (docs/design.md §5, region binding): `{prefix}/region` = `{"code","clusterId","at"}`, created only if
+ * absent. Rejects when the prefix is bound to another code. Over the gRPC-JSON gateway, so the harness needs no etcd
+ * client; a TLS or auth etcd is bound with `idgen region init` (or @idgen/lease's `initRegion`) itself.
+ */
+export async function bindRegion(
+  etcd: { clientUrl: string } | string,
+  code: number,
+  prefix = '/idgen',
+  timeoutMs = 5000,
+): Promise<void> {
+  const url = typeof etcd === 'string' ? etcd : etcd.clientUrl;
+  const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
+  const post = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
+    const res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json' },
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const out = (await res.json()) as Record<string, unknown>;
+    if (!res.ok) throw new Error(`etcd ${url}${path}: ${res.status} ${JSON.stringify(out)}`);
+    return out;
+  };
+  const key = `${prefix === '/' ? '' : prefix}/region`;
+  const probe = (await post('/v3/kv/range', { key: b64(key) })) as { header?: { cluster_id?: string } };
+  const clusterId = probe.header?.cluster_id;
+  if (typeof clusterId !== 'string') throw new Error(`etcd ${url}: no cluster_id in ${JSON.stringify(probe)}`);
+  const value = JSON.stringify({ code, clusterId, at: new Date().toISOString() });
+  const res = (await post('/v3/kv/txn', {
+    compare: [{ key: b64(key), target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+    success: [{ request_put: { key: b64(key), value: b64(value) } }],
+    failure: [{ request_range: { key: b64(key) } }],
+  })) as { succeeded?: boolean; responses?: { response_range?: { kvs?: { value?: string }[] } }[] };
+  if (res.succeeded === true) return;
+  const raw = res.responses?.[0]?.response_range?.kvs?.[0]?.value;
+  const existing =
+    raw === undefined ? undefined : (JSON.parse(Buffer.from(raw, 'base64').toString('utf8')) as { code?: unknown });
+  if (existing?.code !== code) {
+    throw new Error(`etcd ${url}: ${key} is bound to region ${String(existing?.code)}, not ${code}`);
+  }
+}

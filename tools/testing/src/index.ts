@@ -8,6 +8,7 @@
 export {
   ETCD_MISSING_MESSAGE,
   QUICK_LEASE_SETTINGS,
+  bindRegion,
   etcdHealthy,
   etcdStatus,
   findOnPath,

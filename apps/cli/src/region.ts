@@ -1,0 +1,58 @@
+import { initRegion, regionBindingKey, parseRegionBinding } from '@idgen/lease';
+import type { VerbContext } from './context.js';
+import { EXIT_OK, EXIT_PROBLEM, usageError, type ExitCode } from './exit-codes.js';
+import { integerOption } from './options.js';
+import { withEtcd, type SpareFlags } from './spare.js';
+
+/** Flags of `idgen region init`. */
+export interface RegionInitFlags extends SpareFlags {
+  region?: string;
+}
+
+/**
+ * `idgen region init --region N --etcd <region N's etcd>`: binds that etcd to region code N (docs/design.md §5, region
+ * binding), with etcd's cluster ID. Idempotent; exit 1 when the etcd is bound to another code or in another cluster.
+ */
+export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): Promise<ExitCode> {
+  if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
+  const code = integerOption('--region', flags.region, 0, 7);
+  const { record, changed } = await withEtcd(flags, 'region init', async (io) => {
+    if (code > io.layout.maxRegion) throw usageError(`--region must be from 0 to ${io.layout.maxRegion}, got ${code}`);
+    return initRegion({ ...io, now: ctx.nowMs }, code);
+  });
+  if (flags.json) ctx.io.out(JSON.stringify({ record, changed }));
+  else
+    ctx.io.out(
+      changed
+        ? `region ${code}: this etcd (cluster ${record.clusterId}) is now bound to region code ${code}`
+        : `region ${code}: already bound (cluster ${record.clusterId}, since ${record.at}); nothing written`,
+    );
+  return EXIT_OK;
+}
+
+/** `idgen region show --etcd`: the region binding this etcd records, or exit 1 if it has none. */
+export async function runRegionShow(flags: SpareFlags, ctx: VerbContext): Promise<ExitCode> {
+  const found = await withEtcd(flags, 'region show', async (io) => {
+    const key = regionBindingKey(io.prefix);
+    const res = await io.client.get(key).exec();
+    const kv = res.kvs[0];
+    return {
+      key,
+      clusterId: res.header.cluster_id,
+      record: kv === undefined ? undefined : parseRegionBinding(key, kv.value.toString('utf8'), io.layout.maxRegion),
+    };
+  });
+  if (found.record === undefined) {
+    if (flags.json) ctx.io.out(JSON.stringify({ record: null, clusterId: found.clusterId }));
+    ctx.io.err(`idgen region show: ${found.key} is absent: this etcd was never bound (idgen region init --region N)`);
+    return EXIT_PROBLEM;
+  }
+  const same = found.record.clusterId === found.clusterId;
+  if (flags.json) ctx.io.out(JSON.stringify({ record: found.record, clusterId: found.clusterId, sameCluster: same }));
+  else
+    ctx.io.out(
+      `region ${found.record.code}: bound ${found.record.at} in cluster ${found.record.clusterId}` +
+        (same ? '' : `; etcd now reports cluster ${found.clusterId}: restored or replaced (docs/runbook.md)`),
+    );
+  return same ? EXIT_OK : EXIT_PROBLEM;
+}

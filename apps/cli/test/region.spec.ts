@@ -1,0 +1,85 @@
+// idgen region init | show, run as the built `idgen` against real etcd servers (docs/design.md §5, region binding):
+// region 2's etcd is bound to 2 once, idempotently, and refused another code; a spare-code loan to region 3 is refused
+// there (it belongs in region 3's etcd); show prints the binding, and exits 1 on an etcd never bound.
+import { startEtcd, cleanupAll } from '@idgen/testing';
+import { idgen, idgenJson } from './support.js';
+
+jest.setTimeout(60_000);
+
+let regionTwo: string;
+let unbound: string;
+
+beforeAll(async () => {
+  [regionTwo, unbound] = (await Promise.all([startEtcd(), startEtcd()])).map((e) => e.clientUrl) as [string, string];
+});
+
+afterAll(() => cleanupAll());
+
+interface ShowJson {
+  record: { code: number; clusterId: string; at: string } | null;
+  clusterId: string;
+  sameCluster?: boolean;
+}
+
+describe('idgen region', () => {
+  it('init binds once (again: nothing written), refuses another code; show prints the binding', async () => {
+    const two = ['--etcd', regionTwo];
+    expect((await idgen(['region', 'init', ...two])).code).toBe(2); // no --region
+    expect((await idgen(['region', 'init', '--region', '8', ...two])).code).toBe(2);
+
+    const init = await idgen(['region', 'init', '--region', '2', ...two]);
+    expect(init).toMatchObject({ code: 0, stderr: '' });
+    expect(init.stdout).toMatch(/^region 2: this etcd \(cluster \d+\) is now bound to region code 2\n$/);
+
+    const again = await idgen(['region', 'init', '--region', '2', ...two]);
+    expect(again).toMatchObject({ code: 0, stderr: '' });
+    expect(again.stdout).toMatch(/^region 2: already bound \(cluster \d+, since \S+\); nothing written\n$/);
+    const againJson = await idgenJson<{ changed: boolean; record: { code: number } }>([
+      'region',
+      'init',
+      '--region',
+      '2',
+      ...two,
+    ]);
+    expect(againJson).toMatchObject({ code: 0, json: { changed: false, record: { code: 2 } } });
+
+    const other = await idgen(['region', 'init', '--region', '3', ...two]);
+    expect(other).toMatchObject({ code: 1, stdout: '' });
+    expect(other.stderr).toMatch(
+      /^idgen region init: this etcd is already bound to region 2 \(\/idgen\/region, since \S+\): one etcd serves one region code\n$/,
+    );
+
+    const show = await idgen(['region', 'show', ...two]);
+    expect(show).toMatchObject({ code: 0, stderr: '' });
+    expect(show.stdout).toMatch(/^region 2: bound \S+ in cluster \d+\n$/);
+    const shown = await idgenJson<ShowJson>(['region', 'show', ...two]);
+    expect(shown.code).toBe(0);
+    expect(shown.json).toEqual({
+      record: { code: 2, clusterId: shown.json.clusterId, at: expect.any(String) },
+      clusterId: expect.stringMatching(/^\d+$/),
+      sameCluster: true,
+    });
+  });
+
+  it('show exits 1 on an etcd never bound', async () => {
+    const r = await idgen(['region', 'show', '--etcd', unbound]);
+    expect(r).toMatchObject({ code: 1, stdout: '' });
+    expect(r.stderr).toMatch(/^idgen region show: \/idgen\/region is absent: this etcd was never bound/);
+    const json = await idgenJson<ShowJson>(['region', 'show', '--etcd', unbound]);
+    expect(json).toMatchObject({ code: 1, json: { record: null, clusterId: expect.stringMatching(/^\d+$/) } });
+  });
+
+  it("spare lend to region 3 against region 2's etcd exits 1: the loan belongs in region 3's etcd", async () => {
+    expect((await idgen(['region', 'init', '--region', '2', '--etcd', regionTwo])).code).toBe(0);
+    const r = await idgen(['spare', 'lend', '5', '--to-region', '3', '--etcd', regionTwo]);
+    expect(r).toMatchObject({ code: 1, stdout: '' });
+    expect(r.stderr).toMatch(/^idgen spare lend: this etcd serves region 2 \(\/idgen\/region\), not region 3/);
+    const list = await idgenJson<{ codes: { code: number; record: unknown }[] }>([
+      'spare',
+      'list',
+      '--etcd',
+      regionTwo,
+    ]);
+    expect(list.json.codes.find((c) => c.code === 5)).toMatchObject({ record: null }); // nothing recorded
+  });
+});

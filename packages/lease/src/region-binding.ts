@@ -1,0 +1,165 @@
+import type { Etcd3 } from 'etcd3';
+import type { Layout } from '@idgen/core';
+import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
+import { CorruptRecordError, LeaseError } from './errors.js';
+
+/**
+ * The region binding (docs/design.md §5): `{prefix}/region` in a region's etcd says which region code that etcd
+ * serves, and which etcd cluster it was written in. Written once, on purpose, by `idgen region init`
+ * ({@link initRegion}); every node, embedded caller and spare-code command reads it before its first claim or write
+ * ({@link checkRegionBinding}) and refuses when its own code differs, when the etcd was never initialised, or when
+ * etcd now reports another cluster ID. Without it nothing ties an etcd to a code: a node started with `--region 3`
+ * against region 2's etcd would claim region 3's slots there and mint region 3's IDs beside region 3's own nodes.
+ */
+export interface RegionBindingRecord {
+  /** The region code this etcd serves. */
+  readonly code: number;
+  /** etcd's cluster ID (decimal) when the binding was written: a replaced or restored cluster reports another. */
+  readonly clusterId: string;
+  /** When the binding was written (ISO-8601). */
+  readonly at: string;
+}
+
+/** The binding's key under a prefix. */
+export const regionBindingKey = (prefix: string): string => `${prefix}/region`;
+
+/** A region binding that refuses this process or operator step: never retried (docs/design.md §5). */
+export class RegionBindingError extends LeaseError {
+  constructor(message: string) {
+    super('region-binding', message, false);
+    this.name = 'RegionBindingError';
+  }
+}
+
+/** Parses `{prefix}/region`; garbage throws {@link CorruptRecordError} naming the key and the field. */
+export function parseRegionBinding(key: string, raw: string, maxRegion = 7): RegionBindingRecord {
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch {
+    throw new CorruptRecordError(key, 'not JSON', raw);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new CorruptRecordError(key, 'not a JSON object', raw);
+  }
+  const o = value as Record<string, unknown>;
+  const code = o['code'];
+  if (typeof code !== 'number' || !Number.isSafeInteger(code) || code < 0 || code > maxRegion) {
+    throw new CorruptRecordError(key, `field code is not a region code 0-${maxRegion}`, raw);
+  }
+  const clusterId = o['clusterId'];
+  if (typeof clusterId !== 'string' || !/^[0-9]+$/.test(clusterId)) {
+    throw new CorruptRecordError(key, 'field clusterId is not a decimal cluster ID', raw);
+  }
+  const at = o['at'];
+  if (typeof at !== 'string') throw new CorruptRecordError(key, 'field at is not a string', raw);
+  return { code, clusterId, at };
+}
+
+interface Io {
+  readonly client: Etcd3;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+}
+
+/** What {@link checkRegionBinding} found: the binding, and the cluster ID etcd answered with. */
+export interface RegionBindingCheck {
+  readonly record: RegionBindingRecord;
+  readonly clusterId: string;
+  /** The revision of etcd's answer (the binding's own mod revision is at or below it). */
+  readonly revision: string;
+}
+
+function initHint(prefix: string, code: number): string {
+  return `run "idgen region init --region ${code} --etcd …${prefix === '/idgen' ? '' : ` --etcd-prefix ${prefix}`}" once against this region's etcd (docs/runbook.md, "Binding a region's etcd to its code")`;
+}
+
+/**
+ * Reads the binding and refuses unless it names `code` in the cluster etcd answers from (docs/design.md §5). Throws a
+ * {@link RegionBindingError} (not retryable) with one line saying what to do; etcd errors pass through (retryable).
+ */
+export async function checkRegionBinding(io: Io & { layout: Layout }, code: number): Promise<RegionBindingCheck> {
+  const key = regionBindingKey(io.prefix);
+  const res = await withTimeout(
+    io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
+    io.timeoutMs,
+    `reading ${key}`,
+  );
+  const read = firstKey(res.kvs);
+  if (read === undefined) {
+    throw new RegionBindingError(
+      `this etcd was never bound to a region code (${key} is absent): ${initHint(io.prefix, code)}; ` +
+        'a node refuses an unbound etcd so that one pointed at the wrong region can never mint',
+    );
+  }
+  const record = parseRegionBinding(key, read.value, io.layout.maxRegion);
+  if (record.code !== code) {
+    throw new RegionBindingError(
+      `this etcd serves region ${record.code} (${key}), not region ${code}: check --region and --etcd ` +
+        `(a node on another region's etcd would mint region ${code}'s IDs beside region ${code}'s own nodes)`,
+    );
+  }
+  const clusterId = res.header.cluster_id;
+  if (record.clusterId !== clusterId) {
+    throw new RegionBindingError(
+      `this etcd reports cluster ${clusterId}, but region ${code} was bound in cluster ${record.clusterId} (${key}): ` +
+        'a restored or replaced etcd is never trusted; follow docs/runbook.md, "etcd restored from a snapshot"',
+    );
+  }
+  return { record, clusterId, revision: res.header.revision };
+}
+
+/**
+ * `idgen region init`: binds this etcd (under the prefix) to region `code`, with etcd's cluster ID. Idempotent: the
+ * same code again changes nothing. Refuses (a {@link RegionBindingError}) an etcd bound to another code, or bound in
+ * another cluster (restored or replaced: docs/runbook.md).
+ */
+export async function initRegion(
+  io: Io & { layout: Layout; now?: () => number },
+  code: number,
+): Promise<{ record: RegionBindingRecord; changed: boolean }> {
+  if (!Number.isSafeInteger(code) || code < 0 || code > io.layout.maxRegion) {
+    throw new RegionBindingError(`region must be an integer from 0 to ${io.layout.maxRegion}, got ${String(code)}`);
+  }
+  const key = regionBindingKey(io.prefix);
+  // The cluster ID comes with every answer; read it first so the record written is the cluster that took it.
+  const probe = await withTimeout(
+    io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
+    io.timeoutMs,
+    `reading ${key}`,
+  );
+  const record: RegionBindingRecord = {
+    code,
+    clusterId: probe.header.cluster_id,
+    at: new Date((io.now ?? Date.now)()).toISOString(),
+  };
+  const res = await withTimeout(
+    io.client
+      .if(key, 'Create', '==', 0)
+      .then(io.client.put(key).value(JSON.stringify(record)))
+      .else(io.client.get(key))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
+    io.timeoutMs,
+    `binding transaction on ${key}`,
+  );
+  if (res.header.cluster_id !== record.clusterId) {
+    throw new Error(`etcd answered from cluster ${res.header.cluster_id}, then ${record.clusterId}: try again`);
+  }
+  if (res.succeeded) return { record, changed: true };
+  const raw = rangeValue(res.responses[0]);
+  if (raw === undefined) throw new Error(`${key} vanished between compare and read; try again`);
+  const existing = parseRegionBinding(key, raw, io.layout.maxRegion);
+  if (existing.code !== code) {
+    throw new RegionBindingError(
+      `this etcd is already bound to region ${existing.code} (${key}, since ${existing.at}): one etcd serves one region code`,
+    );
+  }
+  if (existing.clusterId !== record.clusterId) {
+    throw new RegionBindingError(
+      `region ${code} was bound in cluster ${existing.clusterId}, and this etcd reports cluster ${record.clusterId} (${key}): ` +
+        'a restored or replaced etcd is never trusted; follow docs/runbook.md, "etcd restored from a snapshot"',
+    );
+  }
+  return { record: existing, changed: false };
+}
