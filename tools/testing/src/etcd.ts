@@ -1,7 +1,8 @@
 import { get as httpsGet } from 'node:https';
 import type { TestPki } from './tls.js';
 import { accessSync, constants } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, rm } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { freePort, tempDir } from './net.js';
 import type { TempDir } from './net.js';
@@ -47,6 +48,8 @@ export interface StartEtcdOptions {
    * requires a client certificate signed by the PKI's CA (etcd's `--client-cert-auth`).
    */
   tls?: { pki: TestPki; clientCertAuth?: boolean };
+  /** More etcd flags (e.g. `['--bcrypt-cost', '4']`: quicker password checks for a test etcd with auth). */
+  extraArgs?: readonly string[];
 }
 
 /** A running single-member etcd. */
@@ -68,6 +71,14 @@ export interface EtcdServer {
   kill(): Promise<ProcessExit>;
   /** Stops (SIGTERM) or, if `hard`, kills the process, then starts it again on the same ports and data dir. */
   restart(options?: { hard?: boolean; downMs?: number }): Promise<void>;
+  /** `etcdctl snapshot save FILE`, as an operator's backup does (plaintext etcd only). */
+  snapshot(file: string): Promise<void>;
+  /**
+   * An operator's disaster recovery: stops etcd, replaces its data dir with `etcdctl snapshot restore FILE` (on the same
+   * name and peer URL, with `clusterToken`, default the original token: then the cluster ID stays the same), waits
+   * `downMs`, and starts it again on the same ports.
+   */
+  restore(file: string, options?: { clusterToken?: string; downMs?: number }): Promise<void>;
 }
 
 interface MemberPorts {
@@ -82,6 +93,7 @@ function memberArgs(
   initialCluster: string,
   clusterToken: string,
   tls?: StartEtcdOptions['tls'],
+  extraArgs: readonly string[] = [],
 ): string[] {
   const client = `${tls === undefined ? 'http' : 'https'}://127.0.0.1:${m.clientPort}`;
   const peer = `http://127.0.0.1:${m.peerPort}`;
@@ -121,6 +133,7 @@ function memberArgs(
     'warn',
     '--logger',
     'zap',
+    ...extraArgs,
   ];
 }
 
@@ -196,11 +209,12 @@ async function startAgainHealthy(
   clientUrl: string,
   timeoutMs: number,
   what: string,
+  tls?: StartEtcdOptions['tls'],
 ): Promise<ProcessHandle> {
   for (let attempt = 1; ; attempt++) {
     const proc = spawn();
     try {
-      await waitHealthy(proc, clientUrl, timeoutMs, what);
+      await waitHealthy(proc, clientUrl, timeoutMs, what, tls);
       return proc;
     } catch (e) {
       const portTaken =
@@ -230,13 +244,9 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   const ports: MemberPorts = { name, clientPort: await freePort(), peerPort: await freePort() };
   const { dir, owned } = await prepareDataDir(options.dataDir, 'idgen-etcd');
   const clientUrl = `${options.tls === undefined ? 'http' : 'https'}://127.0.0.1:${ports.clientPort}`;
-  const args = memberArgs(
-    ports,
-    dir,
-    `${name}=http://127.0.0.1:${ports.peerPort}`,
-    `idgen-test-${ports.clientPort}`,
-    options.tls,
-  );
+  const initialCluster = `${name}=http://127.0.0.1:${ports.peerPort}`;
+  const clusterToken = `idgen-test-${ports.clientPort}`;
+  const args = memberArgs(ports, dir, initialCluster, clusterToken, options.tls, options.extraArgs);
   let proc = spawnProcess(binary, args);
   let stopped = false;
   const stop = async (): Promise<void> => {
@@ -268,6 +278,46 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
     pause: () => proc.signal('SIGSTOP'),
     resume: () => proc.signal('SIGCONT'),
     kill: () => proc.kill(),
+    async snapshot(file) {
+      if (options.tls !== undefined) throw new Error('snapshot() drives a plaintext etcd only');
+      execFileSync('etcdctl', ['--endpoints', clientUrl, 'snapshot', 'save', file], {
+        env: { ...process.env, ETCDCTL_API: '3' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        timeout: 30_000,
+      });
+    },
+    async restore(file, o = {}) {
+      if (stopped) throw new Error(`etcd ${name} was stopped; start a new one`);
+      await proc.stop(5000);
+      await rm(dir, { recursive: true, force: true });
+      execFileSync(
+        'etcdctl',
+        [
+          'snapshot',
+          'restore',
+          file,
+          '--name',
+          name,
+          '--data-dir',
+          dir,
+          '--initial-cluster',
+          initialCluster,
+          '--initial-advertise-peer-urls',
+          `http://127.0.0.1:${ports.peerPort}`,
+          '--initial-cluster-token',
+          o.clusterToken ?? clusterToken,
+        ],
+        { env: { ...process.env, ETCDCTL_API: '3' }, stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 },
+      );
+      if (o.downMs !== undefined) await new Promise((r) => setTimeout(r, o.downMs));
+      await startAgainHealthy(
+        () => (proc = spawnProcess(binary, args)),
+        clientUrl,
+        readyTimeoutMs,
+        `etcd ${name} (restored)`,
+        options.tls,
+      );
+    },
     async restart(o = {}) {
       if (stopped) throw new Error(`etcd ${name} was stopped; start a new one`);
       if (o.hard === true) await proc.kill();
@@ -278,6 +328,7 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
         clientUrl,
         readyTimeoutMs,
         `etcd ${name} (restarted)`,
+        options.tls,
       );
     },
   };
@@ -335,24 +386,47 @@ export async function etcdStatus(clientUrl: string, timeoutMs = 1000): Promise<{
   return { memberId, leaderId };
 }
 
+/** Options of {@link startEtcdCluster}. */
+export interface StartEtcdClusterOptions {
+  /** How long to wait for every member's `/health`; default 20000 ms. */
+  readyTimeoutMs?: number;
+  /** Client TLS, as {@link StartEtcdOptions.tls} (peers stay plaintext on loopback). */
+  tls?: StartEtcdOptions['tls'];
+  /** More etcd flags for every member, as {@link StartEtcdOptions.extraArgs}. */
+  extraArgs?: readonly string[];
+  /** Where the members' data dirs go (`{parentDir}/{member}`, kept on stop); default one temp dir each, removed. */
+  parentDir?: string;
+}
+
 /**
  * Starts an `n`-member etcd cluster (default 3) on free loopback ports, each with its own temp data dir, and
- * waits until every member is healthy (which needs an elected leader).
+ * waits until every member is healthy (which needs an elected leader). `leader()` asks the plaintext gateway:
+ * not for a TLS cluster.
  */
-export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number } = {}): Promise<EtcdCluster> {
+export async function startEtcdCluster(n = 3, options: StartEtcdClusterOptions = {}): Promise<EtcdCluster> {
   const binary = etcdBinary();
   const readyTimeoutMs = options.readyTimeoutMs ?? 20_000;
+  const tls = options.tls;
+  const scheme = tls === undefined ? 'http' : 'https';
   const ports: MemberPorts[] = [];
   for (let i = 0; i < n; i++) {
     ports.push({ name: `m${i + 1}`, clientPort: await freePort(), peerPort: await freePort() });
   }
   const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peerPort}`).join(',');
   const token = `idgen-test-${ports[0]?.clientPort ?? 0}`;
-  const dirs = await Promise.all(ports.map((p) => tempDir(`idgen-etcd-${p.name}`)));
+  const parentDir = options.parentDir;
+  const dirs: TempDir[] = await Promise.all(
+    ports.map(async (p): Promise<TempDir> => {
+      if (parentDir === undefined) return tempDir(`idgen-etcd-${p.name}`);
+      const path = join(parentDir, p.name);
+      await mkdir(path, { recursive: true, mode: 0o700 });
+      return { path, remove: async () => undefined };
+    }),
+  );
 
   const members = ports.map((p, i): EtcdMember & { spawn(): void; wait(): Promise<void> } => {
     const dir = dirs[i] as TempDir;
-    const clientUrl = `http://127.0.0.1:${p.clientPort}`;
+    const clientUrl = `${scheme}://127.0.0.1:${p.clientPort}`;
     let proc: ProcessHandle | undefined;
     const member = {
       name: p.name,
@@ -364,11 +438,11 @@ export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number
       },
       running: () => proc !== undefined && proc.exitStatus() === undefined,
       spawn() {
-        proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token));
+        proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token, tls, options.extraArgs));
       },
       async wait() {
         if (proc === undefined) throw new Error(`member ${p.name} not started`);
-        await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd member ${p.name}`);
+        await waitHealthy(proc, clientUrl, readyTimeoutMs, `etcd member ${p.name}`, tls);
       },
       async stop() {
         await proc?.stop(5000);
@@ -376,10 +450,11 @@ export async function startEtcdCluster(n = 3, options: { readyTimeoutMs?: number
       async start() {
         if (member.running()) return;
         await startAgainHealthy(
-          () => (proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token))),
+          () => (proc = spawnProcess(binary, memberArgs(p, dir.path, initialCluster, token, tls, options.extraArgs))),
           clientUrl,
           readyTimeoutMs,
           `etcd member ${p.name}`,
+          tls,
         );
       },
       pause: () => proc?.signal('SIGSTOP'),

@@ -15,7 +15,7 @@ export {
   startEtcd,
   startEtcdCluster,
 } from './etcd.js';
-export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdOptions } from './etcd.js';
+export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdClusterOptions, StartEtcdOptions } from './etcd.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
 export type { TempDir } from './net.js';
 export { shebangNodeFlags, spawnProcess } from './process.js';
@@ -32,3 +32,15 @@ export type { ChronyStub } from './chrony-stub.js';
 export { readmeExample, runTsExample } from './readme-example.js';
 export { h2specBinary, runH2spec } from './h2spec.js';
 export type { H2specResult } from './h2spec.js';
+export { CALLER_CN, DEPLOYMENT_USERS, ETCD_CLIENT_CN, startDeployment } from './deployment.js';
+export type {
+  CliResult,
+  Deployment,
+  DeploymentCaller,
+  DeploymentCallerCommand,
+  DeploymentNode,
+  DeploymentRegion,
+  DeploymentUser,
+  DeploymentUserName,
+  StartDeploymentOptions,
+} from './deployment.js';

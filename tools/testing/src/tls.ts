@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { findOnPath } from './etcd.js';
 import { tempDirSync } from './net.js';
@@ -70,12 +70,17 @@ function leaf(
 
 /**
  * Makes a CA, a server certificate for loopback and one client certificate per name, with `openssl`, in a
- * temporary directory removed after the test file. A missing `openssl` fails loudly. `days` < 0 is not
+ * temporary directory removed after the test file (or in `dir`, created if missing, which the caller removes). A missing `openssl` fails loudly. `days` < 0 is not
  * accepted by openssl; an expired certificate comes from `expiredClient` (valid from 2 days ago for 1 day).
  */
-export function makeTestPki(options: { clients?: readonly string[]; name?: string } = {}): TestPki {
+export function makeTestPki(options: { clients?: readonly string[]; name?: string; dir?: string } = {}): TestPki {
   if (findOnPath('openssl') === undefined) throw new Error(OPENSSL_MISSING_MESSAGE);
-  const dir = tempDirSync(options.name ?? 'pki').path;
+  let dir: string;
+  if (options.dir === undefined) dir = tempDirSync(options.name ?? 'pki').path;
+  else {
+    dir = options.dir;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+  }
   const caKeyFile = join(dir, 'ca.key');
   const caFile = join(dir, 'ca.crt');
   openssl(
