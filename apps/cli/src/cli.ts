@@ -6,11 +6,18 @@ import type { SpareCodeRecord } from '@idgen/lease';
 import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
 import { EXIT_CODES_HELP, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, isCliError, type ExitCode } from './exit-codes.js';
+import { runAudit, runWhois, type AuditFlags } from './audit-verbs.js';
 import { runLayout, type LayoutFlags } from './layout.js';
 import { runLeases, type LeasesFlags } from './leases.js';
 import { runNext, type NextFlags } from './next.js';
-import { runRegionInit, runRegionShow, type RegionInitFlags } from './region.js';
-import { addEtcdOptions, addJsonOption, addTimeoutOption, type EtcdFlags } from './options.js';
+import {
+  runRegionInit,
+  runRegionRestored,
+  runRegionShow,
+  type RegionInitFlags,
+  type RegionRestoredFlags,
+} from './region.js';
+import { addEtcdOptions, addJsonOption, addRegistryOptions, addTimeoutOption, type EtcdFlags } from './options.js';
 import { runStatus, type StatusFlags } from './status.js';
 import {
   readSpareNotes,
@@ -154,6 +161,18 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   )
     .addHelpText('after', '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379')
     .action(verb<RegionInitFlags>('region init', runRegionInit));
+  regionCommon(
+    region
+      .command('restored')
+      .summary('after an etcd restore: mark every slot unclean as of now and rebind to the restored cluster')
+      .description(
+        'after etcdctl snapshot restore (docs/runbook.md, "etcd restored from a snapshot"): every slot of the region\'s code\n' +
+          'and of the spare codes lent to it gets last-ms = now, not released, so every next holder starts above now + TTL +\n' +
+          "the clock bound, past anything the lost history's holders minted; then the binding takes the restored cluster's ID.",
+      )
+      .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
+      .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6'),
+  ).action(verb<RegionRestoredFlags>('region restored', runRegionRestored));
   regionCommon(region.command('show').summary('the region binding this etcd records (exit 1 if none)')).action(
     verb<SpareFlags>('region show', runRegionShow),
   );
@@ -164,12 +183,20 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     .description(
       "spare region codes across regions' etcd clusters: lend (the borrowing region's etcd), reclaim (the same etcd: stop\n" +
         "claims, wait for every slot under the code to go, write the handover), adopt (the new region's etcd, before its\n" +
-        'first node starts), list. These verbs write: they need an etcd user whose role may write {prefix}/spare-codes/\n' +
-        '(adopt also {prefix}/regions/{code}/last-ms/). Procedure: docs/runbook.md "Lending a spare region code".',
+        "first node starts), list. Each of lend, reclaim and adopt is decided first in the deployment's spare-code registry\n" +
+        '(--registry: one etcd every region agrees on, {registry-prefix}/spare-registry/{code}), then mirrored into the\n' +
+        "region's etcd. They write: they need a user whose role may write {prefix}/spare-codes/ (adopt also\n" +
+        '{prefix}/regions/{code}/last-ms/), and one that may write the registry. Procedure: docs/runbook.md\n' +
+        '"Lending a spare region code".',
     )
     .addHelpText('after', `\n${EXIT_CODES_HELP}`);
-  const spareCommon = (c: ReturnType<Command['command']>, etcdWhat: string): ReturnType<Command['command']> => {
+  const spareCommon = (
+    c: ReturnType<Command['command']>,
+    etcdWhat: string,
+    registryWhat = "the deployment's spare-code registry: its etcd client URLs, comma-separated (required)",
+  ): ReturnType<Command['command']> => {
     addEtcdOptions(c, etcdWhat);
+    addRegistryOptions(c, registryWhat);
     addTimeoutOption(c, 'each etcd request');
     return addJsonOption(c);
   };
@@ -187,7 +214,8 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   )
     .addHelpText(
       'after',
-      '\nExample:\n  $ idgen spare lend 5 --to-region 2 --etcd https://etcd.region-2:2379\n  spare code 5: lent, lent to region 2',
+      '\nExample:\n  $ idgen spare lend 5 --to-region 2 --etcd https://etcd.region-2:2379 --registry https://etcd.registry:2379\n' +
+        '  spare code 5: lent, lent to region 2\n\nRefused (exit 1) when the registry says the code is lent to another region, reclaimed or adopted.',
     )
     .action((code: string, flags: LendFlags) =>
       verb<LendFlags>('spare lend', (f, c) => runSpareLend(code, f, c))(flags),
@@ -211,7 +239,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   )
     .addHelpText(
       'after',
-      '\nExample:\n  $ idgen spare reclaim 5 --handover code-5.json --etcd https://etcd.region-2:2379',
+      '\nExample:\n  $ idgen spare reclaim 5 --handover code-5.json --etcd https://etcd.region-2:2379 --registry https://etcd.registry:2379',
     )
     .action((code: string, flags: ReclaimFlags) =>
       verb<ReclaimFlags>('spare reclaim', (f, c) => runSpareReclaim(code, f, c))(flags),
@@ -231,15 +259,62 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   )
     .addHelpText(
       'after',
-      '\nExample:\n  $ idgen spare adopt 5 --handover code-5.json --etcd https://etcd.region-6:2379',
+      '\nExample:\n  $ idgen spare adopt 5 --handover code-5.json --etcd https://etcd.region-6:2379 --registry https://etcd.registry:2379\n\n' +
+        'Refused (exit 1) unless the registry says the code is reclaimed with this handover; the registry records this\n' +
+        'etcd (cluster ID, prefix) as the one that adopted it, and refuses any other.',
     )
     .action((code: string, flags: AdoptFlags) =>
       verb<AdoptFlags>('spare adopt', (f, c) => runSpareAdopt(code, f, c))(flags),
     );
   spareCommon(
-    spare.command('list').summary('the spare codes, their records in this etcd and the slots held under each'),
+    spare
+      .command('list')
+      .summary("the spare codes, their records in this etcd and the slots held under each (and the registry's view)"),
     'etcd client URLs (required)',
+    "optional: the deployment's spare-code registry; its record of each code is shown beside this etcd's",
   ).action(verb<SpareFlags>('spare list', runSpareList));
+
+  const audit = program
+    .command('audit')
+    .summary(
+      "check a whole deployment's etcds: bindings, spare loans, tenures, last-ms, layouts; exit 1 on a violation",
+    )
+    .description(
+      "reads every region's etcd listed in --config (each within --timeout-ms) and proves or refutes: each etcd bound\n" +
+        '({prefix}/region) to a code no other etcd is bound to; each spare code lent, reclaiming or adopted in at most one\n' +
+        'etcd; no two tenures of a slot overlapping in milliseconds (each starts above the one before and above the\n' +
+        "compacted ones); no last-ms above what its slot's last tenure allowed; layout records equal. One line per\n" +
+        'violation (docs/runbook.md, "Auditing a deployment").',
+    )
+    .option(
+      '--config <file>',
+      'the deployment: {"regions": [{"name", "etcd": [urls], "prefix"?, "ca"?, "cert"?, "key"?, "user"?, "passwordFile"?}]}',
+    );
+  addEtcdOptions(audit, "instead of --config: one region's etcd client URLs");
+  addTimeoutOption(audit, 'each etcd');
+  addJsonOption(audit)
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen audit --config deployment.json\n  audit: 5 of 5 region(s) read, 212 slot(s), 1840 tenure(s) on record: clean\n\n' +
+        'Exit 0 clean, 1 a violation (each one line: VIOLATION <kind>: …), 2 bad usage or a bad --config, 3 an etcd did\n' +
+        'not answer within --timeout-ms (the audit is then not a proof).',
+    )
+    .action(verb<AuditFlags>('audit', runAudit));
+
+  const whois = program
+    .command('whois')
+    .summary('name the holder whose tenure covers an ID (node id, kind, lease, first/last ms, how it ended)')
+    .description(
+      "decodes <id> (region, worker, millisecond) with the deployment's layout and names the tenure on record that\n" +
+        'covers that millisecond on that slot; exit 1 when none does (or, never expected, more than one)',
+    )
+    .argument('<id>', 'an ID in decimal, or hex with 0x')
+    .option('--config <file>', 'the deployment file of idgen audit');
+  addEtcdOptions(whois, "instead of --config: one region's etcd client URLs");
+  addTimeoutOption(whois, 'each etcd');
+  addJsonOption(whois).action((id: string, flags: AuditFlags) =>
+    verb<AuditFlags>('whois', (f, c) => runWhois(id, f, c))(flags),
+  );
 
   const decode = program
     .command('decode')

@@ -4,6 +4,7 @@ import {
   ETCD_FLAGS,
   LeaseConfigError,
   etcdConnectionFromFlags,
+  etcdFlagsFor,
   resolveConnection,
   type EtcdConnectionOptions,
   type NamedValue,
@@ -28,6 +29,28 @@ export function addEtcdOptions(command: Command, etcdDescription: string): Comma
   return command;
 }
 
+/** The spare-code registry's flags, as commander parses them: the etcd flags named `--registry…` (docs/design.md §7). */
+export interface RegistryFlags {
+  registry?: string;
+  registryPrefix: string;
+  registryCa?: string;
+  registryCert?: string;
+  registryKey?: string;
+  registryUser?: string;
+  registryPasswordFile?: string;
+}
+
+/** The registry flags: @idgen/lease's etcd flags (and their checks) with `registry` in place of `etcd`. */
+export const REGISTRY_FLAGS = etcdFlagsFor('registry', 'the spare-code registry');
+
+/** Adds `--registry`, `--registry-prefix` and the registry's TLS/auth flags. */
+export function addRegistryOptions(command: Command, registryDescription: string): Command {
+  command.option('--registry <urls>', registryDescription);
+  for (const f of REGISTRY_FLAGS)
+    command.option(f.flags, f.description, 'defaultValue' in f ? f.defaultValue : undefined);
+  return command;
+}
+
 /** Adds `--timeout-ms`. */
 export function addTimeoutOption(command: Command, what: string): Command {
   return command.addOption(new Option('--timeout-ms <ms>', `give up on ${what} after this long`).default('5000'));
@@ -49,24 +72,66 @@ export interface EtcdConnection {
  * Throws a usage error (exit 2) naming every bad value.
  */
 export function etcdConnection(flags: EtcdFlags): EtcdConnection {
-  if (flags.etcd === undefined) throw usageError('--etcd is required');
+  return namedConnection('etcd', 'etcd', {
+    url: flags.etcd,
+    prefix: flags.etcdPrefix,
+    ca: flags.etcdCa,
+    cert: flags.etcdCert,
+    key: flags.etcdKey,
+    user: flags.etcdUser,
+    passwordFile: flags.etcdPasswordFile,
+  });
+}
+
+/**
+ * The spare-code registry's connection (`--registry` and its flags), validated by the same rules as
+ * {@link etcdConnection}. Throws a usage error (exit 2) naming every bad value, or `--registry` when it is absent.
+ */
+export function registryConnection(flags: RegistryFlags, why: string): EtcdConnection {
+  if (flags.registry === undefined) throw usageError(`--registry is required: ${why}`);
+  return namedConnection('registry', 'registry', {
+    url: flags.registry,
+    prefix: flags.registryPrefix,
+    ca: flags.registryCa,
+    cert: flags.registryCert,
+    key: flags.registryKey,
+    user: flags.registryUser,
+    passwordFile: flags.registryPasswordFile,
+  });
+}
+
+/** One etcd connection from the flags `--{flag}`, `--{flag}-prefix`, `--{flag}-ca` …; `what` names it in errors. */
+function namedConnection(
+  flag: string,
+  what: string,
+  v: {
+    url: string | undefined;
+    prefix: string | undefined;
+    ca: string | undefined;
+    cert: string | undefined;
+    key: string | undefined;
+    user: string | undefined;
+    passwordFile: string | undefined;
+  },
+): EtcdConnection {
+  if (v.url === undefined) throw usageError(`--${flag} is required`);
   const named = (value: string | undefined, name: string): NamedValue | undefined =>
-    value === undefined ? undefined : { value, name };
+    value === undefined ? undefined : { value, name: `--${flag}${name}` };
   try {
     const options = etcdConnectionFromFlags({
-      etcd: { value: flags.etcd, name: '--etcd' },
-      prefix: named(flags.etcdPrefix, '--etcd-prefix'),
-      ca: named(flags.etcdCa, '--etcd-ca'),
-      cert: named(flags.etcdCert, '--etcd-cert'),
-      key: named(flags.etcdKey, '--etcd-key'),
-      user: named(flags.etcdUser, '--etcd-user'),
-      passwordFile: named(flags.etcdPasswordFile, '--etcd-password-file'),
+      etcd: { value: v.url, name: `--${flag}` },
+      prefix: named(v.prefix, '-prefix'),
+      ca: named(v.ca, '-ca'),
+      cert: named(v.cert, '-cert'),
+      key: named(v.key, '-key'),
+      user: named(v.user, '-user'),
+      passwordFile: named(v.passwordFile, '-password-file'),
     });
     const { prefix } = resolveConnection(options);
     // The lease package writes under '' for the prefix '/' (its keys then start with '/regions').
     return { options, keyPrefix: prefix === '/' ? '' : prefix };
   } catch (e) {
-    if (e instanceof LeaseConfigError) throw usageError(`invalid etcd options: ${e.problems.join('; ')}`);
+    if (e instanceof LeaseConfigError) throw usageError(`invalid ${what} options: ${e.problems.join('; ')}`);
     throw e;
   }
 }

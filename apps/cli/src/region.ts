@@ -1,4 +1,4 @@
-import { initRegion, regionBindingKey, parseRegionBinding } from '@idgen/lease';
+import { initRegion, markRegionRestored, regionBindingKey, parseRegionBinding } from '@idgen/lease';
 import type { VerbContext } from './context.js';
 import { EXIT_OK, EXIT_PROBLEM, usageError, type ExitCode } from './exit-codes.js';
 import { integerOption } from './options.js';
@@ -55,4 +55,31 @@ export async function runRegionShow(flags: SpareFlags, ctx: VerbContext): Promis
         (same ? '' : `; etcd now reports cluster ${found.clusterId}: restored or replaced (docs/runbook.md)`),
     );
   return same ? EXIT_OK : EXIT_PROBLEM;
+}
+
+/** Flags of `idgen region restored`. */
+export interface RegionRestoredFlags extends RegionInitFlags {
+  leaseTtl: string;
+}
+
+/**
+ * `idgen region restored --region N --etcd <the restored etcd>` (docs/runbook.md, "etcd restored from a snapshot"):
+ * marks every slot of the region (and of the spare codes lent to it) unclean as of now, so every next holder starts
+ * above now + TTL + the clock bound, then rebinds the region to the cluster ID the restored etcd answers from.
+ */
+export async function runRegionRestored(flags: RegionRestoredFlags, ctx: VerbContext): Promise<ExitCode> {
+  if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
+  const code = integerOption('--region', flags.region, 0, 7);
+  const ttlMs = integerOption('--lease-ttl', flags.leaseTtl, 2, 3600) * 1000;
+  const report = await withEtcd(flags, 'region restored', (io) =>
+    markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }),
+  );
+  if (flags.json) ctx.io.out(JSON.stringify(report));
+  else
+    ctx.io.out(
+      `region ${code}: ${report.written} slot(s) of code(s) ${report.codes.join(', ')} marked unclean at ` +
+        `${new Date(report.ms).toISOString()} (next holders start above it + TTL + the clock bound); bound to cluster ` +
+        `${report.clusterId}${report.clusterId === report.previousClusterId ? ' (unchanged)' : ` (was ${report.previousClusterId})`}`,
+    );
+  return EXIT_OK;
 }

@@ -1,22 +1,27 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createLayout, DEFAULT_LAYOUT, type Layout } from '@idgen/core';
 import {
+  SpareRegistryCallError,
   adoptSpareCode,
   beginReclaim,
   createEtcdClient,
+  describeRegistry,
   exportHandover,
   heldSlotsUnder,
   isLeaseError,
   leaseKeys,
   lendSpareCode,
+  listRegistryCodes,
   listSpareCodes,
   parseHandover,
   parseLayoutRecord,
   parseSpareCodeRecord,
   spareCodesOf,
   type Handover,
+  type RegistryIo,
   type SpareCodeEntry,
   type SpareCodeRecord,
+  type SpareRegistryRecord,
 } from '@idgen/lease';
 import type { Etcd3 } from 'etcd3';
 import {
@@ -28,7 +33,14 @@ import {
 import type { VerbContext } from './context.js';
 import { unreachableAfter } from './etcd-state.js';
 import { CliError, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
-import { etcdConnection, integerOption, type EtcdConnection, type EtcdFlags } from './options.js';
+import {
+  etcdConnection,
+  integerOption,
+  registryConnection,
+  type EtcdConnection,
+  type EtcdFlags,
+  type RegistryFlags,
+} from './options.js';
 import { isoTime, renderTable } from './table.js';
 
 /**
@@ -77,8 +89,8 @@ export async function readSpareNotes(
   }
 }
 
-/** Flags every `idgen spare` verb takes. */
-export interface SpareFlags extends EtcdFlags {
+/** Flags every `idgen spare` verb takes (the registry's: lend, reclaim and adopt need it, list may show it). */
+export interface SpareFlags extends EtcdFlags, Partial<RegistryFlags> {
   timeoutMs: string;
   json: boolean;
 }
@@ -98,11 +110,47 @@ export interface AdoptFlags extends SpareFlags {
   handover?: string;
 }
 
+/** What a verb's function gets: the region's etcd, its layout, and the registry when the verb takes one. */
+export interface SpareIo {
+  client: Etcd3;
+  prefix: string;
+  timeoutMs: number;
+  layout: Layout;
+}
+
 /** A connected writer on one etcd; `run` maps etcd's refusals and timeouts to the CLI's exit codes. */
-export async function withEtcd<T>(
+export async function withEtcd<T>(flags: SpareFlags, verb: string, fn: (io: SpareIo) => Promise<T>): Promise<T> {
+  return withConnections(flags, verb, undefined, (io) => fn(io));
+}
+
+/**
+ * The region's etcd and the spare-code registry (`--registry`, required: the verb is decided there first,
+ * docs/design.md §7). The registry's failures are named after it: no answer within --timeout-ms is exit 3, and the
+ * region's etcd is not written after it.
+ */
+export async function withRegistry<T>(
   flags: SpareFlags,
   verb: string,
-  fn: (io: { client: Etcd3; prefix: string; timeoutMs: number; layout: Layout }) => Promise<T>,
+  fn: (io: SpareIo & { registry: RegistryIo }) => Promise<T>,
+): Promise<T> {
+  const registry = registryConnection({ registryPrefix: '/idgen', ...flags }, registryWhy(verb));
+  return withConnections(flags, verb, registry, (io, reg) => fn({ ...io, registry: reg as RegistryIo }));
+}
+
+function registryWhy(verb: string): string {
+  return `idgen spare ${verb} is decided in the deployment's spare-code registry first (docs/design.md §7)`;
+}
+
+/** A usage error (exit 2) before anything else when a writing verb has no --registry. */
+function requireRegistry(flags: SpareFlags, verb: string): void {
+  if (flags.registry === undefined) throw usageError(`--registry is required: ${registryWhy(verb)}`);
+}
+
+async function withConnections<T>(
+  flags: SpareFlags,
+  verb: string,
+  registryAt: EtcdConnection | undefined,
+  fn: (io: SpareIo, registry: RegistryIo | undefined) => Promise<T>,
 ): Promise<T> {
   const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
   const connection: EtcdConnection = etcdConnection(flags);
@@ -110,26 +158,57 @@ export async function withEtcd<T>(
   // Writes are never retried by the library (docs/design.md §5); every step here is a compare-and-put or a read.
   const client = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth });
   const where = `etcd ${options.endpoints.join(',')}`;
+  const registryWhere = `the spare-code registry ${registryAt?.options.endpoints.join(',') ?? ''}`;
+  const registryClient =
+    registryAt === undefined
+      ? undefined
+      : createEtcdClient({
+          endpoints: registryAt.options.endpoints,
+          tls: registryAt.options.tls,
+          auth: registryAt.options.auth,
+        });
   try {
     const layoutKey = leaseKeys.layout(connection.keyPrefix);
     const raw = await unreachableAfter(client.get(layoutKey).string(), timeoutMs, where);
     const layout = raw === null ? DEFAULT_LAYOUT : createLayout(parseLayoutRecord(layoutKey, raw));
-    return await fn({ client, prefix: connection.keyPrefix, timeoutMs, layout });
+    const registry: RegistryIo | undefined =
+      registryAt === undefined || registryClient === undefined
+        ? undefined
+        : {
+            client: registryClient,
+            prefix: registryAt.keyPrefix,
+            timeoutMs,
+            name: registryAt.options.endpoints.join(','),
+          };
+    return await fn({ client, prefix: connection.keyPrefix, timeoutMs, layout }, registry);
   } catch (e) {
+    if (e instanceof SpareRegistryCallError) throw asCliError(e.cause, verb, registryWhere, true);
     throw asCliError(e, verb, where);
   } finally {
     client.close();
+    registryClient?.close();
   }
 }
 
-function asCliError(e: unknown, verb: string, where: string): unknown {
+function asCliError(e: unknown, verb: string, where: string, registry = false): unknown {
   if (e instanceof CliError) return e;
   if (isLeaseError(e)) return new CliError(EXIT_PROBLEM, e.message);
+  if (registry && (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError))
+    return new CliError(
+      EXIT_PROBLEM,
+      `${where}: etcd denied it (${e.message}): idgen spare ${verb} writes {registry-prefix}/spare-registry/ there; ` +
+        'use a user whose role may write it (docs/runbook.md "Lending a spare region code")',
+    );
+  if (registry && (e instanceof EtcdAuthenticationFailedError || e instanceof EtcdUserNotFoundError))
+    return new CliError(
+      EXIT_PROBLEM,
+      `${where}: etcd refused the credentials (--registry-user / --registry-password-file): ${e.message}`,
+    );
   if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError) {
     return new CliError(
       EXIT_PROBLEM,
-      verb === 'region init'
-        ? `etcd denied it (${e.message}): idgen region init writes {prefix}/region; use a user whose role may write the prefix (root, or idgen-node)`
+      verb.startsWith('region ')
+        ? `etcd denied it (${e.message}): idgen ${verb} writes {prefix}/region${verb === 'region restored' ? ' and every last-ms' : ''}; use a user whose role may write the prefix (root, or idgen-node)`
         : `etcd denied it (${e.message}): idgen spare ${verb} writes {prefix}/spare-codes/ (and adopt {prefix}/regions/{code}/last-ms/); ` +
             'use a user whose role may write them (docs/runbook.md "Lending a spare region code")',
     );
@@ -156,10 +235,13 @@ function describeRecord(r: SpareCodeRecord): string {
 
 /** `idgen spare lend <code> --to-region R --etcd <region R's etcd>`. */
 export async function runSpareLend(code: string, flags: LendFlags, ctx: VerbContext): Promise<ExitCode> {
+  requireRegistry(flags, 'lend');
   if (flags.toRegion === undefined) throw usageError('--to-region is required');
   const c = codeArg(code);
   const to = integerOption('--to-region', flags.toRegion, 0, DEFAULT_LAYOUT.maxRegion);
-  const { record, changed } = await withEtcd(flags, 'lend', (io) => lendSpareCode({ ...io, now: ctx.nowMs }, c, to));
+  const { record, changed } = await withRegistry(flags, 'lend', (io) =>
+    lendSpareCode({ ...io, now: ctx.nowMs }, c, to),
+  );
   if (flags.json) ctx.io.out(JSON.stringify({ record, changed }));
   else ctx.io.out(`spare code ${c}: ${describeRecord(record)}${changed ? '' : ' (already so: nothing written)'}`);
   return EXIT_OK;
@@ -171,13 +253,14 @@ export async function runSpareLend(code: string, flags: LendFlags, ctx: VerbCont
  * code `reclaimed`. Run again after a timeout: it carries on where it stopped.
  */
 export async function runSpareReclaim(code: string, flags: ReclaimFlags, ctx: VerbContext): Promise<ExitCode> {
+  requireRegistry(flags, 'reclaim');
   if (flags.handover === undefined) throw usageError('--handover FILE is required (where the handover is written)');
   const c = codeArg(code);
   const waitMs = integerOption('--wait-ms', flags.waitMs, 0, 3_600_000);
   const ttlMs = integerOption('--lease-ttl', flags.leaseTtl, 2, 3600) * 1000;
   const clockBoundMs = integerOption('--clock-bound-ms', flags.clockBoundMs, 0, 60_000);
   const file = flags.handover;
-  const outcome = await withEtcd(flags, 'reclaim', async (io) => {
+  const outcome = await withRegistry(flags, 'reclaim', async (io) => {
     const record = await beginReclaim({ ...io, now: ctx.nowMs }, c);
     if (!flags.json)
       ctx.io.err(
@@ -230,6 +313,7 @@ export async function runSpareReclaim(code: string, flags: ReclaimFlags, ctx: Ve
 
 /** `idgen spare adopt <code> --handover FILE --etcd <the new region's etcd>`. */
 export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbContext): Promise<ExitCode> {
+  requireRegistry(flags, 'adopt');
   if (flags.handover === undefined) throw usageError('--handover FILE is required (written by idgen spare reclaim)');
   const c = codeArg(code);
   let text: string;
@@ -245,7 +329,7 @@ export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbCo
     throw usageError((e as Error).message);
   }
   if (handover.code !== c) throw usageError(`${flags.handover} hands over code ${handover.code}, not ${c}`);
-  const { record, written, changed } = await withEtcd(flags, 'adopt', (io) =>
+  const { record, written, changed } = await withRegistry(flags, 'adopt', (io) =>
     adoptSpareCode({ ...io, now: ctx.nowMs }, handover),
   );
   if (flags.json) ctx.io.out(JSON.stringify({ record, written, changed }));
@@ -258,28 +342,43 @@ export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbCo
   return EXIT_OK;
 }
 
-/** `idgen spare list --etcd`: the spare codes of the layout record, each one's record here and its held slots. */
+/**
+ * `idgen spare list --etcd [--registry]`: the spare codes of the layout record, each one's record here and its held
+ * slots, and with --registry the registry's record beside it (the deployment's view: who holds the code).
+ */
 export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise<ExitCode> {
-  const rows = await withEtcd(flags, 'list', async (io) => {
+  const list = async (io: SpareIo, registry: RegistryIo | undefined) => {
     const layoutKey = leaseKeys.layout(io.prefix);
     const raw = await io.client.get(layoutKey).string();
     const spares = spareCodesOf(layoutKey, raw ?? undefined, io.layout.maxRegion);
     const entries: SpareCodeEntry[] = await listSpareCodes(io);
-    const codes = [...new Set([...spares, ...entries.map((e) => e.record.code)])].sort((a, b) => a - b);
+    const registered = registry === undefined ? undefined : await listRegistryCodes(registry, io.layout.maxRegion);
+    const codes = [
+      ...new Set([...spares, ...entries.map((e) => e.record.code), ...(registered ?? []).map((e) => e.record.code)]),
+    ].sort((a, b) => a - b);
     const out = [];
     for (const code of codes) {
       const e = entries.find((x) => x.record.code === code);
+      const r = registered?.find((x) => x.record.code === code);
       out.push({
         code,
         spare: spares.includes(code),
         record: e?.record ?? null,
         held: (await heldSlotsUnder(io, code)).map((h) => h.worker),
+        ...(registered === undefined
+          ? {}
+          : { registry: r === undefined ? null : { ...r.record, modRevision: r.modRevision } }),
       });
     }
     return out;
-  });
+  };
+  const rows =
+    flags.registry === undefined
+      ? await withEtcd(flags, 'list', (io) => list(io, undefined))
+      : await withRegistry(flags, 'list', (io) => list(io, io.registry));
   if (flags.json) ctx.io.out(JSON.stringify({ codes: rows }));
   else {
+    const withRegistryColumn = flags.registry !== undefined;
     const table = rows.map((r) => [
       String(r.code),
       r.record?.state ?? (r.spare ? 'spare' : ''),
@@ -290,10 +389,16 @@ export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise
         : String(r.record.lentTo),
       String(r.held.length),
       r.record?.at ?? '',
+      ...(withRegistryColumn ? [registryCell((r as { registry?: SpareRegistryRecord | null }).registry)] : []),
     ]);
-    for (const l of renderTable(['CODE', 'STATE', 'LENT-TO', 'HELD', 'SINCE'], table)) ctx.io.out(l);
+    const head = ['CODE', 'STATE', 'LENT-TO', 'HELD', 'SINCE', ...(withRegistryColumn ? ['REGISTRY'] : [])];
+    for (const l of renderTable(head, table)) ctx.io.out(l);
   }
   return EXIT_OK;
+}
+
+function registryCell(r: SpareRegistryRecord | null | undefined): string {
+  return r === null || r === undefined ? 'free' : describeRegistry(r);
 }
 
 /** What `decode --etcd` and `leases` say about a region code this etcd has a spare record for. */

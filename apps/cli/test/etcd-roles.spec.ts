@@ -59,6 +59,15 @@ describe('deploy/etcd/roles.sh', () => {
     writeFileSync(file, `${user}-pw\n`, { mode: 0o600 });
     return ['--etcd', url, '--etcd-user', user, '--etcd-password-file', file];
   };
+  /** The same etcd and user as the deployment's spare-code registry (docs/design.md §7). */
+  const registryAuth = (user: string): string[] => [
+    '--registry',
+    url,
+    '--registry-user',
+    user,
+    '--registry-password-file',
+    join(secrets, user),
+  ];
   const as = (user: string): string => `${user}:${user}-pw`;
 
   it('lets a node read and write its prefix, and nothing else', () => {
@@ -70,7 +79,15 @@ describe('deploy/etcd/roles.sh', () => {
     expect((await idgen(['layout', ...auth(users.operator)])).code).toBe(0);
     expect((await idgen(['leases', ...auth(users.operator), '--region', '3'])).code).toBe(0); // region 2 holds the node test's 'x'
     expect(put(url, as(users.operator), '/idgen/regions/2/workers/1')).toMatch(/permission denied/);
-    const lend = await idgen(['spare', 'lend', '6', '--to-region', '2', ...auth(users.operator)]);
+    const lend = await idgen([
+      'spare',
+      'lend',
+      '6',
+      '--to-region',
+      '2',
+      ...auth(users.operator),
+      ...registryAuth(users.operator),
+    ]);
     expect(lend.code).toBe(1);
     expect(lend.stderr).toMatch(/etcd denied it/);
     // It reads the region binding.
@@ -78,7 +95,15 @@ describe('deploy/etcd/roles.sh', () => {
   });
 
   it("lets the spare-code admin lend and list spare codes and write their last-ms, not the region's own leases", async () => {
-    const lend = await idgen(['spare', 'lend', '5', '--to-region', '2', ...auth(users.spare)]);
+    const lend = await idgen([
+      'spare',
+      'lend',
+      '5',
+      '--to-region',
+      '2',
+      ...auth(users.spare),
+      ...registryAuth(users.spare),
+    ]);
     expect(lend).toMatchObject({ code: 0, stdout: 'spare code 5: lent, lent to region 2\n' });
     const list = await idgenJson<{ codes: { code: number; record: unknown }[] }>([
       'spare',
@@ -89,6 +114,13 @@ describe('deploy/etcd/roles.sh', () => {
     expect(list.json.codes).toContainEqual(
       expect.objectContaining({ code: 5, record: expect.objectContaining({ state: 'lent', lentTo: 2 }) }),
     );
+    // The registry's record, where this etcd serves as the registry too.
+    expect(
+      JSON.parse(etcdctl(url, ['get', '--print-value-only', '/idgen/spare-registry/5'], { user: 'root:root-pw' })),
+    ).toMatchObject({
+      state: 'lent',
+      lentTo: 2,
+    });
     expect(put(url, as(users.spare), '/idgen/regions/5/last-ms/3')).toBe('ok'); // adopt's writes
     expect(put(url, as(users.spare), '/idgen/regions/2/last-ms/3')).toMatch(/permission denied/);
     expect(put(url, as(users.spare), '/idgen/regions/5/workers/3')).toMatch(/permission denied/);

@@ -1,6 +1,7 @@
 // idgen region init | show, run as the built `idgen` against real etcd servers (docs/design.md §5, region binding):
 // region 2's etcd is bound to 2 once, idempotently, and refused another code; a spare-code loan to region 3 is refused
 // there (it belongs in region 3's etcd); show prints the binding, and exits 1 on an etcd never bound.
+import { Etcd3 } from 'etcd3';
 import { startEtcd, cleanupAll } from '@idgen/testing';
 import { idgen, idgenJson } from './support.js';
 
@@ -8,9 +9,12 @@ jest.setTimeout(60_000);
 
 let regionTwo: string;
 let unbound: string;
+let restored: string;
 
 beforeAll(async () => {
-  [regionTwo, unbound] = (await Promise.all([startEtcd(), startEtcd()])).map((e) => e.clientUrl) as [string, string];
+  [regionTwo, unbound, restored] = (await Promise.all([startEtcd(), startEtcd(), startEtcd()])).map(
+    (e) => e.clientUrl,
+  ) as [string, string, string];
 });
 
 afterAll(() => cleanupAll());
@@ -71,7 +75,8 @@ describe('idgen region', () => {
 
   it("spare lend to region 3 against region 2's etcd exits 1: the loan belongs in region 3's etcd", async () => {
     expect((await idgen(['region', 'init', '--region', '2', '--etcd', regionTwo])).code).toBe(0);
-    const r = await idgen(['spare', 'lend', '5', '--to-region', '3', '--etcd', regionTwo]);
+    // The registry (here region 2's etcd) is never asked: the binding refuses first.
+    const r = await idgen(['spare', 'lend', '5', '--to-region', '3', '--etcd', regionTwo, '--registry', regionTwo]);
     expect(r).toMatchObject({ code: 1, stdout: '' });
     expect(r.stderr).toMatch(/^idgen spare lend: this etcd serves region 2 \(\/idgen\/region\), not region 3/);
     const list = await idgenJson<{ codes: { code: number; record: unknown }[] }>([
@@ -81,5 +86,48 @@ describe('idgen region', () => {
       regionTwo,
     ]);
     expect(list.json.codes.find((c) => c.code === 5)).toMatchObject({ record: null }); // nothing recorded
+  });
+
+  it('restored marks every slot unclean as of now (never lowering a record) and rebinds; another code exits 1', async () => {
+    const etcd = ['--etcd', restored];
+    expect((await idgen(['region', 'init', '--region', '2', ...etcd])).code).toBe(0);
+    const kv = new Etcd3({ hosts: [restored] });
+    try {
+      const ahead = Date.now() + 3_600_000;
+      const aheadRecord = { ms: ahead, released: true, nodeId: 'n', at: 't', ttlMs: 6000 };
+      await kv.put('/idgen/regions/2/last-ms/3').value(JSON.stringify(aheadRecord));
+      const wrong = await idgen(['region', 'restored', '--region', '3', ...etcd]);
+      expect(wrong).toMatchObject({ code: 1, stdout: '' });
+      expect(wrong.stderr).toMatch(/^idgen region restored: this etcd serves region 2 .*, not region 3/);
+
+      const from = Date.now();
+      const r = await idgenJson<{ written: number; codes: number[]; ms: number; clusterId: string }>([
+        'region',
+        'restored',
+        '--region',
+        '2',
+        ...etcd,
+      ]);
+      const to = Date.now();
+      expect(r).toMatchObject({ code: 0, json: { written: 128, codes: [2] } });
+      const read = async (w: number) =>
+        JSON.parse((await kv.get(`/idgen/regions/2/last-ms/${w}`).string()) ?? 'null') as {
+          ms: number;
+          released: boolean;
+          nodeId: string;
+        };
+      const marked = await read(4);
+      expect(marked).toMatchObject({ released: false, nodeId: 'region-restored' });
+      expect(marked.ms).toBeGreaterThanOrEqual(from);
+      expect(marked.ms).toBeLessThanOrEqual(to);
+      // A record above now keeps its millisecond, marked unclean.
+      expect(await read(3)).toMatchObject({ ms: ahead, released: false, nodeId: 'region-restored' });
+      const binding = JSON.parse((await kv.get('/idgen/region').string()) ?? 'null') as { restoredAt?: string };
+      expect(typeof binding.restoredAt).toBe('string');
+    } finally {
+      kv.close();
+    }
+    const text = await idgen(['region', 'restored', '--region', '2', ...etcd]);
+    expect(text.stdout).toMatch(/^region 2: 128 slot\(s\) of code\(s\) 2 marked unclean at \S+ .*\(unchanged\)\n$/);
   });
 });

@@ -1,8 +1,11 @@
 // idgen spare lend | reclaim | adopt | list, decode --etcd and leases on a borrowed code, each run as the built `idgen`
 // against real etcd servers: region 2's (which lends code 5) and a new region's (which adopts it). The borrower is a
 // real lease of @idgen/lease (embedded, borrowSpare) driving a stand-in minter. Each etcd is bound to its region's code
-// with idgen region init first: region 2's to 2, the new region's to 5 (the code it adopts).
+// with idgen region init first: region 2's to 2, the new region's to 5 (the code it adopts). lend, reclaim and adopt
+// are decided in the deployment's spare-code registry first (--registry, a third etcd; docs/design.md §7); region 3's
+// etcd is where a second loan of the same code is tried.
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createEtcdLease, type LeaseTarget, type WorkerAssignment, type WorkerLease } from '@idgen/lease';
@@ -13,11 +16,15 @@ jest.setTimeout(120_000);
 
 let regionTwo: string;
 let newRegion: string;
+let registry: string;
+let regionThree: string;
 let dir: string;
 const leases: WorkerLease[] = [];
 
 beforeAll(async () => {
-  [regionTwo, newRegion] = (await Promise.all([startEtcd(), startEtcd()])).map((e) => e.clientUrl) as [string, string];
+  [regionTwo, newRegion, registry, regionThree] = (
+    await Promise.all([startEtcd(), startEtcd(), startEtcd(), startEtcd()])
+  ).map((e) => e.clientUrl) as [string, string, string, string];
   dir = tempDirSync('cli-spare').path;
 });
 
@@ -67,14 +74,23 @@ interface SlotsJson {
 
 describe('idgen spare, across two etcd clusters', () => {
   it('lend, borrow (leases and decode show it), reclaim to a handover file, adopt in the new region', async () => {
-    const two = ['--etcd', regionTwo];
+    const two = ['--etcd', regionTwo, '--registry', registry];
+    const fresh = ['--etcd', newRegion, '--registry', registry];
     // Usage and refusals first.
     expect((await idgen(['spare', 'lend', '5', ...two])).code).toBe(2); // no --to-region
+    // No registry: a usage error naming it, before any etcd call.
+    const noRegistry = await idgen(['spare', 'lend', '5', '--to-region', '2', '--etcd', regionTwo]);
+    expect(noRegistry.code).toBe(2);
+    expect(noRegistry.stderr).toMatch(/^idgen spare lend: --registry is required: idgen spare lend is decided in/m);
+    for (const v of ['reclaim', 'adopt'])
+      expect(
+        (await idgen(['spare', v, '5', '--handover', join(dir, 'code-5.json'), '--etcd', regionTwo])).stderr,
+      ).toMatch(new RegExp(`^idgen spare ${v}: --registry is required`, 'm'));
     // Not bound yet: the loan has no region's etcd to go to.
     const unbound = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
     expect(unbound.code).toBe(1);
     expect(unbound.stderr).toMatch(/^idgen spare lend: this etcd was never bound to a region code/m);
-    expect(await idgen(['region', 'init', '--region', '2', ...two])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--region', '2', '--etcd', regionTwo])).toMatchObject({ code: 0 });
     const notSpare = await idgen(['spare', 'lend', '2', '--to-region', '2', ...two]);
     expect(notSpare.code).toBe(1);
     expect(notSpare.stderr).toMatch(/^idgen spare lend: region code 2 is not a spare code \(spare codes: 5, 6, 7/m);
@@ -100,18 +116,18 @@ describe('idgen spare, across two etcd clusters', () => {
     expect(borrower.assignment?.region).toBe(5);
     const worker = borrower.assignment?.worker ?? -1;
 
-    const leasesRun = await idgenJson<SlotsJson>(['leases', ...two, '--region', '5']);
+    const leasesRun = await idgenJson<SlotsJson>(['leases', '--etcd', regionTwo, '--region', '5']);
     expect(leasesRun.code).toBe(0);
     expect(leasesRun.json.slots).toMatchObject([
       { region: 5, worker, holder: { kind: 'embedded' }, flags: ['borrowed: code 5, lent to region 2'] },
     ]);
-    const table = await idgen(['leases', ...two, '--region', '5']);
+    const table = await idgen(['leases', '--etcd', regionTwo, '--region', '5']);
     expect(table.stdout).toMatch(
       new RegExp(`^5\\s+${worker}\\s+\\S+\\s+embedded\\s.*borrowed: code 5, lent to region 2$`, 'm'),
     );
 
     const id = DEFAULT_LAYOUT.compose({ timestampMs: 1000, region: 5, worker, sequence: 7 }).toString();
-    const decoded = await idgen(['decode', id, ...two]);
+    const decoded = await idgen(['decode', id, '--etcd', regionTwo]);
     expect(decoded.code).toBe(0);
     expect(JSON.parse(decoded.stdout)).toMatchObject({
       region: 5,
@@ -125,13 +141,24 @@ describe('idgen spare, across two etcd clusters', () => {
     const list = await idgenJson<{ codes: { code: number; record: { state: string } | null; held: number[] }[] }>([
       'spare',
       'list',
-      ...two,
+      '--etcd',
+      regionTwo,
     ]);
     expect(list.json.codes).toEqual([
       { code: 5, spare: true, record: expect.objectContaining({ state: 'lent', lentTo: 2 }), held: [worker] },
       { code: 6, spare: true, record: null, held: [] },
       { code: 7, spare: true, record: null, held: [] },
     ]);
+    // With --registry, the registry's record beside each: the mirror names the registry revision it follows.
+    const both = await idgenJson<{
+      codes: { code: number; record: { registryRevision?: string } | null; registry: Record<string, unknown> | null }[];
+    }>(['spare', 'list', ...two]);
+    expect(both.json.codes[0]).toMatchObject({
+      code: 5,
+      registry: { state: 'lent', lentTo: 2, modRevision: both.json.codes[0]?.record?.registryRevision },
+    });
+    expect(both.json.codes[1]).toMatchObject({ code: 6, registry: null });
+    expect((await idgen(['spare', 'list', ...two])).stdout).toMatch(/^5\s+lent\s+2\s+1\s+\S+\s+lent to region 2$/m);
 
     // Reclaim: with no time to wait the slot is still held (exit 1, run again); then the handover.
     const file = join(dir, 'code-5.json');
@@ -174,10 +201,10 @@ describe('idgen spare, across two etcd clusters', () => {
     expect(onLender.code).toBe(1);
     expect(onLender.stderr).toMatch(/^idgen spare adopt: this etcd serves region 2 \(\/idgen\/region\), not region 5/m);
     expect(await idgen(['region', 'init', '--region', '5', '--etcd', newRegion])).toMatchObject({ code: 0 });
-    expect((await idgen(['spare', 'adopt', '6', '--handover', file, '--etcd', newRegion])).code).toBe(2);
+    expect((await idgen(['spare', 'adopt', '6', '--handover', file, ...fresh])).code).toBe(2);
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{"format":"something else"}');
-    const badRun = await idgen(['spare', 'adopt', '5', '--handover', bad, '--etcd', newRegion]);
+    const badRun = await idgen(['spare', 'adopt', '5', '--handover', bad, ...fresh]);
     expect(badRun.code).toBe(2);
     expect(badRun.stderr).toMatch(/bad.json: format is not "idgen-spare-handover\/1"/);
     const adopted = await idgenJson<{ changed: boolean; written: number; record: { state: string } }>([
@@ -186,14 +213,13 @@ describe('idgen spare, across two etcd clusters', () => {
       '5',
       '--handover',
       file,
-      '--etcd',
-      newRegion,
+      ...fresh,
     ]);
     expect(adopted).toMatchObject({
       code: 0,
       json: { changed: true, written: handover.workers.length, record: { state: 'adopted' } },
     });
-    expect((await idgen(['spare', 'adopt', '5', '--handover', file, '--etcd', newRegion])).stdout).toMatch(
+    expect((await idgen(['spare', 'adopt', '5', '--handover', file, ...fresh])).stdout).toMatch(
       /already adopted here; 0 last-ms record\(s\) written/,
     );
     const slots = await idgenJson<SlotsJson>(['leases', '--etcd', newRegion, '--region', '5']);
@@ -211,6 +237,86 @@ describe('idgen spare, across two etcd clusters', () => {
       const help = await idgen(['spare', v, '--help']);
       expect(help.code).toBe(0);
       expect(help.stdout).toMatch(/--etcd-password-file/);
+      expect(help.stdout).toMatch(/--registry <urls>[\s\S]*--registry-prefix[\s\S]*--registry-password-file/);
+    }
+  });
+
+  it("the registry decides: a second loan through region 3's etcd is refused, and so is a lend after adoption", async () => {
+    // Runs after the first test: code 5 is adopted in the registry, by the new region's etcd.
+    expect(await idgen(['region', 'init', '--region', '3', '--etcd', regionThree])).toMatchObject({ code: 0 });
+    const three = ['--etcd', regionThree, '--registry', registry];
+    const two = ['--etcd', regionTwo, '--registry', registry];
+    expect(await idgen(['spare', 'lend', '6', '--to-region', '2', ...two])).toMatchObject({ code: 0 });
+    const second = await idgen(['spare', 'lend', '6', '--to-region', '3', ...three]);
+    expect(second).toMatchObject({ code: 1, stdout: '' });
+    expect(second.stderr).toMatch(
+      /^idgen spare lend: spare code 6 is lent to region 2 \(\/idgen\/spare-registry\/6 in the spare-code registry, since \S+\): not lent to region 3/m,
+    );
+    const adoptedElsewhere = await idgen(['spare', 'lend', '5', '--to-region', '3', ...three]);
+    expect(adoptedElsewhere.code).toBe(1);
+    expect(adoptedElsewhere.stderr).toMatch(/^idgen spare lend: spare code 5 is adopted by the etcd of cluster \d+/m);
+    // Region 3's etcd recorded neither.
+    const list = await idgenJson<{ codes: { code: number; record: unknown; registry: { state: string } | null }[] }>([
+      'spare',
+      'list',
+      ...three,
+    ]);
+    expect(list.json.codes.map((c) => [c.code, c.record, c.registry?.state ?? null])).toEqual([
+      [5, null, 'adopted'],
+      [6, null, 'lent'],
+      [7, null, null],
+    ]);
+  });
+
+  it('a registry that does not answer: lend, reclaim and adopt exit 3 within --timeout-ms and write nothing', async () => {
+    const sockets: Socket[] = [];
+    const hole = createServer((socket) => void sockets.push(socket)); // accepts, never answers
+    await new Promise<void>((r) => hole.listen(0, '127.0.0.1', () => r()));
+    const port = (hole.address() as { port: number }).port;
+    try {
+      for (const dead of ['http://127.0.0.1:9', `http://127.0.0.1:${port}`]) {
+        const flags = ['--registry', dead, '--timeout-ms', '1500'];
+        const timed = async (args: string[]): Promise<string> => {
+          const start = Date.now();
+          const r = await idgen(args);
+          expect(Date.now() - start).toBeLessThan(1500 + 5000); // the timeout, and the CLI's own start-up
+          expect(r).toMatchObject({ code: 3, stdout: '' });
+          expect(r.stderr).toContain(`the spare-code registry ${dead}`);
+          return r.stderr;
+        };
+        await timed(['spare', 'lend', '7', '--to-region', '3', '--etcd', regionThree, ...flags]);
+        // Code 6 is lent to region 2 (the test before): the reclaim leaves it lent.
+        await timed(['spare', 'reclaim', '6', '--handover', join(dir, 'never.json'), '--etcd', regionTwo, ...flags]);
+        const handover = join(dir, 'code-5.json');
+        expect(
+          await idgen(['region', 'init', '--region', '5', '--etcd', regionThree, '--etcd-prefix', '/other']),
+        ).toMatchObject({ code: 0 });
+        await timed([
+          'spare',
+          'adopt',
+          '5',
+          '--handover',
+          handover,
+          '--etcd',
+          regionThree,
+          '--etcd-prefix',
+          '/other',
+          ...flags,
+        ]);
+        const codes = async (etcd: string[]) =>
+          (await idgenJson<{ codes: { code: number; record: { state: string } | null }[] }>(['spare', 'list', ...etcd]))
+            .json.codes;
+        expect((await codes(['--etcd', regionThree])).find((c) => c.code === 7)?.record).toBeNull();
+        expect((await codes(['--etcd', regionTwo])).find((c) => c.code === 6)?.record).toMatchObject({ state: 'lent' });
+        expect((await codes(['--etcd', regionThree, '--etcd-prefix', '/other'])).every((c) => c.record === null)).toBe(
+          true,
+        );
+        const slots = await idgenJson<SlotsJson>(['leases', '--etcd', regionThree, '--etcd-prefix', '/other']);
+        expect(slots.json.slots).toEqual([]);
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((r) => hole.close(() => r()));
     }
   });
 
@@ -234,6 +340,11 @@ describe('idgen spare, across two etcd clusters', () => {
       'operator',
       '--etcd-password-file',
       pw,
+      // A registry of its own (its prefix): the registry records the loan; region 2's etcd refuses the mirror.
+      '--registry',
+      registry,
+      '--registry-prefix',
+      '/ro-test',
     ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^idgen spare lend: etcd denied it .*writes \{prefix\}\/spare-codes\//m);

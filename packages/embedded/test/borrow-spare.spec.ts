@@ -39,7 +39,9 @@ function source(prefix: string, borrowSpare: boolean): EmbeddedIdSource {
 
 it('a full range borrows under a code lent to the region: its IDs carry the code, and reclaiming takes the slot back', async () => {
   const prefix = `/idgen-embedded/borrow-${process.pid}`;
-  const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+  // The deployment's spare-code registry (docs/design.md §7): here region 2's etcd, under the same prefix.
+  const registry = { client: kv, prefix, timeoutMs: 2000 };
+  const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
   await bindRegion(etcd, 2, prefix); // region 2's etcd, bound to 2 (idgen region init) before its first source
   const own = source(prefix, false);
   await own.ready();

@@ -39,17 +39,25 @@ export class EndpointRoutes {
 
 /**
  * One keep-alive of lease `leaseId` through `client` (what etcd3's `Lease.keepaliveOnce` does, on a client of our
- * choosing). Rejects with etcd3's `EtcdLeaseInvalidError` when etcd says the lease is gone (TTL 0).
+ * choosing), resolving to the answer's header. Rejects with etcd3's `EtcdLeaseInvalidError` when etcd says the lease
+ * is gone (TTL 0).
  */
-export async function keepAliveOnce(client: Etcd3, leaseId: string, timeoutMs: number): Promise<void> {
+export async function keepAliveOnce(
+  client: Etcd3,
+  leaseId: string,
+  timeoutMs: number,
+): Promise<{ readonly cluster_id: string; readonly revision: string } | undefined> {
   const stream = await client.leaseClient.leaseKeepAlive(deadlineIn(timeoutMs));
   try {
-    const res = await new Promise<{ TTL: string }>((resolve, reject) => {
-      stream.on('data', resolve);
-      stream.on('error', (e: Error) => reject(castGrpcError(e)));
-      stream.write({ ID: leaseId });
-    });
+    const res = await new Promise<{ TTL: string; header?: { cluster_id: string; revision: string } }>(
+      (resolve, reject) => {
+        stream.on('data', resolve);
+        stream.on('error', (e: Error) => reject(castGrpcError(e)));
+        stream.write({ ID: leaseId });
+      },
+    );
     if (res.TTL === '0') throw new EtcdLeaseInvalidError(leaseId);
+    return res.header;
   } finally {
     stream.end();
   }

@@ -24,6 +24,7 @@ import {
 import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
 import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
 import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
+import { EtcdHistory } from './etcd-history.js';
 import { checkRegionBinding } from './region-binding.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
@@ -31,6 +32,8 @@ import type { SlotHolder } from './errors.js';
 import { LeaseAttributes, LeaseMetrics } from './metrics.js';
 import type { ChurnEvent } from './metrics.js';
 import { computeFloor, describeWorkerHolder, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
+import { closeTenure, openTenure, tenureKey, updateTenureRecord } from './tenure-ledger.js';
+import type { Tenure, TenureEnd } from './tenure-ledger.js';
 import type { LastMsRecord, WorkerRecord } from './records.js';
 import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
 
@@ -68,6 +71,10 @@ interface Session {
   spare?: SpareGuard;
   /** A refresh found the borrowed code's spare record changed (reclaimed): the slot is given back, not lost. */
   withdrawn?: boolean;
+  /** This session's tenure as recorded at its claim (tenure-ledger.ts), closed at its end. */
+  tenure?: Tenure;
+  /** The tenure record's mod revision as this session's write left it: found at another, someone else wrote it. */
+  tenureRevision?: string;
 }
 
 /**
@@ -121,6 +128,10 @@ export function createEtcdLease(options: EtcdLeaseOptions, target: LeaseTarget):
 
 class EtcdWorkerLease implements WorkerLease {
   private client: Etcd3 | undefined;
+  /** What this holder has seen of etcd's history: a revision that goes back or another cluster ID fences. */
+  private readonly history = new EtcdHistory();
+  /** Set when etcd stopped being trustworthy (docs/design.md §5): claims after it start above it + TTL + bound. */
+  private untrustedSinceWall: number | undefined;
   /** The route of the keep-alives and `last-ms` refreshes: one member at a time, the next one on a failure. */
   private routes: EndpointRoutes | undefined;
   private state: LeaseState = 'idle';
@@ -270,18 +281,7 @@ class EtcdWorkerLease implements WorkerLease {
       );
       this.setState('claiming', 'connecting to etcd and checking the layout record');
       await this.retrying('layout check', () => this.checkLayout());
-      // docs/design.md §5: this etcd must be bound to this region code (idgen region init), in the cluster it answers from.
-      await this.retrying('region binding check', () =>
-        checkRegionBinding(
-          {
-            client: this.requireClient(),
-            prefix: this.cfg.prefix,
-            timeoutMs: this.cfg.requestTimeoutMs,
-            layout: this.cfg.layout,
-          },
-          this.cfg.region,
-        ),
-      );
+      await this.retrying('region binding check', () => this.checkBinding());
       // docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here.
       await this.retrying('region code check', () =>
         checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, {
@@ -375,6 +375,33 @@ class EtcdWorkerLease implements WorkerLease {
     if (differences.length > 0) throw new LayoutMismatchError(key, differences);
   }
 
+  /** docs/design.md §5: this etcd must be bound to this region code (idgen region init), in the cluster it answers from. */
+  private async checkBinding(): Promise<void> {
+    const check = await checkRegionBinding(
+      {
+        client: this.requireClient(),
+        prefix: this.cfg.prefix,
+        timeoutMs: this.cfg.requestTimeoutMs,
+        layout: this.cfg.layout,
+      },
+      this.cfg.region,
+    );
+    this.history.observe({ cluster_id: check.clusterId, revision: check.revision });
+  }
+
+  /**
+   * etcd's history went back, or this holder's own key or lease went without a release (docs/design.md §5, "a rewound
+   * etcd is never trusted"): the records may have lost what holders of the lost history minted, and those holders may
+   * still be minting until their own deadline. Every slot is unclean as of now: the next claim's floor is at least now
+   * + TTL + the clock bound, whatever `last-ms` says, and the binding is checked again before it.
+   */
+  private distrust(why: string): void {
+    const now = this.cfg.clock.nowMs();
+    if (this.untrustedSinceWall === undefined || now > this.untrustedSinceWall) this.untrustedSinceWall = now;
+    this.history.reset();
+    this.cfg.logger.error({ why, untrustedSince: new Date(now).toISOString() }, 'lease: etcd cannot be trusted');
+  }
+
   private requireClient(): Etcd3 {
     if (this.client === undefined) throw new Error('etcd client not created');
     return this.client;
@@ -407,6 +434,8 @@ class EtcdWorkerLease implements WorkerLease {
   private async claimAndWait(): Promise<void> {
     const client = this.requireClient();
     const { clock, ttlSeconds, ttlMs, fenceMarginMs, requestTimeoutMs, prefix, nodeId } = this.cfg;
+    // After a rewind, the etcd answering may be a restored one: its binding decides (another cluster ID refuses).
+    if (this.untrustedSinceWall !== undefined) await this.checkBinding();
 
     // Grant. The deadline counts from before the request was sent: etcd's TTL starts later than that.
     const sentMono = clock.monoMs();
@@ -476,6 +505,7 @@ class EtcdWorkerLease implements WorkerLease {
                 JSON.stringify(holder),
                 requestTimeoutMs,
                 spare,
+                this.history,
               );
             } catch (e) {
               if (!outcomeUnknown(e)) throw e;
@@ -490,6 +520,11 @@ class EtcdWorkerLease implements WorkerLease {
           }
         };
         const outcome = await askClaim();
+        const rewound = this.history.problem;
+        if (rewound !== undefined) {
+          this.distrust(rewound);
+          throw new SessionLostError(`${rewound}: no claim on this history (docs/design.md §5)`);
+        }
         if (outcome.kind === 'withdrawn') {
           refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
           return 'withdrawn';
@@ -556,17 +591,23 @@ class EtcdWorkerLease implements WorkerLease {
       s.region = claimed.region;
       s.worker = claimed.worker;
       if (claimed.spare !== undefined) s.spare = claimed.spare;
-      const floorMs = computeFloor(claimed.last, {
+      const recordFloor = computeFloor(claimed.last, {
         ttlMs,
         clockBoundMs: this.cfg.clockBoundMs,
         epochMs: this.cfg.layout.epochMs,
       });
+      // After etcd stopped being trustworthy, no record is: start above that moment + TTL + bound (docs/design.md §5).
+      const untrusted = this.untrustedSinceWall;
+      const floorMs =
+        untrusted === undefined ? recordFloor : Math.max(recordFloor, untrusted + ttlMs + this.cfg.clockBoundMs);
       s.floorMs = floorMs;
 
       // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
       const written = await this.writeLastMs(s, false, requestTimeoutMs);
       if (written !== undefined) throw new SessionLostError(`right after the claim: ${written}`);
       s.loop = this.keepAliveLoop(s);
+      // The tenure on record before the first mint (tenure-ledger.ts), written while the floor is waited for.
+      const tenureWritten = this.recordTenureStart(s, claimed.last);
 
       const wait = floorMs - clock.nowMs();
       this.setState(
@@ -580,6 +621,8 @@ class EtcdWorkerLease implements WorkerLease {
           (wait >= 0 ? ` (${wait + 1} ms)` : ''),
       );
       await this.waitForFloor(s, floorMs);
+      const tenureProblem = await tenureWritten;
+      if (tenureProblem !== undefined) throw new SessionLostError(tenureProblem);
 
       this.checkSession(s);
       this.lifetime.signal.throwIfAborted();
@@ -608,6 +651,95 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   /**
+   * Records this session's tenure, open, in the slot's tenure record (closing a predecessor's left open), before the
+   * first mint: `undefined` once on record (or when the record is unreadable: left for an operator, the audit reports
+   * it), else why the claim must not go on (the slot is not ours, or etcd did not answer: the claim is tried again).
+   * A change under the key by someone else is logged, never fenced for: the record is an audit trail, not a safety
+   * record (docs/design.md §5).
+   */
+  private async recordTenureStart(s: Session, last: LastMsRecord | undefined): Promise<string | undefined> {
+    if (s.region === undefined || s.worker === undefined || s.floorMs === undefined) return 'no slot claimed';
+    const now = this.cfg.clock.nowMs();
+    const mine: Tenure = {
+      code: s.region,
+      worker: s.worker,
+      kind: this.cfg.kind,
+      nodeId: this.cfg.nodeId,
+      leaseId: s.leaseId,
+      firstMs: s.floorMs + 1,
+      lastMs: null,
+      end: 'open',
+      startedAt: new Date(now).toISOString(),
+    };
+    s.tenure = mine;
+    const iso = new Date(now).toISOString();
+    try {
+      const outcome = await this.updateTenure(s, (r) => openTenure(r, mine, last, this.cfg.ttlMs, iso));
+      if (outcome === 'not-held') return 'the worker key is no longer held by this lease (tenure record)';
+      return undefined;
+    } catch (e) {
+      return `the tenure record was not written: ${errorText(e)}`;
+    }
+  }
+
+  /**
+   * Closes this session's tenure as `end` with `lastMs` (tenure-ledger.ts); best effort, never thrown: a tenure left
+   * open is closed by the next holder as `expired`, with the bound of what it may have minted.
+   */
+  private async recordTenureEnd(s: Session, end: Exclude<TenureEnd, 'open'>, lastMs: number): Promise<void> {
+    const mine = s.tenure;
+    if (mine === undefined) return;
+    const iso = new Date(this.cfg.clock.nowMs()).toISOString();
+    try {
+      const outcome = await this.updateTenure(s, (r) => closeTenure(r, mine, end, lastMs, iso));
+      if (outcome === 'not-held')
+        this.cfg.logger.warn({ end }, 'lease: tenure not closed: the worker key is gone (the next holder closes it)');
+    } catch (e) {
+      this.cfg.logger.warn(
+        { err: errorText(e), end },
+        'lease: closing the tenure record failed (the next holder does)',
+      );
+    }
+  }
+
+  private async updateTenure(
+    s: Session,
+    update: Parameters<typeof updateTenureRecord>[3],
+  ): Promise<'written' | 'not-held' | 'left'> {
+    const { prefix, requestTimeoutMs } = this.cfg;
+    const region = s.region ?? 0;
+    const worker = s.worker ?? 0;
+    const keys = { worker: leaseKeys.worker(prefix, region, worker), tenures: tenureKey(prefix, region, worker) };
+    const outcome = await updateTenureRecord(this.requireClient(), s.leaseId, keys, update, requestTimeoutMs, {
+      ...(s.tenureRevision === undefined ? {} : { lastWritten: s.tenureRevision }),
+      onForeign: (found) =>
+        this.cfg.logger.error(
+          { key: keys.tenures, found: found?.value.slice(0, 200) ?? 'deleted' },
+          'lease: the tenure record changed under a key this holder holds, not by a write of its own (not fenced: it is an audit record; idgen audit reports it)',
+        ),
+    });
+    if (outcome.kind === 'not-held') return 'not-held';
+    if (outcome.kind === 'unreadable') {
+      this.cfg.logger.error(
+        { key: keys.tenures, err: outcome.problem },
+        'lease: the tenure record is unreadable; left as it is',
+      );
+      return 'left';
+    }
+    if (outcome.kind === 'contended') {
+      this.cfg.logger.error(
+        { key: keys.tenures, found: outcome.foreign },
+        'lease: the tenure record kept changing; left as it is',
+      );
+      return 'left';
+    }
+    // Unknown after a late write of ours was found (no revision): the next update then checks nothing.
+    if (outcome.kind === 'written' && outcome.revision !== undefined) s.tenureRevision = outcome.revision;
+    else delete s.tenureRevision;
+    return 'written';
+  }
+
+  /**
    * Watches this session's own worker key from just after the claim: deleted or overwritten by anyone (an
    * operator's etcdctl, a forged release), the holder fences at once instead of at its next refresh (docs/design.md §5,
    * root of trust). The lease's own end (expiry, revoke) deletes it too; by then the session has ended.
@@ -619,11 +751,14 @@ class EtcdWorkerLease implements WorkerLease {
     // and the process alive after the client is closed.
     const w = this.requireClient().watch().key(key).startRevision(from).watcher();
     s.watcher = w;
-    const changed = (what: string) => (): void =>
+    const changed = (what: string) => (): void => {
+      if (s.ended) return;
+      this.distrust(`the worker key ${key} was ${what} under this holder`);
       this.lose(
         s,
         `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`,
       );
+    };
     w.on('delete', changed('deleted'));
     w.on('put', changed('overwritten'));
     w.on('error', (e) =>
@@ -699,7 +834,13 @@ class EtcdWorkerLease implements WorkerLease {
         record,
         left,
         released ? undefined : s.spare,
+        this.history,
       );
+      const rewound = this.history.problem;
+      if (rewound !== undefined) {
+        this.distrust(rewound);
+        return `${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`;
+      }
       if (outcome.kind === 'withdrawn') {
         s.withdrawn = true;
         return `spare code ${s.region} is being reclaimed (${s.spare?.key} changed): the borrowed slot ${s.region}/${s.worker} is given back`;
@@ -763,10 +904,22 @@ class EtcdWorkerLease implements WorkerLease {
     const sentMono = clock.monoMs();
     const left = (): number => keepAliveTimeoutMs - (clock.monoMs() - sentMono);
     try {
-      await withTimeout(keepAliveOnce(client, s.leaseId, keepAliveTimeoutMs), keepAliveTimeoutMs, 'keep-alive');
+      const header = await withTimeout(
+        keepAliveOnce(client, s.leaseId, keepAliveTimeoutMs),
+        keepAliveTimeoutMs,
+        'keep-alive',
+      );
+      const rewound = this.history.observe(header);
+      if (rewound !== undefined) {
+        this.distrust(rewound);
+        this.lose(s, `${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
+        return 'ended';
+      }
     } catch (e) {
       if (s.ended) return 'ended';
       if (e instanceof EtcdLeaseInvalidError) {
+        // Gone without a release: a lease etcd expired, or one a restored etcd never had.
+        this.distrust(`etcd says lease ${s.leaseId} is gone`);
         this.lose(s, `etcd says lease ${s.leaseId} has expired`);
         return 'ended';
       }
@@ -840,7 +993,13 @@ class EtcdWorkerLease implements WorkerLease {
     }
     this.cfg.logger.warn({ region: s.region, worker: s.worker, leaseId: s.leaseId, why }, 'lease: fenced');
     this.setState('fenced', why);
-    void this.revokeQuietly(s.lease);
+    // Minting stopped above: the last minted millisecond is the tenure's exact end. Closed before the revoke (the write
+    // compares the worker key's lease); a key already gone leaves it to the next holder, which closes it `expired`.
+    const lastMinted = this.target.lastMintedMs();
+    void (async () => {
+      if (wasAssigned && this.client !== undefined) await this.recordTenureEnd(s, 'fenced', lastMinted);
+      await this.revokeQuietly(s.lease);
+    })();
     // A loss while claiming is handled by the claim loop (claimAndWait rejects); a loss while alive re-claims here.
     if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) {
       this.reclaiming = this.acquire(false).catch((e: unknown) => {
@@ -867,8 +1026,10 @@ class EtcdWorkerLease implements WorkerLease {
     this.reclaiming = (async () => {
       try {
         const lost = await this.writeLastMs(s, true, this.cfg.requestTimeoutMs);
-        if (lost === undefined) this.count(LeaseAttributes.released);
-        else
+        if (lost === undefined) {
+          this.count(LeaseAttributes.released);
+          await this.recordTenureEnd(s, 'reclaimed', s.ackedLastMs);
+        } else
           this.cfg.logger.warn(
             { why: lost },
             'lease: final last-ms of the borrowed slot not written (the handover waits as after a crash)',
@@ -957,6 +1118,8 @@ class EtcdWorkerLease implements WorkerLease {
             const lost = await this.writeLastMs(s, true, timeout);
             if (lost !== undefined)
               this.cfg.logger.warn({ why: lost }, 'lease: final last-ms not written; left as it was');
+            // The tenure closes at the final released millisecond (the next holder may start right above it).
+            else await this.recordTenureEnd(s, 'released', s.ackedLastMs);
           } catch (e) {
             this.cfg.logger.warn(
               { err: errorText(e) },

@@ -28,6 +28,24 @@ export const ETCD_FLAGS = [
   },
 ] as const satisfies readonly FlagDoc<keyof EtcdFlagValues>[];
 
+/**
+ * The same flags for another etcd than the region's, named after it: `etcdFlagsFor('registry', 'the spare-code
+ * registry')` gives `--registry-prefix`, `--registry-ca`, … `--registry-password-file` (docs/design.md §7), for
+ * {@link etcdConnectionFromFlags} with `name: '--registry'`.
+ */
+export function etcdFlagsFor(name: string, what: string): FlagDoc<keyof EtcdFlagValues>[] {
+  return ETCD_FLAGS.map((f) => ({
+    ...f,
+    flags: f.flags.replace('--etcd-', `--${name}-`),
+    description: f.description
+      .replace('--etcd-', `--${name}-`)
+      .replace(/the etcd servers'/, `${what}'s servers'`)
+      .replace(/\b(in|for) etcd\b/, `$1 ${what}`)
+      .replace(/^etcd user/, `${what}'s etcd user`)
+      .replace(/the etcd user's/, `${what}'s etcd user's`),
+  }));
+}
+
 /** A package's flag, as a tool declares it: commander's syntax (`--etcd-ca <file>`), the field its value goes in, help. */
 export interface FlagDoc<K extends string = string> {
   readonly flags: string;
@@ -87,10 +105,12 @@ export function etcdConnectionFromFlags(flags: EtcdFlagValues): EtcdConnectionOp
     problems.push(
       `${flags.etcd.name} must list at least one etcd URL (http://host:port), got ${JSON.stringify(flags.etcd.value)}`,
     );
+  // The flags are named after the connection (`--etcd`, or `--registry` for the spare-code registry).
+  const base = flags.etcd.name.startsWith('--') ? flags.etcd.name : '--etcd';
   if ((flags.cert === undefined) !== (flags.key === undefined))
-    problems.push('--etcd-cert and --etcd-key go together: give both or neither');
+    problems.push(`${base}-cert and ${base}-key go together: give both or neither`);
   if ((flags.user === undefined) !== (flags.passwordFile === undefined))
-    problems.push('--etcd-user and --etcd-password-file go together: give both or neither');
+    problems.push(`${base}-user and ${base}-password-file go together: give both or neither`);
   const ca = readFlagFile(flags.ca, 'the etcd CA file', problems);
   const cert = readFlagFile(flags.cert, 'the etcd client certificate', problems);
   const key = readFlagFile(flags.key, 'the etcd client key', problems);

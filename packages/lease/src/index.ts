@@ -20,7 +20,7 @@ export {
   resolveLeaseConfig,
 } from './config.js';
 export { createEtcdClient } from './etcd-client.js';
-export { ETCD_FLAGS, etcdConnectionFromFlags } from './flags.js';
+export { ETCD_FLAGS, etcdConnectionFromFlags, etcdFlagsFor } from './flags.js';
 export type { EtcdFlagValues, FlagDoc, NamedValue } from './flags.js';
 export type { EtcdConnectionOptions, EtcdLeaseOptions, EtcdTlsOptions, LeaseConfig, WorkerRange } from './config.js';
 export { createEtcdLease } from './etcd-lease.js';
@@ -38,6 +38,19 @@ export { LeaseAttributes, LeaseMetrics } from './metrics.js';
 export type { ChurnEvent } from './metrics.js';
 export { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
 export type { LastMsRecord, WorkerRecord } from './records.js';
+export {
+  EMPTY_TENURE_RECORD,
+  TENURE_KEEP,
+  closeTenure,
+  compactTenures,
+  lastMsUpperBound,
+  openTenure,
+  parseTenureRecord,
+  tenureDir,
+  tenureKey,
+  updateTenureRecord,
+} from './tenure-ledger.js';
+export type { Tenure, TenureEnd, TenureRecord, TenureWriteOutcome } from './tenure-ledger.js';
 export {
   DEFAULT_REGIONS_IN_USE,
   HANDOVER_NODE_ID,
@@ -57,6 +70,25 @@ export {
   spareKeys,
 } from './spare-codes.js';
 export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeRecord, SpareCodeState } from './spare-codes.js';
+export type { WithRegistry } from './spare-codes.js';
+export {
+  SpareRegistryCallError,
+  casRegistryCode,
+  describeRegistry,
+  listRegistryCodes,
+  parseRegistryRecord,
+  readRegistryCode,
+  registryKeys,
+} from './spare-registry.js';
+export type {
+  RegistryAdopter,
+  RegistryHandover,
+  RegistryIo,
+  RegistryState,
+  RegistryTrailEntry,
+  SpareRegistryEntry,
+  SpareRegistryRecord,
+} from './spare-registry.js';
 export {
   RegionBindingError,
   checkRegionBinding,
@@ -65,6 +97,8 @@ export {
   regionBindingKey,
 } from './region-binding.js';
 export type { RegionBindingCheck, RegionBindingRecord } from './region-binding.js';
+export { RESTORED_NODE_ID, markRegionRestored } from './region-restore.js';
+export type { RegionRestoredReport } from './region-restore.js';
 export { silentLogger } from './types.js';
 export type {
   LeaseExtension,

@@ -9,6 +9,8 @@ export const leaseKeys = {
   lastMs: (prefix: string, region: number, worker: number) => `${prefix}/regions/${region}/last-ms/${worker}`,
   node: (prefix: string, region: number, nodeId: string) => `${prefix}/regions/${region}/nodes/${nodeId}`,
   nodes: (prefix: string, region: number) => `${prefix}/regions/${region}/nodes/`,
+  /** The slot's tenure record (tenure-ledger.ts): every holder's tenure, bounded. */
+  tenures: (prefix: string, region: number, worker: number) => `${prefix}/regions/${region}/tenures/${worker}`,
 } as const;
 
 /**

@@ -18,6 +18,8 @@ export interface RegionBindingRecord {
   readonly clusterId: string;
   /** When the binding was written (ISO-8601). */
   readonly at: string;
+  /** When `idgen region restored` last rebound it after a restore (ISO-8601), if ever. */
+  readonly restoredAt?: string;
 }
 
 /** The binding's key under a prefix. */
@@ -53,7 +55,10 @@ export function parseRegionBinding(key: string, raw: string, maxRegion = 7): Reg
   }
   const at = o['at'];
   if (typeof at !== 'string') throw new CorruptRecordError(key, 'field at is not a string', raw);
-  return { code, clusterId, at };
+  const restoredAt = o['restoredAt'];
+  if (restoredAt !== undefined && typeof restoredAt !== 'string')
+    throw new CorruptRecordError(key, 'field restoredAt is not a string', raw);
+  return restoredAt === undefined ? { code, clusterId, at } : { code, clusterId, at, restoredAt };
 }
 
 interface Io {
@@ -103,7 +108,7 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
   if (record.clusterId !== clusterId) {
     throw new RegionBindingError(
       `this etcd reports cluster ${clusterId}, but region ${code} was bound in cluster ${record.clusterId} (${key}): ` +
-        'a restored or replaced etcd is never trusted; follow docs/runbook.md, "etcd restored from a snapshot"',
+        'a restored or replaced etcd is never trusted: after a restore, run "idgen region restored" (docs/runbook.md, "etcd restored from a snapshot")',
     );
   }
   return { record, clusterId, revision: res.header.revision };

@@ -3,6 +3,7 @@ import { deadlineIn, firstKey, rangeKey, withTimeout } from './etcd-client.js';
 import type { KeyRead } from './etcd-client.js';
 import { parseLastMsRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
+import type { EtcdHistory } from './etcd-history.js';
 
 /** What one claim transaction found for a slot. */
 export type ClaimOutcome =
@@ -43,6 +44,7 @@ export async function claimSlot(
   holderRecord: string,
   timeoutMs: number,
   guard?: SpareGuard,
+  history?: EtcdHistory,
 ): Promise<ClaimOutcome> {
   let cmp = client.if(keys.worker, 'Create', '==', 0);
   if (guard !== undefined) cmp = cmp.and(guard.key, 'Mod', '==', guard.modRevision);
@@ -55,6 +57,7 @@ export async function claimSlot(
     timeoutMs,
     `claim transaction for ${keys.worker}`,
   );
+  history?.observe(res.header);
   if (res.succeeded)
     return { kind: 'claimed', lastMs: rangeKey(res.responses[1]), revision: String(res.header.revision) };
   const held = rangeKey(res.responses[0]);
@@ -67,6 +70,7 @@ export async function claimSlot(
     timeoutMs,
     `reading ${keys.lastMs}`,
   );
+  history?.observe(range.header);
   return { kind: 'adopted', lastMs: firstKey(range.kvs), revision: held.modRevision };
 }
 
@@ -95,6 +99,7 @@ export async function writeLastMsRecord(
   record: LastMsRecord,
   timeoutMs: number,
   guard?: SpareGuard,
+  history?: EtcdHistory,
 ): Promise<LastMsWriteOutcome> {
   let cmp = client.if(keys.worker, 'Lease', '==', leaseId).and(keys.lastMs, 'Mod', '==', expectedRevision);
   if (guard !== undefined) cmp = cmp.and(guard.key, 'Mod', '==', guard.modRevision);
@@ -107,6 +112,7 @@ export async function writeLastMsRecord(
     timeoutMs,
     `last-ms write to ${keys.lastMs}`,
   );
+  history?.observe(res.header);
   if (res.succeeded) return { kind: 'written', revision: String(res.header.revision) };
   if (rangeKey(res.responses[0])?.lease !== leaseId) return { kind: 'not-held' };
   const found = rangeKey(res.responses[1]);

@@ -7,6 +7,7 @@ import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from './errors.js
 import { leaseKeys, parseLastMsRecord } from './records.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
 import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
+import { casRegistryCode, readRegistryCode } from './spare-registry.js';
 import {
   SpareCodeError,
   adoptSpareCode,
@@ -29,7 +30,17 @@ const { options, lease } = harness;
 let kv: Etcd3;
 beforeAll(() => ({ kv } = harness.current()));
 
-const io = (prefix: string) => ({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT });
+/**
+ * A region's etcd under `prefix`, with the deployment's spare-code registry (docs/design.md §7) in the same etcd under
+ * `registryPrefix` (by default the same prefix: one region's etcd serving as the registry).
+ */
+const io = (prefix: string, registryPrefix = prefix) => ({
+  client: kv,
+  prefix,
+  timeoutMs: 2000,
+  layout: DEFAULT_LAYOUT,
+  registry: { client: kv, prefix: registryPrefix, timeoutMs: 2000 },
+});
 /** `idgen region init --region code` on this prefix, as before the region's first node or spare-code step. */
 const bind = (prefix: string, code: number) => bindRegion(harness.current().etcd, code, prefix);
 
@@ -304,17 +315,18 @@ describe('lend, reclaim, adopt: the transactions', () => {
     // The lender's etcd is bound to region 2: adopting code 5 there is refused by the binding.
     await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd serves region 2 .*, not region 5/);
 
-    // The new region's etcd is bound to 5 before the adopt (idgen region init --region 5).
+    // The new region's etcd is bound to 5 before the adopt (idgen region init --region 5); the registry is the
+    // lender's etcd under its prefix, which says reclaimed with this handover.
     const target = uniquePrefix('adopt-new');
     await bind(target, 5);
     await expect(
-      adoptSpareCode(io(target), { ...handover, layout: { ...handover.layout, workerBits: 6 } }),
+      adoptSpareCode(io(target, prefix), { ...handover, layout: { ...handover.layout, workerBits: 6 } }),
     ).rejects.toThrow(/layout differs/);
     const w = handover.workers[0]?.worker ?? -1;
     // A higher floor already there stays.
     const higher = { ms: (handover.workers[0]?.lastMs ?? 0) + 60_000, released: true, nodeId: 'x', at: 't' };
     await kv.put(leaseKeys.lastMs(target, 5, w)).value(JSON.stringify(higher));
-    const adopted = await adoptSpareCode(io(target), handover);
+    const adopted = await adoptSpareCode(io(target, prefix), handover);
     expect(adopted).toMatchObject({
       written: 0,
       changed: true,
@@ -323,8 +335,18 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(JSON.parse((await kv.get(leaseKeys.lastMs(target, 5, w)).string()) ?? '{}')).toEqual(higher);
     await expect(checkRegionCode(kv, target, 5, { layout: DEFAULT_LAYOUT })).resolves.toBeUndefined();
 
+    // Another deployment's new region (its own registry, where the same handover is recorded reclaimed).
+    const reclaimedRegistry = async (registryPrefix: string): Promise<string> => {
+      const lender = await readRegistryCode(io(prefix).registry, 5);
+      await casRegistryCode(io(registryPrefix).registry, undefined, {
+        ...(lender?.record ?? { code: 5, lentTo: 2, at: 't' }),
+        state: 'reclaimed',
+      });
+      return registryPrefix;
+    };
     const fresh = uniquePrefix('adopt-fresh');
     await bind(fresh, 5);
+    await reclaimedRegistry(fresh);
     expect((await adoptSpareCode(io(fresh), handover)).written).toBe(1);
     expect(JSON.parse((await kv.get(leaseKeys.lastMs(fresh, 5, w)).string()) ?? '{}')).toMatchObject({
       ms: handover.workers[0]?.lastMs,
@@ -336,6 +358,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     const busy = uniquePrefix('adopt-busy');
     await bind(busy, 5);
     await kv.put(leaseKeys.worker(busy, 5, 0)).value('{"nodeId":"early"}');
+    await reclaimedRegistry(busy);
     await expect(adoptSpareCode(io(busy), handover)).rejects.toThrow(/slots under code 5 are held in this etcd/);
   });
 });

@@ -6,6 +6,8 @@ import { CorruptRecordError, LeaseError } from './errors.js';
 import { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
 import { checkRegionBinding } from './region-binding.js';
+import { casRegistryCode, describeRegistry, readRegistryCode } from './spare-registry.js';
+import type { RegistryHandover, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
 
 /**
  * Spare region codes, lent and reclaimed across clusters (docs/design.md §7).
@@ -17,6 +19,10 @@ import { checkRegionBinding } from './region-binding.js';
  * - `reclaimed`: every slot under the code was released or expired and the handover was exported; nothing here may
  *   claim under the code again;
  * - `adopted` (in the new region's etcd): the handover's `last-ms` records were written first; nodes may run on it.
+ *
+ * Every record here mirrors the deployment's spare-code registry (`{registry-prefix}/spare-registry/{code}`,
+ * ./spare-registry.ts): lend, reclaim and adopt are decided by a transaction there first, and each mirror records the
+ * registry's mod revision it follows (`registryRevision`), so two regions' etcds can never both be told to borrow a code.
  *
  * A node checks at boot ({@link checkRegionCode}): a code recorded `lent`, `reclaiming` or `reclaimed` here, or a spare
  * code (the layout record's `spareCodes`, default 5 and above) with no `adopted` record, is refused.
@@ -33,6 +39,11 @@ export interface SpareCodeRecord {
   readonly lentTo?: number;
   /** ISO time of the last change. */
   readonly at: string;
+  /**
+   * The mod revision of the registry record (`{registry-prefix}/spare-registry/{code}`) this mirror follows; absent
+   * on records written before the registry.
+   */
+  readonly registryRevision?: string;
   /** `adopted`: where the handover came from and the highest floor it carried. */
   readonly adoptedFrom?: {
     readonly lentTo: number;
@@ -102,7 +113,16 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
     }
   }
   const at = typeof o['at'] === 'string' ? o['at'] : '';
-  const base: SpareCodeRecord = { code, state: state as SpareCodeState, at, ...(isInt(lentTo) ? { lentTo } : {}) };
+  const registryRevision = o['registryRevision'];
+  if (registryRevision !== undefined && (typeof registryRevision !== 'string' || !/^[0-9]+$/.test(registryRevision)))
+    throw new CorruptRecordError(key, 'field registryRevision is not a decimal revision', raw);
+  const base: SpareCodeRecord = {
+    code,
+    state: state as SpareCodeState,
+    at,
+    ...(isInt(lentTo) ? { lentTo } : {}),
+    ...(registryRevision === undefined ? {} : { registryRevision }),
+  };
   const from = o['adoptedFrom'];
   if (state === 'adopted') {
     if (typeof from !== 'object' || from === null)
@@ -269,9 +289,27 @@ export async function checkRegionCode(
   }
 }
 
-/** `idgen spare lend`: records in the borrowing region's etcd that `code` is lent to it. Idempotent for the same loan. */
+/** The registry a lend, reclaim or adopt is decided in first (docs/design.md §7). */
+export interface WithRegistry {
+  readonly registry: RegistryIo;
+}
+
+/** Refuses a step the registry does not allow, naming who holds the code there. */
+function registrySays(entry: SpareRegistryEntry, what: string): SpareCodeError {
+  return new SpareCodeError(
+    `spare code ${entry.record.code} is ${describeRegistry(entry.record)} (${entry.key} in the spare-code registry, ` +
+      `since ${entry.record.at}): ${what}`,
+  );
+}
+
+/**
+ * `idgen spare lend`: decided in the registry first (created only if absent: a code is lent once, deployment-wide),
+ * then mirrored into the borrowing region's etcd (`lent`, with the registry's mod revision). The same loan again
+ * changes nothing, or completes a mirror an interrupted lend left out; any other holder in the registry is refused,
+ * and then nothing is written to this etcd.
+ */
 export async function lendSpareCode(
-  io: Io & { layout: Layout; now?: () => number },
+  io: Io & WithRegistry & { layout: Layout; now?: () => number },
   code: number,
   toRegion: number,
 ): Promise<{ record: SpareCodeRecord; changed: boolean }> {
@@ -289,25 +327,39 @@ export async function lendSpareCode(
   const existing = await readSpareCode(io, code);
   if (existing !== undefined) {
     const r = existing.record;
-    if (r.state === 'lent' && r.lentTo === toRegion) return { record: r, changed: false };
-    throw new SpareCodeError(
-      `spare code ${code} is already recorded here as ${r.state}${r.lentTo === undefined ? '' : ` (lent to region ${r.lentTo})`} (${existing.key}); ` +
-        'a code is lent once: after a reclaim it belongs to the region that adopts it',
-    );
+    if (!(r.state === 'lent' && r.lentTo === toRegion))
+      throw new SpareCodeError(
+        `spare code ${code} is already recorded here as ${r.state}${r.lentTo === undefined ? '' : ` (lent to region ${r.lentTo})`} (${existing.key}); ` +
+          'a code is lent once: after a reclaim it belongs to the region that adopts it',
+      );
+  } else {
+    const held = await heldSlotsUnder(io, code);
+    if (held.length > 0) {
+      throw new SpareCodeError(
+        `slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): something runs on it already`,
+      );
+    }
   }
-  const held = await heldSlotsUnder(io, code);
-  if (held.length > 0) {
-    throw new SpareCodeError(
-      `slots under code ${code} are held in this etcd (workers ${held.map((h) => h.worker).join(', ')}): something runs on it already`,
+  const at = new Date((io.now ?? Date.now)()).toISOString();
+  // 1. The registry: free → lent to toRegion (create if absent); lent to toRegion already: go on (a mirror to finish).
+  let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
+  if (reg === undefined) {
+    const cas = await casRegistryCode(
+      io.registry,
+      undefined,
+      { code, state: 'lent', lentTo: toRegion, at },
+      io.layout.maxRegion,
     );
+    reg = cas.entry;
+    if (reg === undefined)
+      throw new SpareCodeError(`the registry's record of code ${code} vanished meanwhile; run lend again`);
   }
+  if (reg.record.state !== 'lent' || reg.record.lentTo !== toRegion)
+    throw registrySays(reg, `not lent to region ${toRegion}; a code is lent once, deployment-wide`);
+  // 2. The mirror in the borrowing region's etcd.
+  if (existing !== undefined) return { record: existing.record, changed: false };
   const key = spareKeys.code(io.prefix, code);
-  const record: SpareCodeRecord = {
-    code,
-    state: 'lent',
-    lentTo: toRegion,
-    at: new Date((io.now ?? Date.now)()).toISOString(),
-  };
+  const record: SpareCodeRecord = { code, state: 'lent', lentTo: toRegion, at, registryRevision: reg.modRevision };
   const res = await withTimeout(
     io.client
       .if(key, 'Create', '==', 0)
@@ -323,12 +375,13 @@ export async function lendSpareCode(
 }
 
 /**
- * `idgen spare reclaim`, step 1: `lent` → `reclaiming` (conditional on the record as read). From the moment it commits
- * no claim under the code can commit (each compares the record's mod revision), and holders give their slots back at
- * their next refresh. Already `reclaiming` or `reclaimed`: returned as is.
+ * `idgen spare reclaim`, step 1: `lent` → `reclaiming`, in the registry first (compared with the record read), then in
+ * the lender's mirror (compared too). From the mirror's commit on no claim under the code can commit (each compares
+ * its mod revision), and holders give their slots back at their next refresh. Already `reclaiming` or `reclaimed`:
+ * returned as is (a registry step an interrupted reclaim left out is done first).
  */
 export async function beginReclaim(
-  io: Io & { layout: Layout; now?: () => number },
+  io: Io & WithRegistry & { layout: Layout; now?: () => number },
   code: number,
 ): Promise<SpareCodeRecord> {
   const existing = await readSpareCode(io, code);
@@ -338,15 +391,13 @@ export async function beginReclaim(
     );
   const r = existing.record;
   if (r.lentTo !== undefined) await checkRegionBinding(io, r.lentTo);
+  if (r.state === 'adopted')
+    throw new SpareCodeError(`spare code ${code} is adopted in this etcd, not lent: nothing to reclaim here`);
+  const lentTo = r.lentTo as number;
+  const at = new Date((io.now ?? Date.now)()).toISOString();
+  const reg = await registryAtLeastReclaiming(io, code, lentTo, at);
   if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
-  if (r.state !== 'lent')
-    throw new SpareCodeError(`spare code ${code} is ${r.state} in this etcd, not lent: nothing to reclaim here`);
-  const record: SpareCodeRecord = {
-    code,
-    state: 'reclaiming',
-    lentTo: r.lentTo as number,
-    at: new Date((io.now ?? Date.now)()).toISOString(),
-  };
+  const record: SpareCodeRecord = { code, state: 'reclaiming', lentTo, at, registryRevision: reg.modRevision };
   const res = await withTimeout(
     io.client
       .if(existing.key, 'Mod', '==', existing.modRevision)
@@ -358,6 +409,30 @@ export async function beginReclaim(
   );
   if (!res.succeeded) throw new SpareCodeError(`${existing.key} changed meanwhile; run reclaim again`);
   return record;
+}
+
+/** The registry's record of a loan to `lentTo` being reclaimed: `lent` moved to `reclaiming`, or later already. */
+async function registryAtLeastReclaiming(
+  io: WithRegistry & { layout: Layout },
+  code: number,
+  lentTo: number,
+  at: string,
+): Promise<SpareRegistryEntry> {
+  let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
+  if (reg === undefined)
+    throw new SpareCodeError(
+      `the spare-code registry has no record of code ${code}: this etcd's loan to region ${lentTo} is not the ` +
+        `deployment's; record it first with "idgen spare lend ${code} --to-region ${lentTo} --registry …"`,
+    );
+  if (reg.record.lentTo !== lentTo)
+    throw registrySays(reg, `this etcd's loan to region ${lentTo} is not the deployment's`);
+  if (reg.record.state === 'lent') {
+    const cas = await casRegistryCode(io.registry, reg, { code, state: 'reclaiming', lentTo, at }, io.layout.maxRegion);
+    if (!cas.won || cas.entry === undefined)
+      throw new SpareCodeError(`${reg.key} changed meanwhile; run reclaim again`);
+    reg = cas.entry;
+  }
+  return reg;
 }
 
 /** One worker of a handover: the `last-ms` a new holder of the slot must respect, and what it was computed from. */
@@ -398,11 +473,13 @@ export function handoverLastMs(
 
 /**
  * `idgen spare reclaim`, step 2: once the record is `reclaiming` and no worker key is left under the code, reads every
- * `last-ms` under it, marks the record `reclaimed` (conditional on it being unchanged) and returns the handover.
+ * `last-ms` under it, marks the mirror `reclaimed` (conditional on it being unchanged), then the registry `reclaimed`
+ * with the handover's per-worker floors (what adopt compares the file with), and returns the handover. Run again, it
+ * returns the same handover (refused if the floors computed now differ from the registry's).
  * Throws {@link SpareCodeError} while slots are still held (`heldSlotsUnder` says which).
  */
 export async function exportHandover(
-  io: Io & { layout: Layout; ttlMs: number; clockBoundMs: number; now?: () => number },
+  io: Io & WithRegistry & { layout: Layout; ttlMs: number; clockBoundMs: number; now?: () => number },
   code: number,
 ): Promise<Handover> {
   const existing = await readSpareCode(io, code);
@@ -410,6 +487,7 @@ export async function exportHandover(
   const r = existing.record;
   if (r.state !== 'reclaiming' && r.state !== 'reclaimed')
     throw new SpareCodeError(`spare code ${code} is ${r.state}: reclaim it first`);
+  const lentTo = r.lentTo as number;
   const held = await heldSlotsUnder(io, code);
   if (held.length > 0)
     throw new SpareCodeError(
@@ -432,9 +510,28 @@ export async function exportHandover(
     });
   }
   workers.sort((a, b) => a.worker - b.worker);
-  const reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
+  let reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
+  // The registry must follow this loan (reclaiming, or reclaimed by an earlier run) before this etcd is touched.
+  let reg = await registryAtLeastReclaiming(io, code, lentTo, reclaimedAt);
+  const summary = handoverSummary(lentTo, reclaimedAt, workers);
+  if (reg.record.handover !== undefined) {
+    // An earlier run recorded the handover: this one must be the same (a file written again, not another floor).
+    const why = summaryDifference(reg.record.handover, summary);
+    if (why !== undefined)
+      throw registrySays(
+        reg,
+        `its handover differs from the one computed now (${why}): run reclaim with the same --lease-ttl and --clock-bound-ms`,
+      );
+    reclaimedAt = reg.record.handover.reclaimedAt;
+  }
   if (r.state === 'reclaiming') {
-    const done: SpareCodeRecord = { code, state: 'reclaimed', lentTo: r.lentTo as number, at: reclaimedAt };
+    const done: SpareCodeRecord = {
+      code,
+      state: 'reclaimed',
+      lentTo,
+      at: reclaimedAt,
+      registryRevision: reg.modRevision,
+    };
     const res = await withTimeout(
       io.client
         .if(existing.key, 'Mod', '==', existing.modRevision)
@@ -446,10 +543,21 @@ export async function exportHandover(
     );
     if (!res.succeeded) throw new SpareCodeError(`${existing.key} changed meanwhile; run reclaim again`);
   }
+  if (reg.record.state === 'reclaiming') {
+    const cas = await casRegistryCode(
+      io.registry,
+      reg,
+      { code, state: 'reclaimed', lentTo, handover: summary, at: reclaimedAt },
+      io.layout.maxRegion,
+    );
+    if (!cas.won || cas.entry === undefined)
+      throw new SpareCodeError(`${reg.key} changed meanwhile; run reclaim again`);
+    reg = cas.entry;
+  }
   return {
     format: 'idgen-spare-handover/1',
     code,
-    lentTo: r.lentTo as number,
+    lentTo,
     prefix: io.prefix,
     reclaimedAt,
     layout,
@@ -457,6 +565,27 @@ export async function exportHandover(
     clockBoundMs: io.clockBoundMs,
     workers,
   };
+}
+
+function handoverSummary(lentTo: number, reclaimedAt: string, workers: readonly HandoverWorker[]): RegistryHandover {
+  return {
+    lentTo,
+    reclaimedAt,
+    workers: workers.map((w) => ({ worker: w.worker, lastMs: w.lastMs })),
+    maxLastMs: workers.reduce((m, w) => Math.max(m, w.lastMs), -1),
+  };
+}
+
+/** What differs between the registry's handover summary and another (a handover file's): `undefined` if nothing. */
+function summaryDifference(registry: RegistryHandover, other: RegistryHandover): string | undefined {
+  if (registry.lentTo !== other.lentTo) return `lent to region ${registry.lentTo}, not ${other.lentTo}`;
+  if (registry.maxLastMs !== other.maxLastMs) return `maxLastMs ${registry.maxLastMs}, not ${other.maxLastMs}`;
+  const mine = new Map(registry.workers.map((w) => [w.worker, w.lastMs]));
+  if (mine.size !== other.workers.length) return `${mine.size} worker(s), not ${other.workers.length}`;
+  for (const w of other.workers)
+    if (mine.get(w.worker) !== w.lastMs)
+      return `worker ${w.worker}: lastMs ${mine.get(w.worker) ?? 'none'}, not ${w.lastMs}`;
+  return undefined;
 }
 
 /** Parses a handover file; anything unexpected throws {@link SpareCodeError} naming what. */
@@ -517,18 +646,20 @@ export const HANDOVER_NODE_ID = 'spare-handover';
 /**
  * `idgen spare adopt`: in the new region's etcd, before its first node starts, writes each handover worker's `last-ms`
  * (as a released record at the handover's value, never lowering one already there), then the `adopted` record
- * last, so a node that passes the boot check finds every floor in place. Refuses when this etcd lent the code out,
- * when a slot under it is held, or when the layout differs. Adopting the same handover again changes nothing.
+ * last, so a node that passes the boot check finds every floor in place. The adoption is decided in the registry
+ * first: it must say `reclaimed` with this handover's floors, and moves to `adopted` by this etcd (cluster ID and
+ * prefix); a code adopted by another etcd is refused. Refuses too when this etcd lent the code out, when a slot under
+ * it is held, or when the layout differs. Adopting the same handover again changes nothing.
  */
 export async function adoptSpareCode(
-  io: Io & { layout: Layout; now?: () => number },
+  io: Io & WithRegistry & { layout: Layout; now?: () => number },
   handover: Handover,
 ): Promise<{ record: SpareCodeRecord; written: number; changed: boolean }> {
   const code = handover.code;
   if (code < 0 || code > io.layout.maxRegion)
     throw new SpareCodeError(`handover code ${code} is not a region code 0-${io.layout.maxRegion}`);
   // Adopted into the etcd bound to the code itself: the new region's (docs/design.md §5, region binding).
-  await checkRegionBinding(io, code);
+  const binding = await checkRegionBinding(io, code);
   const differences = io.layout.differences(handover.layout, 'in this etcd', 'in the handover');
   const layoutKey = leaseKeys.layout(io.prefix);
   const layoutRaw = (await getKey(io, layoutKey))?.value;
@@ -551,6 +682,35 @@ export async function adoptSpareCode(
     );
   }
   const at = new Date((io.now ?? Date.now)()).toISOString();
+  // The adoption is decided in the registry: reclaimed (with this handover) → adopted by this etcd, compared.
+  const adopter = { clusterId: binding.clusterId, prefix: io.prefix };
+  let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
+  if (reg === undefined)
+    throw new SpareCodeError(
+      `spare code ${code} is free in the spare-code registry (never lent, so never reclaimed): nothing to adopt from this handover`,
+    );
+  const fromFile = handoverSummary(handover.lentTo, handover.reclaimedAt, handover.workers);
+  if (reg.record.state !== 'reclaimed' && reg.record.state !== 'adopted')
+    throw registrySays(reg, 'only a reclaimed code may be adopted: finish "idgen spare reclaim" first');
+  const why = reg.record.handover === undefined ? 'none recorded' : summaryDifference(reg.record.handover, fromFile);
+  if (why !== undefined) throw registrySays(reg, `the handover file is not the one the registry recorded (${why})`);
+  if (reg.record.state === 'adopted') {
+    const by = reg.record.adoptedBy;
+    if (by?.clusterId !== adopter.clusterId || by.prefix !== adopter.prefix)
+      throw registrySays(reg, 'a code is adopted once');
+  } else {
+    const cas = await casRegistryCode(
+      io.registry,
+      reg,
+      { ...reg.record, state: 'adopted', adoptedBy: adopter, at },
+      io.layout.maxRegion,
+    );
+    if (!cas.won || cas.entry === undefined) {
+      if (cas.entry !== undefined) throw registrySays(cas.entry, 'changed meanwhile; a code is adopted once');
+      throw new SpareCodeError(`${reg.key} vanished meanwhile; look at the registry`);
+    }
+    reg = cas.entry;
+  }
   let written = 0;
   for (const w of handover.workers) {
     if (w.worker > io.layout.maxWorker)
@@ -589,6 +749,7 @@ export async function adoptSpareCode(
     code,
     state: 'adopted',
     at,
+    registryRevision: reg.modRevision,
     adoptedFrom: {
       lentTo: handover.lentTo,
       reclaimedAt: handover.reclaimedAt,

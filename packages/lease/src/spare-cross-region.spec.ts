@@ -14,7 +14,8 @@ import type { WorkerLease } from './types.js';
 jest.setTimeout(180_000);
 
 // docs/design.md §7, issue 17: a spare code lent to region 2 (its own etcd), borrowed by region 2's embedded callers,
-// reclaimed, handed over and adopted by a new region with its own etcd. Two real etcd servers, real leases and
+// reclaimed, handed over and adopted by a new region with its own etcd, each step decided in the spare-code registry
+// first. Two real etcd servers, real leases and
 // guards; only the clock of the borrower that runs ahead is injected.
 
 let regionTwo: EtcdServer;
@@ -103,8 +104,11 @@ const fields = (id: bigint) => DEFAULT_LAYOUT.decompose(id);
 describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', () => {
   it('the new region on code 5 mints no ID a borrower minted, including a borrower whose clock ran ahead and crashed', async () => {
     const prefix = uniquePrefix('cross');
-    const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
-    const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+    // The deployment's spare-code registry (docs/design.md §7) is region 2's etcd, under the same prefix: every step
+    // is decided there first, then mirrored into the region's own etcd.
+    const registry = { client: kvTwo, prefix, timeoutMs: 2000 };
+    const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+    const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     // Each region's etcd is bound to its code before its first node: region 2's to 2, the new region's to 5.
     await bindRegion(regionTwo, 2, prefix);
     await bindRegion(newRegion, 5, prefix);

@@ -1,0 +1,146 @@
+// An etcd restored from its snapshot (docs/design.md §5, "a rewound etcd is never trusted"; docs/runbook.md, "etcd
+// restored from a snapshot"): a real `etcdctl snapshot save`, claims before and after it, then `etcdctl snapshot restore`
+// on the same URL, back at once (within a TTL). The restored etcd has neither the post-snapshot holder's lease nor its
+// worker key nor its last-ms: without the rules below a new claimer starts at once with floor epoch − 1.
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { bindRegion, cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import { join } from 'node:path';
+import { createEtcdLease } from './etcd-lease.js';
+import { isLeaseError } from './errors.js';
+import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
+import { markRegionRestored } from './region-restore.js';
+import type { EtcdLeaseOptions } from './config.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(120_000);
+
+const TTL_MS = 3000;
+const REGION = 2;
+const leases: WorkerLease[] = [];
+
+afterAll(async () => {
+  await Promise.all(leases.map((l) => l.release()));
+  await cleanupAll();
+});
+
+function options(etcd: EtcdServer, prefix: string, nodeId: string): EtcdLeaseOptions {
+  return {
+    endpoints: [etcd.clientUrl],
+    prefix,
+    region: REGION,
+    workers: '0-1',
+    nodeId,
+    ttlSeconds: TTL_MS / 1000,
+    keepAliveIntervalMs: 500,
+    keepAliveTimeoutMs: 400,
+    fenceMarginMs: 1000,
+    requestTimeoutMs: 1500,
+    backoff: { initialMs: 50, maxMs: 400 },
+  };
+}
+
+function holder(
+  etcd: EtcdServer,
+  prefix: string,
+  name: string,
+  book: SlotBook,
+): { lease: WorkerLease; t: RecordingTarget } {
+  const t = new RecordingTarget(name, book);
+  const lease = createEtcdLease(options(etcd, prefix, name), t);
+  leases.push(lease);
+  return { lease, t };
+}
+
+/** The highest millisecond a target was ever allowed to mint in (its highest wall ceiling). */
+function highestCeiling(t: RecordingTarget): number {
+  const ceilings = t.events.flatMap((e) => [e.ceiling ?? -1, e.assignment?.ceilingMs ?? -1]);
+  return Math.max(...ceilings);
+}
+
+async function beforeAndAfterSnapshot(name: string) {
+  const etcd = await startEtcd();
+  const prefix = uniquePrefix(name);
+  await bindRegion(etcd, REGION, prefix);
+  const book = new SlotBook();
+  const before = holder(etcd, prefix, `${name}-before`, book);
+  await before.lease.start();
+  await before.t.waitFor((e) => e.kind === 'extend', 10_000, 'a keep-alive before the snapshot');
+  const dir = await tempDir('idgen-snapshot');
+  const snapshot = join(dir.path, 'snap.db');
+  await etcd.snapshot(snapshot);
+  const after = holder(etcd, prefix, `${name}-after`, book);
+  await after.lease.start();
+  await after.t.waitFor((e) => e.kind === 'extend', 10_000, 'a keep-alive after the snapshot');
+  return { etcd, prefix, book, before, after, snapshot };
+}
+
+describe('etcd restored from a snapshot', () => {
+  it('with a new cluster token: both holders fence, no node starts until idgen region restored, then above every old ceiling', async () => {
+    const { etcd, prefix, book, before, after, snapshot } = await beforeAndAfterSnapshot('restore-token');
+    await etcd.restore(snapshot, { clusterToken: `restored-${Date.now()}` });
+    // Both see the restored history: the post-snapshot holder's lease is gone, the other's answers come from another
+    // cluster ID. Each fences and may not claim again on it.
+    await after.t.waitFor((e) => e.kind === 'unassign', 15_000, 'the post-snapshot holder fenced');
+    await before.t.waitFor((e) => e.kind === 'unassign', 15_000, 'the pre-snapshot holder fenced');
+
+    const fresh = holder(etcd, prefix, 'restore-token-new', book);
+    const refused = await fresh.lease.start().catch((e: unknown) => e);
+    expect(isLeaseError(refused) && refused.code === 'region-binding').toBe(true);
+    expect((refused as Error).message).toMatch(/reports cluster .* bound in cluster .*idgen region restored/);
+    expect(fresh.t.of('assign')).toEqual([]);
+
+    const kv = new Etcd3({ hosts: [etcd.clientUrl] });
+    try {
+      const report = await markRegionRestored({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT }, REGION, {
+        ttlMs: TTL_MS,
+      });
+      expect(report.written).toBe(DEFAULT_LAYOUT.maxWorker + 1);
+      expect(report.clusterId).not.toBe(report.previousClusterId);
+    } finally {
+      kv.close();
+    }
+    const next = holder(etcd, prefix, 'restore-token-next', book);
+    await next.lease.start();
+    const floor = next.t.of('assign')[0]?.assignment?.floorMs ?? Number.NaN;
+    expect(floor).toBeGreaterThan(Math.max(highestCeiling(before.t), highestCeiling(after.t)));
+    // The old holders never came back on the restored history.
+    expect(before.t.of('assign')).toHaveLength(1);
+    expect(after.t.of('assign')).toHaveLength(1);
+    expect(book.violations).toEqual([]);
+  });
+
+  it('with the old token (same cluster ID): each holder detects the rewind, fences, and claims again only above its old ceiling', async () => {
+    const { etcd, book, before, after, snapshot } = await beforeAndAfterSnapshot('restore-same');
+    await etcd.restore(snapshot);
+    // The post-snapshot holder's lease is unknown to the restored etcd; the pre-snapshot one's lease is there, but the
+    // revision of the answers went back below what it had seen.
+    const reclaimed = (t: RecordingTarget) =>
+      t.waitFor(
+        (e) => e.kind === 'assign' && t.of('unassign').length > 0 && e.mono > (t.of('unassign')[0]?.mono ?? Infinity),
+        30_000,
+        `${t.name}: fenced, then a new slot`,
+      );
+    const [a, b] = await Promise.all([reclaimed(after.t), reclaimed(before.t)]);
+    // Whichever comes first: the keep-alive (lease unknown), a lower revision, or its watch seeing the other holder
+    // claim its slot on the restored history.
+    expect(after.t.of('unassign')[0]?.message).toMatch(
+      /lease .* has expired|went back|worker key .* was (deleted|overwritten)/,
+    );
+    expect(before.t.of('unassign')[0]?.message).toMatch(/revision went back/);
+    // Every slot was unclean as of the detection: the new floors are above everything either could mint before.
+    const oldCeilingOf = (t: RecordingTarget): number =>
+      Math.max(
+        ...t.events
+          .filter((e) => e.mono < (t.of('unassign')[0]?.mono ?? 0))
+          .map((e) => e.ceiling ?? e.assignment?.ceilingMs ?? -1),
+      );
+    expect(a.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(
+      Math.max(oldCeilingOf(before.t), oldCeilingOf(after.t)),
+    );
+    expect(b.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(
+      Math.max(oldCeilingOf(before.t), oldCeilingOf(after.t)),
+    );
+    expect(book.violations).toEqual([]);
+  });
+});

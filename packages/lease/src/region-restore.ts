@@ -1,0 +1,127 @@
+import type { Layout } from '@idgen/core';
+import type { Etcd3 } from 'etcd3';
+import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
+import { parseLastMsRecord, leaseKeys } from './records.js';
+import type { LastMsRecord } from './records.js';
+import { RegionBindingError, parseRegionBinding, regionBindingKey } from './region-binding.js';
+import type { RegionBindingRecord } from './region-binding.js';
+import { readSpareCodesLeniently } from './spare-codes.js';
+
+/** The node id of the `last-ms` records `idgen region restored` writes. */
+export const RESTORED_NODE_ID = 'region-restored';
+
+/** What {@link markRegionRestored} did. */
+export interface RegionRestoredReport {
+  readonly code: number;
+  /** The region code and the spare codes lent to it whose slots were marked. */
+  readonly codes: readonly number[];
+  /** `last-ms` records written (every worker of every code). */
+  readonly written: number;
+  /** The millisecond every slot's floor now starts from (the operator's clock), before TTL and bound. */
+  readonly ms: number;
+  readonly previousClusterId: string;
+  readonly clusterId: string;
+}
+
+interface Io {
+  readonly client: Etcd3;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly layout: Layout;
+  readonly now?: () => number;
+}
+
+/**
+ * `idgen region restored` (docs/runbook.md, "etcd restored from a snapshot"): after a restore, nothing in the restored
+ * records says what holders of the lost history minted. Every slot of the region's code and of the spare codes lent to
+ * it gets a `last-ms` record of the operator's clock now, not released (never lowering one there), so every next holder
+ * waits until its clock passes now + TTL + bound, by when every holder of the lost history has fenced (none can
+ * refresh on a history that lost its lease). Then the binding is rewritten with the cluster ID etcd answers from now
+ * (and `restoredAt`), which lets nodes start again when the restore gave the cluster a new token. A holder whose lease
+ * survived the restore finds a record it did not write at its next refresh and fences: conservative.
+ */
+export async function markRegionRestored(
+  io: Io,
+  code: number,
+  o: { readonly ttlMs: number },
+): Promise<RegionRestoredReport> {
+  const now = (io.now ?? Date.now)();
+  const key = regionBindingKey(io.prefix);
+  const res = await withTimeout(
+    io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
+    io.timeoutMs,
+    `reading ${key}`,
+  );
+  const read = firstKey(res.kvs);
+  if (read === undefined)
+    throw new RegionBindingError(`${key} is absent: this etcd was never bound; bind it with idgen region init`);
+  const binding = parseRegionBinding(key, read.value, io.layout.maxRegion);
+  if (binding.code !== code)
+    throw new RegionBindingError(`this etcd serves region ${binding.code} (${key}), not region ${code}`);
+  const { entries } = await readSpareCodesLeniently(io);
+  const lent = entries
+    .filter((e) => e.record.lentTo === code && (e.record.state === 'lent' || e.record.state === 'reclaiming'))
+    .map((e) => e.record.code);
+  const codes = [code, ...lent];
+  let written = 0;
+  for (const c of codes) {
+    for (let worker = 0; worker <= io.layout.maxWorker; worker++) {
+      await markSlot(io, leaseKeys.lastMs(io.prefix, c, worker), now, o.ttlMs);
+      written++;
+    }
+  }
+  const record: RegionBindingRecord & { restoredAt: string } = {
+    code,
+    clusterId: res.header.cluster_id,
+    at: binding.at,
+    restoredAt: new Date(now).toISOString(),
+  };
+  const rebind = await withTimeout(
+    io.client
+      .if(key, 'Mod', '==', read.modRevision)
+      .then(io.client.put(key).value(JSON.stringify(record)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
+    io.timeoutMs,
+    `rebinding ${key}`,
+  );
+  if (!rebind.succeeded) throw new RegionBindingError(`${key} changed meanwhile; run idgen region restored again`);
+  return { code, codes, written, ms: now, previousClusterId: binding.clusterId, clusterId: res.header.cluster_id };
+}
+
+/** Raises one slot's `last-ms` to an unclean record at `ms` (never lowering it), compared on its mod revision. */
+async function markSlot(io: Io, key: string, ms: number, ttlMs: number): Promise<void> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const got = await withTimeout(
+      io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
+      io.timeoutMs,
+      `reading ${key}`,
+    );
+    const found = firstKey(got.kvs);
+    let previous: LastMsRecord | undefined;
+    try {
+      previous = found === undefined ? undefined : parseLastMsRecord(key, found.value);
+    } catch {
+      previous = undefined; // garbage is replaced: a claimer refuses it anyway, and the mark is what a floor needs
+    }
+    const record: LastMsRecord = {
+      ms: Math.max(ms, previous?.ms ?? -1),
+      released: false,
+      nodeId: RESTORED_NODE_ID,
+      at: new Date(ms).toISOString(),
+      ttlMs: Math.max(ttlMs, previous?.ttlMs ?? 0),
+    };
+    const cmp =
+      found === undefined ? io.client.if(key, 'Create', '==', 0) : io.client.if(key, 'Mod', '==', found.modRevision);
+    const res = await withTimeout(
+      cmp
+        .then(io.client.put(key).value(JSON.stringify(record)))
+        .options(deadlineIn(io.timeoutMs))
+        .commit(),
+      io.timeoutMs,
+      `marking ${key}`,
+    );
+    if (res.succeeded) return;
+  }
+  throw new RegionBindingError(`${key} kept changing while it was marked; run idgen region restored again`);
+}
