@@ -36,7 +36,8 @@ export interface WorkerRecord {
   readonly startedAt: string;
 }
 
-function parseJsonObject(key: string, raw: string): Record<string, unknown> {
+/** Parses a record's JSON object; anything else throws {@link CorruptRecordError} naming the key. */
+export function parseJsonObject(key: string, raw: string): Record<string, unknown> {
   let value: unknown;
   try {
     value = JSON.parse(raw);

@@ -2,6 +2,7 @@ import type { Etcd3 } from 'etcd3';
 import type { Layout } from '@idgen/core';
 import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
+import { parseJsonObject } from './records.js';
 
 /**
  * The region binding (docs/design.md §5): `{prefix}/region` in a region's etcd says which region code that etcd
@@ -35,16 +36,7 @@ export class RegionBindingError extends LeaseError {
 
 /** Parses `{prefix}/region`; garbage throws {@link CorruptRecordError} naming the key and the field. */
 export function parseRegionBinding(key: string, raw: string, maxRegion = 7): RegionBindingRecord {
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch {
-    throw new CorruptRecordError(key, 'not JSON', raw);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new CorruptRecordError(key, 'not a JSON object', raw);
-  }
-  const o = value as Record<string, unknown>;
+  const o = parseJsonObject(key, raw);
   const code = o['code'];
   if (typeof code !== 'number' || !Number.isSafeInteger(code) || code < 0 || code > maxRegion) {
     throw new CorruptRecordError(key, `field code is not a region code 0-${maxRegion}`, raw);

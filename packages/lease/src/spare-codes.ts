@@ -3,7 +3,7 @@ import type { Layout, LayoutRecord } from '@idgen/core';
 import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
 import type { KeyRead } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
-import { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
+import { computeFloor, leaseKeys, parseJsonObject, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
 import { checkRegionBinding } from './region-binding.js';
 import { casRegistryCode, describeRegistry, readRegistryCode } from './spare-registry.js';
@@ -82,21 +82,9 @@ function isInt(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v);
 }
 
-function objectOf(key: string, raw: string): Record<string, unknown> {
-  let v: unknown;
-  try {
-    v = JSON.parse(raw);
-  } catch {
-    throw new CorruptRecordError(key, 'not JSON', raw);
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw new CorruptRecordError(key, 'not a JSON object', raw);
-  return v as Record<string, unknown>;
-}
-
 /** Parses `{prefix}/spare-codes/{code}`; anything unexpected throws {@link CorruptRecordError} naming the field. */
 export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): SpareCodeRecord {
-  const o = objectOf(key, raw);
+  const o = parseJsonObject(key, raw);
   const code = o['code'];
   const fromKey = Number(key.slice(key.lastIndexOf('/') + 1));
   if (!isInt(code) || code < 0 || code > maxRegion)
@@ -155,7 +143,7 @@ export function spareCodesOf(layoutKey: string, layoutRaw: string | undefined, m
     return out;
   };
   if (layoutRaw === undefined) return defaults();
-  const o = objectOf(layoutKey, layoutRaw);
+  const o = parseJsonObject(layoutKey, layoutRaw);
   const list = o['spareCodes'];
   if (list === undefined) return defaults();
   if (

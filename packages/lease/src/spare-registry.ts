@@ -1,6 +1,7 @@
 import type { Etcd3 } from 'etcd3';
 import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
 import { CorruptRecordError } from './errors.js';
+import { parseJsonObject } from './records.js';
 
 /**
  * The spare-code registry (docs/design.md §7): the one etcd the whole deployment names as the keeper of its spare
@@ -90,15 +91,7 @@ function isInt(v: unknown): v is number {
 
 /** Parses `{prefix}/spare-registry/{code}`; anything unexpected throws {@link CorruptRecordError} naming the field. */
 export function parseRegistryRecord(key: string, raw: string, maxRegion = 7): SpareRegistryRecord {
-  let v: unknown;
-  try {
-    v = JSON.parse(raw);
-  } catch {
-    throw new CorruptRecordError(key, 'not JSON', raw);
-  }
-  if (typeof v !== 'object' || v === null || Array.isArray(v))
-    throw new CorruptRecordError(key, 'not a JSON object', raw);
-  const o = v as Record<string, unknown>;
+  const o = parseJsonObject(key, raw);
   const code = o['code'];
   if (!isInt(code) || code < 0 || code > maxRegion || String(code) !== key.slice(key.lastIndexOf('/') + 1))
     throw new CorruptRecordError(key, 'field code is not the region code of the key', raw);

@@ -3,7 +3,7 @@ import { deadlineIn, rangeKey, withTimeout } from './etcd-client.js';
 import type { KeyRead } from './etcd-client.js';
 import type { EtcdHistory } from './etcd-history.js';
 import { CorruptRecordError } from './errors.js';
-import { leaseKeys } from './records.js';
+import { leaseKeys, parseJsonObject } from './records.js';
 import type { LastMsRecord } from './records.js';
 
 /**
@@ -69,15 +69,7 @@ const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isSaf
 
 /** Parses a tenure record; garbage throws {@link CorruptRecordError} naming the key and the field. */
 export function parseTenureRecord(key: string, raw: string): TenureRecord {
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch {
-    throw new CorruptRecordError(key, 'not JSON', raw);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    throw new CorruptRecordError(key, 'not a JSON object', raw);
-  const o = value as Record<string, unknown>;
+  const o = parseJsonObject(key, raw);
   const list = o['tenures'];
   if (!Array.isArray(list)) throw new CorruptRecordError(key, 'field tenures is not an array', raw);
   const c = o['compacted'];
