@@ -143,4 +143,33 @@ describe('etcd restored from a snapshot', () => {
     );
     expect(book.violations).toEqual([]);
   });
+
+  it('a spare waiting across the restore, and both old holders: every slot claimed on the restored history starts above what the lost holders could mint', async () => {
+    const { etcd, prefix, book, before, after, snapshot } = await beforeAndAfterSnapshot('restore-spare');
+    // Both slots are held: the spare waits, asking again and again (its claims see the post-snapshot revisions).
+    const t = new RecordingTarget('restore-spare-waiting', book);
+    const spare = createEtcdLease({ ...options(etcd, prefix, 'restore-spare-waiting'), waitForFreeSlot: true }, t);
+    leases.push(spare);
+    const started = spare.start().catch((e: unknown) => e);
+    await new Promise((r) => setTimeout(r, 1500)); // a few refused claims first (nothing is asserted on time)
+    expect(t.of('assign')).toEqual([]);
+    const ceilingBefore = Math.max(highestCeiling(after.t), highestCeiling(before.t));
+    const restoredAt = performance.now();
+    await etcd.restore(snapshot);
+    // The restored etcd has no worker key, lease or last-ms for the post-snapshot holder's slot: on records alone a
+    // claimer would start at once, at floor epoch − 1, beside that holder. Whoever claims the two slots now (the spare
+    // or an old holder claiming again) must start above everything the lost history could mint.
+    const targets = [before.t, after.t, t];
+    const claimsAfter = () => targets.flatMap((x) => x.of('assign').filter((e) => e.mono > restoredAt));
+    const deadline = performance.now() + 60_000;
+    while (claimsAfter().length < 2 && performance.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const claims = claimsAfter();
+    for (const c of claims) expect(c.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(ceilingBefore);
+    expect(claims.length).toBeGreaterThanOrEqual(2);
+    expect(book.violations).toEqual([]);
+    await spare.release();
+    await started;
+  });
 });
