@@ -7,6 +7,7 @@
 export {
   FAULT_KINDS,
   FORWARD_OFFSETS_SECONDS,
+  FENCE_MARGIN_MS,
   FULL_ROUND_SECONDS,
   createRandom,
   createSchedule,
@@ -38,7 +39,20 @@ export type {
   ReceivedBlock,
   Window,
 } from './verify.js';
-export { formatReport, kindSummary, reportJson } from './report.js';
+export { auditSection, formatReport, kindSummary, passed, reportJson } from './report.js';
+export { auditConfig, judgeAudit, runAudit } from './faults/audit.js';
+export type { AuditOutcome, AuditRegion, RunAuditOptions } from './faults/audit.js';
+export { followersOf, judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
+export type { MemberDownRun } from './faults/etcd-member-down.js';
+export {
+  BINDING_LINE,
+  EXIT_REGION_REFUSED,
+  countKeys,
+  judgeWrongRegion,
+  runWrongRegionNode,
+  wrongRegionOf,
+} from './faults/wrong-region-node.js';
+export type { WrongRegionOptions, WrongRegionOutcome } from './faults/wrong-region-node.js';
 export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
 export type { NodeMetrics } from './node-metrics.js';
 export {

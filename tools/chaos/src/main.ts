@@ -13,7 +13,7 @@ import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { cleanupAll } from '@idgen/testing';
-import { formatReport, reportJson } from './report.js';
+import { formatReport, passed, reportJson } from './report.js';
 import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
 import {
   FAULT_KINDS,
@@ -42,9 +42,12 @@ function say(line: string): void {
   process.stdout.write(`${line}\n`);
 }
 
-function parse(
-  argv: string[],
-): Omit<ChaosOptions, 'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain'> & { serverMain?: string } {
+function parse(argv: string[]): Omit<
+  ChaosOptions,
+  'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain' | 'cliMain'
+> & {
+  serverMain?: string;
+} {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -167,7 +170,7 @@ async function main(): Promise<number> {
       say(`artifacts kept in ${flags.outDir}`);
     }
     say(`total wall time ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-    return result.violations === 0 ? 0 : 1;
+    return passed(result) ? 0 : 1;
   } catch (e) {
     if (interrupted) return 130;
     process.stderr.write(`chaos: the run failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);

@@ -2,6 +2,7 @@
  * The printed report of a chaos run (issue 7): duration, IDs checked, faults (time, kind, target), fences,
  * duplicates, outage windows, and a verdict.
  */
+import type { AuditOutcome } from './faults/audit.js';
 import type { ChaosResult } from './run.js';
 import { formatFault } from './schedule.js';
 
@@ -122,9 +123,26 @@ export function formatReport(r: ChaosResult): string[] {
     }`,
   );
   out.push('');
+  out.push(...auditSection(r.audit));
+  out.push('');
   out.push(`expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`);
-  out.push(`VERDICT: ${r.violations === 0 ? 'PASS' : 'FAIL'}: ${r.violations} rule violations`);
+  out.push(
+    `VERDICT: ${passed(r) ? 'PASS' : 'FAIL'}: ${r.violations} rule violations, audit ${r.audit.ok ? 'clean' : `FAILED (exit ${r.audit.exitCode ?? 'signal'})`}`,
+  );
   return out;
+}
+
+/** The run passes when every rule held and `idgen audit` found its etcd clean (exit 0). */
+export function passed(r: Pick<ChaosResult, 'violations' | 'audit'>): boolean {
+  return r.violations === 0 && r.audit.ok;
+}
+
+/** The report's section "audit": `idgen audit` of the run's etcd once everything stopped (a failure fails the run). */
+export function auditSection(a: AuditOutcome): string[] {
+  return [
+    `audit (idgen audit of the run's etcd after every node and caller stopped): ${a.ok ? 'OK' : 'FAILED'}`,
+    ...a.lines.map((l) => `  ${l}`),
+  ];
 }
 
 /** Rule 4 per fault kind: how many ran, the longest outage one caller saw, failed calls, expectations missed. */

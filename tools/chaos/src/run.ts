@@ -17,6 +17,9 @@ import {
   type EtcdCluster,
   type ProcessHandle,
 } from '@idgen/testing';
+import { runAudit, type AuditOutcome } from './faults/audit.js';
+import { judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
+import { judgeWrongRegion, runWrongRegionNode, wrongRegionOf } from './faults/wrong-region-node.js';
 import { createEmbeddedFleet, type EmbeddedFaultRecord, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { sumNodeMetrics, type NodeMetrics } from './node-metrics.js';
@@ -71,6 +74,8 @@ export interface ChaosOptions {
   readonly serverMain: string;
   /** `tools/chaos/dist/caller.js`. */
   readonly callerMain: string;
+  /** `apps/cli/dist/main.js`: `idgen audit` judges the run's etcd at the end. */
+  readonly cliMain: string;
   /** Embedded callers (`@idgen/embedded` in their own processes, slots 18 and up; 0: none). */
   readonly embedded: number;
   /** `tools/chaos/dist/embedded-caller.js`. */
@@ -146,6 +151,8 @@ export interface ChaosResult {
         readonly faults: readonly EmbeddedFaultRecord[];
       }
     | undefined;
+  /** `idgen audit` of the run's etcd after everything stopped (not ok: exit non-zero). */
+  readonly audit: AuditOutcome;
   /** Rule violations (any: exit non-zero). */
   readonly violations: number;
   readonly expectationsMissed: number;
@@ -279,6 +286,9 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
 
   const loadStart = Date.now();
   const rel = (ms: number): number => ms - loadStart;
+  let wrongRegionNodes = 0;
+  /** When each `etcd-member-down` had its member stopped (judged in `verify`, with the window's failed calls). */
+  const memberDowns = new Map<FaultRecord, { fromMs: number; toMs: number }>();
   const scrapeTimer = setInterval(() => void fleet.scrapeAll(), 2000);
   const records: FaultRecord[] = [];
   const skipped: Fault[] = [];
@@ -593,6 +603,46 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         fleet.setEtcdLatency(0);
         break;
       }
+      case 'wrong-region-node': {
+        const wrong = wrongRegionOf(o.region);
+        wrongRegionNodes++;
+        const name = `wrong-region-${wrongRegionNodes}`;
+        r.target = `${name} (region ${wrong} on region ${o.region}'s etcd)`;
+        line();
+        const w = await runWrongRegionNode({
+          serverMain: o.serverMain,
+          etcd: cluster.endpoints,
+          wrongRegion: wrong,
+          prefix: ETCD_PREFIX,
+          slots: o.slots,
+          leaseTtlSeconds: o.leaseTtlSeconds,
+          dir,
+          name,
+          timeoutMs: 15_000,
+        });
+        const judged = judgeWrongRegion(w, o.region, wrong);
+        r.notes.push(...judged.notes);
+        r.expectationMissed = judged.expectationMissed;
+        break;
+      }
+      case 'etcd-member-down': {
+        const down = await stopFollower(
+          cluster,
+          f.pick,
+          f.effectMs,
+          begin,
+          (ms) => sleep(ms, o.signal),
+          (target) => {
+            r.target = target;
+            line();
+          },
+        );
+        r.target = down.target;
+        r.notes.push(...down.notes);
+        if (down.stoppedAtMs !== undefined)
+          memberDowns.set(r, { fromMs: down.stoppedAtMs, toMs: down.startedAtMs ?? Date.now() });
+        break;
+      }
       case 'clock-jump-small':
       case 'clock-jump-large': {
         const inc = await hitNode(false);
@@ -670,8 +720,13 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     o.say('stopping embedded callers');
     await embedded.stopAll(15_000);
   }
-  o.say('stopping nodes and etcd');
+  o.say('stopping nodes');
   await fleet.stopAll(10_000);
+  // Everything that minted has stopped: the audit judges what the run's etcd holds, before it is torn down.
+  o.say("idgen audit of the run's etcd");
+  const audit = await auditRun(o, dir, cluster);
+  for (const l of audit.lines) o.say(`  ${l}`);
+  o.say('stopping etcd');
   await cluster.stopAll();
 
   o.say('verifying');
@@ -686,6 +741,32 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
     embedded,
     callerSummaries,
     clockAllowances,
+    memberDowns,
+    audit,
+  });
+}
+
+/** The key prefix the run's nodes and embedded callers use (the servers' default; bindRegion's). */
+const ETCD_PREFIX = '/idgen';
+
+/**
+ * `idgen audit` over the run's etcd: one region, the nodes' and the embedded callers' (both `o.region`). A CLI that
+ * cannot be run is a failed audit, not a crash: the report says why.
+ */
+async function auditRun(o: ChaosOptions, dir: string, cluster: EtcdCluster): Promise<AuditOutcome> {
+  if (!existsSync(o.cliMain))
+    return {
+      exitCode: null,
+      ok: false,
+      lines: [
+        `idgen audit: ${o.cliMain} is missing: build the CLI (npx nx run @idgen/cli:build; npm run chaos builds it)`,
+      ],
+    };
+  return runAudit({
+    cliMain: o.cliMain,
+    dir,
+    regions: [{ name: `region-${o.region}`, etcd: cluster.endpoints, prefix: ETCD_PREFIX }],
+    timeoutMs: 5000,
   });
 }
 
@@ -702,6 +783,8 @@ async function verify(
     embedded: EmbeddedFleet | undefined;
     callerSummaries: ({ index: number; calls: number; ids: number; failed: number } | undefined)[];
     clockAllowances: readonly ClockAllowance[];
+    memberDowns: ReadonlyMap<FaultRecord, { fromMs: number; toMs: number }>;
+    audit: AuditOutcome;
   },
 ): Promise<ChaosResult> {
   const all = await Promise.all(Array.from({ length: o.callers }, (_, i) => readCallerRecords(s.dir, i)));
@@ -812,6 +895,17 @@ async function verify(
           r.expectationMissed = `${r.target} did not fence on a ${r.fault.clockOffsetSeconds ?? 0} s jump back`;
         break;
       }
+      case 'etcd-member-down': {
+        const down = s.memberDowns.get(r);
+        if (down === undefined) break;
+        // A fence is read from the log a moment after it happens: 1.5 s past the member's start still counts.
+        const leaseFences = inWindow(down.fromMs, Math.min(down.toMs + 1500, nextStart), 'lease');
+        const failedCalls =
+          outages.find((w) => w.window.label === `#${r.fault.index} ${r.fault.kind}`)?.failedCalls ?? 0;
+        r.notes.push(`lease fences while down: ${leaseFences}; failed calls in window: ${failedCalls}`);
+        r.expectationMissed = judgeMemberDown(leaseFences, failedCalls);
+        break;
+      }
       default:
         break;
     }
@@ -872,15 +966,22 @@ async function verify(
             ids: embeddedBlocks.reduce((n, b) => n + b.count, 0),
             faults: s.embedded.faults,
           },
+    audit: s.audit,
     violations,
     expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
   };
 }
 
 /** The chaos run's paths relative to the built `tools/chaos/dist/main.js`. */
-export function defaultPaths(distDir: string): { serverMain: string; callerMain: string; embeddedMain: string } {
+export function defaultPaths(distDir: string): {
+  serverMain: string;
+  callerMain: string;
+  embeddedMain: string;
+  cliMain: string;
+} {
   return {
     serverMain: join(distDir, '..', '..', '..', 'apps', 'server', 'dist', 'main.js'),
+    cliMain: join(distDir, '..', '..', '..', 'apps', 'cli', 'dist', 'main.js'),
     callerMain: join(distDir, 'caller.js'),
     embeddedMain: join(distDir, 'embedded-caller.js'),
   };

@@ -6,7 +6,8 @@
 
 /**
  * Every kind of fault: issue 7's nine, then issue 12's five (a node cut off from etcd while its callers
- * still reach it, wall clocks stepped forward, alone and under a partition, and a slow etcd).
+ * still reach it, wall clocks stepped forward, alone and under a partition, and a slow etcd), then issue 21's
+ * deployment-level two (a node given another region's code, one etcd follower down).
  */
 export const FAULT_KINDS = [
   'kill-node',
@@ -23,6 +24,8 @@ export const FAULT_KINDS = [
   'partition-clock-forward',
   'etcd-slow-short',
   'etcd-slow-long',
+  'wrong-region-node',
+  'etcd-member-down',
 ] as const;
 
 /** One kind of fault. */
@@ -54,9 +57,12 @@ export interface ScheduleOptions {
   readonly seed: number;
   /** Lease TTL of the nodes in ms: the effects are sized against it. */
   readonly leaseTtlMs: number;
-  /** Load before the first fault, so every node is serving (default 3500). */
+  /** Load before the first fault, so every node is serving (default 2000; the run starts the load once they are ready). */
   readonly warmupMs?: number;
-  /** Quiet time after the last fault's window (default 3000). */
+  /**
+   * Quiet time after the last fault's window (default 1000; the run itself keeps the load up 3 s after the last
+   * fault has ended, whatever the schedule says).
+   */
   readonly tailMs?: number;
   /** Only these kinds (default every kind), e.g. to aim a run at one fault (`--faults`). */
   readonly kinds?: readonly FaultKind[];
@@ -165,8 +171,19 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       // Delayed past the keep-alive timeout for longer than the TTL: keep-alives still arrive, late, so the
       // leases live on in etcd, but no node can prove its lease in time: every serving node must fence.
       return { effectMs: jitter((ttl * 4) / 3), windowMs: (ttl * 8) / 3 };
+    case 'wrong-region-node':
+      // An extra node with another region's code, refused by the binding during its start (it exits 2 before it
+      // claims a slot): nothing else is touched, so its window is just its start (a slow start delays the next fault).
+      return { effectMs: 0, windowMs: 1000 };
+    case 'etcd-member-down':
+      // One follower stopped longer than TTL − fence margin (a node still talking to it would fence), then
+      // started again: it rejoins in well under a second.
+      return { effectMs: ttl - FENCE_MARGIN_MS + 400, windowMs: ttl - FENCE_MARGIN_MS + 1400 };
   }
 }
+
+/** The nodes' fence margin (`@idgen/lease` DEFAULT_FENCE_MARGIN_MS): they fence TTL − margin after a keep-alive. */
+export const FENCE_MARGIN_MS = 1000;
 
 /**
  * Forward offsets alternate between rounds, +2 s and +8 s, so every round has both (one on a node alone,
@@ -201,14 +218,14 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
 /**
  * Builds the schedule: rounds of every fault kind (or of `kinds`) in a seeded order, one after another,
  * each in its own window, repeated while the next one still fits before `durationMs − tailMs`. A run of
- * {@link FULL_ROUND_SECONDS} with the 3 s TTL holds one full round of all fourteen kinds.
+ * {@link FULL_ROUND_SECONDS} with the 3 s TTL holds one full round of all sixteen kinds.
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
   const kinds = options.kinds ?? FAULT_KINDS;
   if (kinds.length === 0) throw new RangeError('createSchedule: no fault kinds');
-  const warmupMs = options.warmupMs ?? 3500;
-  const tailMs = options.tailMs ?? 3000;
+  const warmupMs = options.warmupMs ?? 2000;
+  const tailMs = options.tailMs ?? 1000;
   const endMs = options.durationMs - tailMs;
   const faults: Fault[] = [];
   let at = warmupMs;
