@@ -346,10 +346,12 @@ describe('close', () => {
     await Promise.race([blocked.ready(), holder.ready()]);
     const [waiter, other] = blocked.status().worker === 78 ? [holder, blocked] : [blocked, holder];
     await until('the other source to wait', () => waiter.status().state === 'waiting-for-slot');
-    const pending = waiter.nextId({ deadlineMs: 60_000 });
+    // Caught from the start: close() rejects it at once, while close() itself still waits on etcd.
+    const pending = waiter.nextId({ deadlineMs: 60_000 }).catch((e: unknown) => e);
     await waiter.close();
-    expect(isIdClientError(await pending.catch((e: unknown) => e))).toBe(true);
-    expect(await pending.catch((e: unknown) => (e as IdsUnavailableError).code)).toBe('closed');
+    const refused = await pending;
+    expect(isIdClientError(refused)).toBe(true);
+    expect((refused as IdsUnavailableError).code).toBe('closed');
     expect(other.status().state).toBe('running');
   });
 });

@@ -598,8 +598,10 @@ class EtcdWorkerLease implements WorkerLease {
       });
       // After etcd stopped being trustworthy, no record is: start above that moment + TTL + bound (docs/design.md §5).
       const untrusted = this.untrustedSinceWall;
-      const floorMs =
-        untrusted === undefined ? recordFloor : Math.max(recordFloor, untrusted + ttlMs + this.cfg.clockBoundMs);
+      const untrustedFloor = untrusted === undefined ? recordFloor : untrusted + ttlMs + this.cfg.clockBoundMs;
+      // The start hold: no first mint before the claim's answer + TTL + bound, whatever the records say (§5).
+      const hold = startHoldFloor(clock.nowMs(), claimed.last, ttlMs, this.cfg.clockBoundMs);
+      const floorMs = Math.max(recordFloor, untrustedFloor, hold);
       s.floorMs = floorMs;
 
       // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
@@ -617,8 +619,9 @@ class EtcdWorkerLease implements WorkerLease {
             ? 'never used before'
             : claimed.last.released
               ? `released cleanly at ${claimed.last.ms}`
-              : `previous holder ended uncleanly (last-ms ${claimed.last.ms}): waiting until the clock passes ${floorMs}`) +
-          (wait >= 0 ? ` (${wait + 1} ms)` : ''),
+              : `previous holder ended uncleanly (last-ms ${claimed.last.ms})`) +
+          (wait >= 0 ? `: waiting until the clock passes ${floorMs} (${wait + 1} ms)` : '') +
+          (floorMs === hold ? ' (the start hold)' : ''),
       );
       await this.waitForFloor(s, floorMs);
       const tenureProblem = await tenureWritten;
@@ -1150,4 +1153,22 @@ function rotated(region: number, first: number, last: number): { region: number;
   for (let w = first; w <= last; w++) all.push({ region, worker: w });
   const start = randomInt(all.length);
   return [...all.slice(start), ...all.slice(0, start)];
+}
+
+/**
+ * The start hold (docs/design.md §5, "a claim never trusts the restored records"): the floor of a claim answered at
+ * wall `claimedAtMs`. If etcd was restored from a snapshot before that answer, a holder of the lost history (the slot
+ * claimed after the snapshot, its lease and `last-ms` gone with it) got its last keep-alive acknowledged before it,
+ * so it mints nothing above that ack + TTL − margin: below this floor, even with the clocks `clockBoundMs` apart. The
+ * restored records cannot say so, a clean release on record included (it may predate the lost claim), and a holder's
+ * memory of the history has gaps (a partition), so every claim holds: one TTL (the longer of this node's and the
+ * slot record's) + the bound.
+ */
+export function startHoldFloor(
+  claimedAtMs: number,
+  last: LastMsRecord | undefined,
+  ttlMs: number,
+  clockBoundMs: number,
+): number {
+  return claimedAtMs + Math.max(ttlMs, last?.ttlMs ?? 0) + clockBoundMs;
 }

@@ -144,6 +144,30 @@ describe('etcd restored from a snapshot', () => {
     expect(book.violations).toEqual([]);
   });
 
+  it('with the old token, a node started after the restore (no memory of the lost history) mints nothing below what the lost holder could mint: the start hold', async () => {
+    const etcd = await startEtcd();
+    const prefix = uniquePrefix('restore-fresh');
+    await bindRegion(etcd, REGION, prefix);
+    const book = new SlotBook();
+    const dir = await tempDir('idgen-snapshot');
+    const snapshot = join(dir.path, 'snap.db');
+    await etcd.snapshot(snapshot); // before any claim: the restored etcd knows no holder, lease or last-ms at all
+    const lost = new RecordingTarget('restore-fresh-lost', book);
+    const lostLease = createEtcdLease({ ...options(etcd, prefix, 'restore-fresh-lost'), workers: '0-0' }, lost);
+    leases.push(lostLease);
+    await lostLease.start();
+    await lost.waitFor((e) => e.kind === 'extend', 10_000, 'a keep-alive of the holder the restore will lose');
+    await etcd.restore(snapshot);
+    const lostCeiling = highestCeiling(lost);
+    // A node started now trusts records that say the region was never used (same cluster ID, no binding change): on
+    // the records alone its floor is epoch − 1, beside the lost holder until that one's next keep-alive is refused.
+    const fresh = holder(etcd, prefix, 'restore-fresh-new', book);
+    await fresh.lease.start();
+    const claim = fresh.t.of('assign')[0];
+    expect(claim?.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(lostCeiling);
+    expect(book.violations).toEqual([]);
+  });
+
   it('a spare waiting across the restore, and both old holders: every slot claimed on the restored history starts above what the lost holders could mint', async () => {
     const { etcd, prefix, book, before, after, snapshot } = await beforeAndAfterSnapshot('restore-spare');
     // Both slots are held: the spare waits, asking again and again (its claims see the post-snapshot revisions).

@@ -7,7 +7,7 @@ import { computeFloor, leaseKeys, parseJsonObject, parseLastMsRecord, parseLayou
 import type { LastMsRecord } from './records.js';
 import { checkRegionBinding } from './region-binding.js';
 import { casRegistryCode, describeRegistry, readRegistryCode } from './spare-registry.js';
-import type { RegistryHandover, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
+import type { RegistryHandover, RegistryIdentity, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
 
 /**
  * Spare region codes, lent and reclaimed across clusters (docs/design.md §7).
@@ -44,6 +44,11 @@ export interface SpareCodeRecord {
    * on records written before the registry.
    */
   readonly registryRevision?: string;
+  /**
+   * The registry this mirror follows (its etcd's cluster ID and prefix): a deployment has one, and a step decided in
+   * another is refused here (docs/design.md §7). Absent on records written before it was recorded.
+   */
+  readonly registry?: RegistryIdentity;
   /** `adopted`: where the handover came from and the highest floor it carried. */
   readonly adoptedFrom?: {
     readonly lentTo: number;
@@ -104,12 +109,21 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
   const registryRevision = o['registryRevision'];
   if (registryRevision !== undefined && (typeof registryRevision !== 'string' || !/^[0-9]+$/.test(registryRevision)))
     throw new CorruptRecordError(key, 'field registryRevision is not a decimal revision', raw);
+  const registry = o['registry'];
+  let follows: RegistryIdentity | undefined;
+  if (registry !== undefined) {
+    const g = registry as Record<string, unknown> | null;
+    if (typeof g !== 'object' || g === null || typeof g['clusterId'] !== 'string' || typeof g['prefix'] !== 'string')
+      throw new CorruptRecordError(key, 'field registry needs strings clusterId and prefix', raw);
+    follows = { clusterId: g['clusterId'], prefix: g['prefix'] };
+  }
   const base: SpareCodeRecord = {
     code,
     state: state as SpareCodeState,
     at,
     ...(isInt(lentTo) ? { lentTo } : {}),
     ...(registryRevision === undefined ? {} : { registryRevision }),
+    ...(follows === undefined ? {} : { registry: follows }),
   };
   const from = o['adoptedFrom'];
   if (state === 'adopted') {
@@ -282,6 +296,26 @@ export interface WithRegistry {
   readonly registry: RegistryIo;
 }
 
+/**
+ * One registry per deployment (docs/design.md §7): a region's etcd whose mirrors follow one registry refuses a step
+ * decided in another (another etcd cluster, or another prefix), since two registries could each lend a code once.
+ * Read before this etcd is written; records written before the registry's identity was recorded pass.
+ */
+async function checkOneRegistry(io: Io & { layout: Layout }, reg: SpareRegistryEntry): Promise<void> {
+  const { entries } = await readSpareCodesLeniently(io);
+  const other = entries.find(
+    (e) =>
+      e.record.registry !== undefined &&
+      (e.record.registry.clusterId !== reg.registry.clusterId || e.record.registry.prefix !== reg.registry.prefix),
+  );
+  if (other?.record.registry !== undefined)
+    throw new SpareCodeError(
+      `${other.key} follows the spare-code registry in etcd cluster ${other.record.registry.clusterId} (prefix ` +
+        `${other.record.registry.prefix}), not this one (cluster ${reg.registry.clusterId}, prefix ${reg.registry.prefix}): ` +
+        'a deployment has one registry; give every spare command the same --registry',
+    );
+}
+
 /** Refuses a step the registry does not allow, naming who holds the code there. */
 function registrySays(entry: SpareRegistryEntry, what: string): SpareCodeError {
   return new SpareCodeError(
@@ -344,10 +378,18 @@ export async function lendSpareCode(
   }
   if (reg.record.state !== 'lent' || reg.record.lentTo !== toRegion)
     throw registrySays(reg, `not lent to region ${toRegion}; a code is lent once, deployment-wide`);
+  await checkOneRegistry(io, reg);
   // 2. The mirror in the borrowing region's etcd.
   if (existing !== undefined) return { record: existing.record, changed: false };
   const key = spareKeys.code(io.prefix, code);
-  const record: SpareCodeRecord = { code, state: 'lent', lentTo: toRegion, at, registryRevision: reg.modRevision };
+  const record: SpareCodeRecord = {
+    code,
+    state: 'lent',
+    lentTo: toRegion,
+    at,
+    registryRevision: reg.modRevision,
+    registry: reg.registry,
+  };
   const res = await withTimeout(
     io.client
       .if(key, 'Create', '==', 0)
@@ -384,8 +426,16 @@ export async function beginReclaim(
   const lentTo = r.lentTo as number;
   const at = new Date((io.now ?? Date.now)()).toISOString();
   const reg = await registryAtLeastReclaiming(io, code, lentTo, at);
+  await checkOneRegistry(io, reg);
   if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
-  const record: SpareCodeRecord = { code, state: 'reclaiming', lentTo, at, registryRevision: reg.modRevision };
+  const record: SpareCodeRecord = {
+    code,
+    state: 'reclaiming',
+    lentTo,
+    at,
+    registryRevision: reg.modRevision,
+    registry: reg.registry,
+  };
   const res = await withTimeout(
     io.client
       .if(existing.key, 'Mod', '==', existing.modRevision)
@@ -501,6 +551,7 @@ export async function exportHandover(
   let reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
   // The registry must follow this loan (reclaiming, or reclaimed by an earlier run) before this etcd is touched.
   let reg = await registryAtLeastReclaiming(io, code, lentTo, reclaimedAt);
+  await checkOneRegistry(io, reg);
   const summary = handoverSummary(lentTo, reclaimedAt, workers);
   if (reg.record.handover !== undefined) {
     // An earlier run recorded the handover: this one must be the same (a file written again, not another floor).
@@ -519,6 +570,7 @@ export async function exportHandover(
       lentTo,
       at: reclaimedAt,
       registryRevision: reg.modRevision,
+      registry: reg.registry,
     };
     const res = await withTimeout(
       io.client
@@ -682,6 +734,7 @@ export async function adoptSpareCode(
     throw registrySays(reg, 'only a reclaimed code may be adopted: finish "idgen spare reclaim" first');
   const why = reg.record.handover === undefined ? 'none recorded' : summaryDifference(reg.record.handover, fromFile);
   if (why !== undefined) throw registrySays(reg, `the handover file is not the one the registry recorded (${why})`);
+  await checkOneRegistry(io, reg);
   if (reg.record.state === 'adopted') {
     const by = reg.record.adoptedBy;
     if (by?.clusterId !== adopter.clusterId || by.prefix !== adopter.prefix)
@@ -738,6 +791,7 @@ export async function adoptSpareCode(
     state: 'adopted',
     at,
     registryRevision: reg.modRevision,
+    registry: reg.registry,
     adoptedFrom: {
       lentTo: handover.lentTo,
       reclaimedAt: handover.reclaimedAt,

@@ -277,6 +277,30 @@ describe('the spare-code registry', () => {
     expect(await localRecord(kvTwo, d.prefix)).toBeNull();
   });
 
+  it('6. a second registry: a region whose mirrors follow one registry refuses a step decided in another, and writes nothing', async () => {
+    const d = await deployment('two-registries');
+    expect((await lendSpareCode(d.two, 5, 2)).changed).toBe(true);
+    expect((await readSpareCode(d.two, 5))?.record.registry).toEqual({
+      clusterId: (await readRegistryCode(d.registry, 5))?.registry.clusterId,
+      prefix: d.prefix,
+    });
+    // An operator names another etcd as the registry (region 3's): it has no record of code 6 or of 5.
+    const other: RegistryIo = { client: kvThree, prefix: d.prefix, timeoutMs: TIMEOUT_MS, name: etcdThree.clientUrl };
+    const lend = await errorOf(lendSpareCode(d.at(kvTwo, other), 6, 2));
+    expect(lend).toBeInstanceOf(SpareCodeError);
+    expect((lend as Error).message).toMatch(
+      /spare-codes\/5 follows the spare-code registry in etcd cluster \d+ \(prefix .*\), not this one \(cluster \d+, prefix .*\): a deployment has one registry/,
+    );
+    expect(await localRecord(kvTwo, d.prefix, 6)).toBeNull();
+    // A reclaim decided in the other registry is refused the same way (it has no record of the loan at all).
+    await expect(beginReclaim(d.at(kvTwo, other), 5)).rejects.toThrow(/no record of code 5|follows the spare-code/);
+    expect((await readSpareCode(d.two, 5))?.record.state).toBe('lent');
+    // Another prefix in the same registry etcd is another registry too.
+    const moved: RegistryIo = { ...d.registry, prefix: `${d.prefix}-b` };
+    await expect(lendSpareCode(d.at(kvTwo, moved), 6, 2)).rejects.toThrow(/follows the spare-code registry/);
+    expect(await localRecord(kvTwo, d.prefix, 6)).toBeNull();
+  });
+
   it('registry records: garbage is refused naming the key and the field', () => {
     const key = '/p/spare-registry/5';
     expect(parseRegistryRecord(key, '{"code":5,"state":"lent","lentTo":2,"at":"t"}')).toMatchObject({

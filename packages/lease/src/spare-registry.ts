@@ -55,6 +55,14 @@ export interface SpareRegistryEntry {
   readonly key: string;
   readonly record: SpareRegistryRecord;
   readonly modRevision: string;
+  /** Which registry answered: its etcd's cluster ID and the prefix (what a mirror records it follows). */
+  readonly registry: RegistryIdentity;
+}
+
+/** A registry's identity: the etcd cluster it lives in and its prefix there. */
+export interface RegistryIdentity {
+  readonly clusterId: string;
+  readonly prefix: string;
 }
 
 export const registryKeys = {
@@ -176,7 +184,12 @@ export async function readRegistryCode(
   const r = await call(io, `reading ${key}`, () => io.client.get(key).options(deadlineIn(io.timeoutMs)).exec());
   const read = firstKey(r.kvs);
   if (read === undefined) return undefined;
-  return { key, record: parseRegistryRecord(key, read.value, maxRegion), modRevision: read.modRevision };
+  return {
+    key,
+    record: parseRegistryRecord(key, read.value, maxRegion),
+    modRevision: read.modRevision,
+    registry: { clusterId: r.header.cluster_id, prefix: io.prefix },
+  };
 }
 
 /** Every record in the registry, by code. */
@@ -193,6 +206,7 @@ export async function listRegistryCodes(io: RegistryIo, maxRegion = 7): Promise<
         key,
         record: parseRegistryRecord(key, read?.value ?? '', maxRegion),
         modRevision: read?.modRevision ?? '0',
+        registry: { clusterId: r.header.cluster_id, prefix: io.prefix },
       };
     })
     .sort((a, b) => a.record.code - b.record.code);
@@ -222,11 +236,12 @@ export async function casRegistryCode(
       .options(deadlineIn(io.timeoutMs))
       .commit(),
   );
-  if (res.succeeded) return { won: true, entry: { key, record, modRevision: res.header.revision } };
+  const registry = { clusterId: res.header.cluster_id, prefix: io.prefix };
+  if (res.succeeded) return { won: true, entry: { key, record, modRevision: res.header.revision, registry } };
   const raw = rangeValue(res.responses[0]);
   if (raw === undefined) return { won: false, entry: undefined };
   const modRevision = res.responses[0]?.response_range?.kvs[0]?.mod_revision ?? '0';
-  return { won: false, entry: { key, record: parseRegistryRecord(key, raw, maxRegion), modRevision } };
+  return { won: false, entry: { key, record: parseRegistryRecord(key, raw, maxRegion), modRevision, registry } };
 }
 
 /** One line saying who holds `code` according to the registry. */
