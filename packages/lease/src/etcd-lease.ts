@@ -322,8 +322,11 @@ class EtcdWorkerLease implements WorkerLease {
     }
   }
 
-  /** Claims a slot and waits for its floor, retrying until alive. `failFast`: a full range rejects at once. */
-  private async acquire(failFast: boolean): Promise<void> {
+  /**
+   * Claims a slot and waits for its floor, retrying until alive. `failFast`: a full range rejects at once.
+   * `reclaim`: a holder claiming again after it lost its slot (a binding refusal is then waited out, not final).
+   */
+  private async acquire(failFast: boolean, reclaim = false): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       this.lifetime.signal.throwIfAborted();
       this.setState(
@@ -335,7 +338,10 @@ class EtcdWorkerLease implements WorkerLease {
         return;
       } catch (e) {
         this.lifetime.signal.throwIfAborted();
-        if (isLeaseError(e) && (!e.retryable || failFast)) throw e;
+        // A re-claim refused by the binding is what a restore with a new cluster token gives, until the operator's
+        // `idgen region restored` (docs/runbook.md): a running holder keeps asking, unready, rather than stop for good.
+        const awaitingOperator = reclaim && isLeaseError(e) && e.code === 'region-binding';
+        if (isLeaseError(e) && (!e.retryable || failFast) && !awaitingOperator) throw e;
         const access = etcdAccessProblem(e);
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         const delay = this.backoff(attempt);
@@ -1005,7 +1011,7 @@ class EtcdWorkerLease implements WorkerLease {
     })();
     // A loss while claiming is handled by the claim loop (claimAndWait rejects); a loss while alive re-claims here.
     if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) {
-      this.reclaiming = this.acquire(false).catch((e: unknown) => {
+      this.reclaiming = this.acquire(false, true).catch((e: unknown) => {
         if (!this.lifetime.signal.aborted) this.cfg.logger.error({ err: errorText(e) }, 'lease: re-claiming stopped');
       });
     }
@@ -1045,7 +1051,7 @@ class EtcdWorkerLease implements WorkerLease {
       }
       await this.revokeQuietly(s.lease);
       // A slot given back while claiming is handled by the claim loop; one given back while alive claims again here.
-      if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) await this.acquire(false);
+      if (wasAssigned && this.releasing === undefined && !this.lifetime.signal.aborted) await this.acquire(false, true);
     })().catch((e: unknown) => {
       if (!this.lifetime.signal.aborted) this.cfg.logger.error({ err: errorText(e) }, 'lease: re-claiming stopped');
     });

@@ -76,7 +76,7 @@ async function beforeAndAfterSnapshot(name: string) {
 }
 
 describe('etcd restored from a snapshot', () => {
-  it('with a new cluster token: both holders fence, no node starts until idgen region restored, then above every old ceiling', async () => {
+  it('with a new cluster token: both holders fence, no node starts until idgen region restored, then every one (the old holders too, on their own) above every old ceiling', async () => {
     const { etcd, prefix, book, before, after, snapshot } = await beforeAndAfterSnapshot('restore-token');
     await etcd.restore(snapshot, { clusterToken: `restored-${Date.now()}` });
     // Both see the restored history: the post-snapshot holder's lease is gone, the other's answers come from another
@@ -100,13 +100,20 @@ describe('etcd restored from a snapshot', () => {
     } finally {
       kv.close();
     }
-    const next = holder(etcd, prefix, 'restore-token-next', book);
-    await next.lease.start();
-    const floor = next.t.of('assign')[0]?.assignment?.floorMs ?? Number.NaN;
-    expect(floor).toBeGreaterThan(Math.max(highestCeiling(before.t), highestCeiling(after.t)));
-    // The old holders never came back on the restored history.
+    // Until the operator's step the old holders, re-claiming all along, were refused by the binding too.
     expect(before.t.of('assign')).toHaveLength(1);
     expect(after.t.of('assign')).toHaveLength(1);
+    const oldCeiling = Math.max(highestCeiling(before.t), highestCeiling(after.t));
+    const next = createEtcdLease({ ...options(etcd, prefix, 'restore-token-next'), workers: '2-2' }, fresh.t);
+    leases.push(next);
+    await next.start();
+    expect(fresh.t.of('assign')[0]?.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(oldCeiling);
+    // After it, the running old holders come back on their own (they never stopped asking), above every old ceiling.
+    for (const t of [before.t, after.t]) {
+      const first = t.of('assign')[0];
+      const again = await t.waitFor((e) => e.kind === 'assign' && e !== first, 30_000, `${t.name} back`);
+      expect(again.assignment?.floorMs ?? Number.NaN).toBeGreaterThan(oldCeiling);
+    }
     expect(book.violations).toEqual([]);
   });
 
