@@ -242,6 +242,328 @@ async function readyzOk(metricsUrl: string): Promise<boolean> {
   }
 }
 
+/** What every stage of a deployment's start shares: where things are, the PKI, what to tear down. */
+interface DeploymentContext {
+  readonly root: { readonly path: string };
+  readonly prefix: string;
+  readonly leaseTtl: number;
+  readonly readyTimeoutMs: number;
+  readonly cliMain: string;
+  readonly rolesScript: string;
+  /** `node`'s argv before the server's flags (launch flags and main.js). */
+  readonly launch: readonly string[];
+  readonly serverArgs: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+  readonly pki: TestPki;
+  readonly etcdClient: TestCertificate;
+  readonly caller: DeploymentCaller;
+  readonly etcds: (EtcdServer | EtcdCluster)[];
+  readonly nodes: DeploymentNodeProcess[];
+  readonly log: (line: string) => void;
+  readonly started: number;
+}
+
+/** The etcd flags of the CLI and the server for `region` as `user`. */
+function etcdFlags(prefix: string, region: DeploymentRegion, user: DeploymentUserName): string[] {
+  return [
+    '--etcd',
+    region.etcd.endpoints.join(','),
+    ...(prefix === '/idgen' ? [] : ['--etcd-prefix', prefix]),
+    '--etcd-ca',
+    region.etcd.caFile,
+    '--etcd-cert',
+    region.etcd.certFile,
+    '--etcd-key',
+    region.etcd.keyFile,
+    '--etcd-user',
+    user,
+    '--etcd-password-file',
+    region.users[user].passwordFile,
+  ];
+}
+
+/** The built CLI and server and roles.sh, or an error saying how to get them. */
+function builtParts(repoRoot: string): { cliMain: string; serverMain: string; rolesScript: string } {
+  const parts = {
+    cliMain: join(repoRoot, 'apps', 'cli', 'dist', 'main.js'),
+    serverMain: join(repoRoot, 'apps', 'server', 'dist', 'main.js'),
+    rolesScript: join(repoRoot, 'deploy', 'etcd', 'roles.sh'),
+  };
+  for (const [file, how] of [
+    [parts.cliMain, 'npx nx run @idgen/cli:build'],
+    [parts.serverMain, 'npx nx run @idgen/server:build'],
+    [parts.rolesScript, 'it is part of the repository'],
+  ] as const) {
+    if (!existsSync(file)) throw new Error(`startDeployment: ${file} is missing (${how})`);
+  }
+  return parts;
+}
+
+/** Runs `start` for every item at once; after all settled, the first failure rejects (the caller tears down). */
+async function stage<T, R>(items: readonly T[], start: (item: T) => Promise<R>): Promise<R[]> {
+  const results = await Promise.allSettled(items.map(start));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<R>).value);
+}
+
+type MutableRegion = DeploymentRegion & { nodes: DeploymentNode[]; callers: ProcessHandle[] };
+
+/**
+ * One region's etcd (a member, or a cluster of `members`) with client TLS, users and roles as docs/runbook.md has
+ * them (root first and auth on, then the real roles.sh as root, then one user per role), bound to `code` with the
+ * real `idgen region init` as root.
+ */
+async function startRegion(ctx: DeploymentContext, code: number, members: number): Promise<MutableRegion> {
+  const { pki, etcdClient, prefix } = ctx;
+  const dir = join(ctx.root.path, `region-${code}`);
+  const secrets = join(dir, 'secrets');
+  await mkdir(secrets, { recursive: true, mode: 0o700 });
+  const tls = { pki, clientCertAuth: true };
+  // Every etcdctl call as a user checks a bcrypt hash: at etcd's cost 10 a few dozen of them at once on a loaded
+  // 2-core machine ran past etcdctl's 5 s; a test etcd's passwords need no strength.
+  const extraArgs = ['--bcrypt-cost', '4'];
+  const server =
+    members > 1
+      ? await startEtcdCluster(members, { tls, extraArgs, parentDir: join(dir, 'etcd') })
+      : await startEtcd({ tls, extraArgs, dataDir: join(dir, 'etcd'), name: `region-${code}` });
+  ctx.etcds.push(server);
+  const endpoints = 'stopAll' in server ? [...server.endpoints] : [server.clientUrl];
+
+  const passwords = {} as Record<DeploymentUserName, string>;
+  const users = {} as Record<DeploymentUserName, DeploymentUser>;
+  for (const name of DEPLOYMENT_USERS) {
+    passwords[name] = randomBytes(12).toString('hex');
+    const passwordFile = join(secrets, `${name}.password`);
+    writeFileSync(passwordFile, `${passwords[name]}\n`, { mode: 0o600 });
+    users[name] = { name, passwordFile };
+  }
+  // The etcd client certificate's CN is no user, so a client with the certificate but without a user is refused
+  // (etcd would take the CN as the user).
+  const tlsFlags = ['--cacert', pki.caFile, '--cert', etcdClient.certFile, '--key', etcdClient.keyFile];
+  const ctl = (args: readonly string[], asRoot: boolean): Promise<CliResult> =>
+    mustRun(`etcdctl ${args.slice(0, 2).join(' ')} (region ${code})`, 'etcdctl', [
+      '--endpoints',
+      endpoints.join(','),
+      ...tlsFlags,
+      ...ETCDCTL_TIMEOUTS,
+      ...(asRoot ? ['--user', 'root', '--password', passwords.root] : []),
+      ...args,
+    ]);
+  await ctl(['user', 'add', 'root', `--new-user-password=${passwords.root}`, '--interactive=false'], false);
+  await ctl(['user', 'grant-role', 'root', 'root'], false);
+  await ctl(['auth', 'enable'], false);
+  await mustRun(`deploy/etcd/roles.sh (region ${code})`, 'bash', [ctx.rolesScript, prefix], {
+    ...process.env,
+    ETCDCTL_API: '3',
+    ETCDCTL_ENDPOINTS: endpoints.join(','),
+    ETCDCTL_CACERT: pki.caFile,
+    ETCDCTL_CERT: etcdClient.certFile,
+    ETCDCTL_KEY: etcdClient.keyFile,
+    ETCDCTL_USER: 'root',
+    ETCDCTL_PASSWORD: passwords.root,
+    ETCDCTL_DIAL_TIMEOUT: '10s',
+    ETCDCTL_COMMAND_TIMEOUT: '30s',
+  });
+  for (const name of DEPLOYMENT_USERS.filter((u) => u !== 'root')) {
+    await ctl(['user', 'add', name, `--new-user-password=${passwords[name]}`, '--interactive=false'], true);
+    await ctl(['user', 'grant-role', name, name], true);
+  }
+  const region: MutableRegion = {
+    code,
+    etcd: { endpoints, caFile: pki.caFile, certFile: etcdClient.certFile, keyFile: etcdClient.keyFile, server },
+    users,
+    nodes: [],
+    caller: ctx.caller,
+    callers: [],
+    dir,
+  };
+  // Bound with the real CLI as root, before the region's first node (docs/runbook.md).
+  await mustRun(`idgen region init --region ${code}`, process.execPath, [
+    ctx.cliMain,
+    'region',
+    'init',
+    '--region',
+    String(code),
+    ...etcdFlags(prefix, region, 'root'),
+  ]);
+  ctx.log(`region ${code}: etcd ${endpoints.join(',')} bound (${Date.now() - ctx.started} ms)`);
+  return region;
+}
+
+/** A node's readiness wait failed; `portTaken`: its port was taken meanwhile (spawned again on a restart). */
+class NodeStartError extends Error {
+  constructor(
+    message: string,
+    readonly portTaken: boolean,
+  ) {
+    super(message);
+  }
+}
+
+/** One `idgen-server` of a deployment: TLS with mTLS on its serving port, a plain metrics port, same across restarts. */
+class DeploymentNodeProcess implements DeploymentNode {
+  readonly address: string;
+  readonly url: string;
+  readonly metricsAddress: string;
+  readonly metricsUrl: string;
+  readonly nodeId: string;
+  private proc: ProcessHandle;
+  private halted = false;
+
+  constructor(
+    private readonly ctx: DeploymentContext,
+    readonly region: number,
+    readonly index: number,
+    port: number,
+    metricsPort: number,
+    readonly args: readonly string[],
+  ) {
+    this.nodeId = `r${region}-n${index}`;
+    this.address = `127.0.0.1:${port}`;
+    this.url = `https://127.0.0.1:${port}`;
+    this.metricsAddress = `127.0.0.1:${metricsPort}`;
+    this.metricsUrl = `http://127.0.0.1:${metricsPort}`;
+    this.proc = this.spawn();
+  }
+
+  get pid(): number {
+    return this.proc.pid;
+  }
+  get process(): ProcessHandle {
+    return this.proc;
+  }
+  running(): boolean {
+    return this.proc.exitStatus() === undefined;
+  }
+  stop(): Promise<ProcessExit> {
+    return this.proc.stop(10_000);
+  }
+  kill(): Promise<ProcessExit> {
+    return this.proc.kill();
+  }
+  pause(): void {
+    this.proc.signal('SIGSTOP');
+  }
+  resume(): void {
+    this.proc.signal('SIGCONT');
+  }
+  async restart(o: { hard?: boolean } = {}): Promise<void> {
+    if (this.halted) throw new Error(`node ${this.nodeId}: the deployment was stopped`);
+    if (o.hard === true) await this.proc.kill();
+    else await this.proc.stop(10_000);
+    await this.spawnReady();
+  }
+  /** Stops it for good (the deployment's stop). */
+  async halt(): Promise<void> {
+    this.halted = true;
+    await this.proc.stop(10_000);
+  }
+
+  /** Waits for the first spawn's `/readyz`; a port taken meanwhile is tried again. */
+  async firstReady(): Promise<void> {
+    try {
+      await this.waitReady();
+    } catch (e) {
+      if (!(e instanceof NodeStartError) || !e.portTaken) throw e;
+      await this.spawnReady();
+    }
+  }
+
+  private spawn(): ProcessHandle {
+    return spawnProcess(process.execPath, this.args, { env: this.ctx.env, maxLines: 2000 });
+  }
+
+  private async waitReady(): Promise<void> {
+    const { readyTimeoutMs } = this.ctx;
+    const what = `node ${this.nodeId}`;
+    const deadline = Date.now() + readyTimeoutMs;
+    for (;;) {
+      const ended = this.proc.exitStatus();
+      if (ended !== undefined)
+        throw new NodeStartError(
+          `${what} exited before /readyz was 200 (code ${ended.code}, signal ${ended.signal}); last output:\n${this.proc.tail(15)}`,
+          this.proc.lines.some((l) => l.includes('EADDRINUSE')),
+        );
+      if (await readyzOk(this.metricsUrl)) return;
+      if (Date.now() > deadline)
+        throw new Error(
+          `${what}: ${this.metricsUrl}/readyz not 200 after ${readyTimeoutMs} ms; last output:\n${this.proc.tail(15)}`,
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  /** Spawns and waits until ready; a port taken meanwhile by another socket (on a restart) is tried again. */
+  private async spawnReady(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      if (this.halted) throw new Error(`node ${this.nodeId}: the deployment was stopped`);
+      this.proc = this.spawn();
+      try {
+        await this.waitReady();
+        return;
+      } catch (e) {
+        if (!(e instanceof NodeStartError) || !e.portTaken || attempt >= 20) throw e;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+}
+
+/** Starts node `index` of `region` and waits until it is ready. */
+async function startNode(ctx: DeploymentContext, region: DeploymentRegion, index: number): Promise<DeploymentNode> {
+  const port = await freePort();
+  const metricsPort = await freePort();
+  const { pki } = ctx;
+  const args = [
+    ...ctx.launch,
+    '--region',
+    String(region.code),
+    ...etcdFlags(ctx.prefix, region, 'idgen-node'),
+    '--tls-cert',
+    pki.server.certFile,
+    '--tls-key',
+    pki.server.keyFile,
+    '--tls-client-ca',
+    pki.caFile,
+    '--tls-client-names',
+    CALLER_CN,
+    '--listen',
+    `127.0.0.1:${port}`,
+    '--metrics-listen',
+    `127.0.0.1:${metricsPort}`,
+    '--time-source',
+    'none',
+    '--lease-ttl',
+    String(ctx.leaseTtl),
+    '--node-id',
+    `r${region.code}-n${index}`,
+    ...ctx.serverArgs,
+  ];
+  const node = new DeploymentNodeProcess(ctx, region.code, index, port, metricsPort, args);
+  ctx.nodes.push(node);
+  await node.firstReady();
+  return node;
+}
+
+/** The PKI of a deployment: etcd and the nodes serve `pki.server`; clients {@link ETCD_CLIENT_CN}, {@link CALLER_CN}. */
+function deploymentPki(root: string): { pki: TestPki; etcdClient: TestCertificate; caller: DeploymentCaller } {
+  const pki = makeTestPki({ dir: join(root, 'pki'), name: 'deployment', clients: [ETCD_CLIENT_CN, CALLER_CN] });
+  const callerCert = pki.clients[CALLER_CN] as TestCertificate;
+  return {
+    pki,
+    etcdClient: pki.clients[ETCD_CLIENT_CN] as TestCertificate,
+    caller: {
+      certFile: callerCert.certFile,
+      keyFile: callerCert.keyFile,
+      cert: callerCert.cert,
+      key: callerCert.key,
+      caFile: pki.caFile,
+      ca: pki.ca,
+    },
+  };
+}
+
 /**
  * Starts a deployment (see the file comment): PKI, per region an etcd with TLS and auth (roles.sh), `region init`,
  * then the nodes, all regions at once; resolves when every node's `/readyz` is 200. On any failure everything
@@ -251,47 +573,13 @@ async function readyzOk(metricsUrl: string): Promise<boolean> {
 export async function startDeployment(options: StartDeploymentOptions = {}): Promise<Deployment> {
   const codes = regionCodes(options.regions);
   const nodesPerRegion = options.nodesPerRegion ?? 2;
-  const prefix = options.prefix ?? '/idgen';
-  const leaseTtl = options.leaseTtlSeconds ?? 3;
-  const readyTimeoutMs = options.nodeReadyTimeoutMs ?? 90_000;
-  const log = options.log ?? ((): void => undefined);
-  const repoRoot = options.repoRoot ?? join(__dirname, '..', '..', '..');
-  const cliMain = join(repoRoot, 'apps', 'cli', 'dist', 'main.js');
-  const serverMain = join(repoRoot, 'apps', 'server', 'dist', 'main.js');
-  const rolesScript = join(repoRoot, 'deploy', 'etcd', 'roles.sh');
-  for (const [file, how] of [
-    [cliMain, 'npx nx run @idgen/cli:build'],
-    [serverMain, 'npx nx run @idgen/server:build'],
-    [rolesScript, 'it is part of the repository'],
-  ] as const) {
-    if (!existsSync(file)) throw new Error(`startDeployment: ${file} is missing (${how})`);
-  }
-  const launch = serverLaunchArgs(serverMain);
+  const { cliMain, serverMain, rolesScript } = builtParts(options.repoRoot ?? join(__dirname, '..', '..', '..'));
   if (options.cluster !== undefined && !codes.includes(options.cluster.region)) {
     throw new Error(`startDeployment: cluster region ${options.cluster.region} is not one of ${codes.join(',')}`);
   }
-
-  function etcdFlags(region: DeploymentRegion, user: DeploymentUserName): string[] {
-    return [
-      '--etcd',
-      region.etcd.endpoints.join(','),
-      ...(prefix === '/idgen' ? [] : ['--etcd-prefix', prefix]),
-      '--etcd-ca',
-      region.etcd.caFile,
-      '--etcd-cert',
-      region.etcd.certFile,
-      '--etcd-key',
-      region.etcd.keyFile,
-      '--etcd-user',
-      user,
-      '--etcd-password-file',
-      region.users[user].passwordFile,
-    ];
-  }
-
   const root = await tempDir('idgen-deployment');
   const etcds: (EtcdServer | EtcdCluster)[] = [];
-  const nodes: (DeploymentNode & { halt(): Promise<void> })[] = [];
+  const nodes: DeploymentNodeProcess[] = [];
   const callerProcs: ProcessHandle[] = [];
   let stopping: Promise<void> | undefined;
   const stop = (): Promise<void> => {
@@ -306,239 +594,47 @@ export async function startDeployment(options: StartDeploymentOptions = {}): Pro
   };
   const untrack = track({ cleanup: stop, cleanupSync: () => rmSync(root.path, { recursive: true, force: true }) });
 
-  /** Runs `start` for every item at once; after all settled, the first failure tears down and rejects. */
-  const stage = async <T, R>(items: readonly T[], start: (item: T) => Promise<R>): Promise<R[]> => {
-    const results = await Promise.allSettled(items.map(start));
-    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
-    return results.map((r) => (r as PromiseFulfilledResult<R>).value);
-  };
-
   try {
     const started = Date.now();
-    const pki = makeTestPki({ dir: join(root.path, 'pki'), name: 'deployment', clients: [ETCD_CLIENT_CN, CALLER_CN] });
-    const etcdClient = pki.clients[ETCD_CLIENT_CN] as TestCertificate;
-    const callerCert = pki.clients[CALLER_CN] as TestCertificate;
-    const caller: DeploymentCaller = {
-      certFile: callerCert.certFile,
-      keyFile: callerCert.keyFile,
-      cert: callerCert.cert,
-      key: callerCert.key,
-      caFile: pki.caFile,
-      ca: pki.ca,
+    const ctx: DeploymentContext = {
+      root: root,
+      prefix: options.prefix ?? '/idgen',
+      leaseTtl: options.leaseTtlSeconds ?? 3,
+      readyTimeoutMs: options.nodeReadyTimeoutMs ?? 90_000,
+      cliMain,
+      rolesScript,
+      launch: serverLaunchArgs(serverMain),
+      serverArgs: options.serverArgs ?? [],
+      env: withoutIdgenEnv(),
+      ...deploymentPki(root.path),
+      etcds,
+      nodes,
+      log: options.log ?? ((): void => undefined),
+      started,
     };
-    log(`pki in ${pki.dir} (${Date.now() - started} ms)`);
-
-    const tlsFlags = ['--cacert', pki.caFile, '--cert', etcdClient.certFile, '--key', etcdClient.keyFile];
-    const regions: (DeploymentRegion & { nodes: DeploymentNode[]; callers: ProcessHandle[] })[] = await stage(
-      codes,
-      async (code) => {
-        const dir = join(root.path, `region-${code}`);
-        const secrets = join(dir, 'secrets');
-        await mkdir(secrets, { recursive: true, mode: 0o700 });
-        const members = options.cluster?.region === code ? (options.cluster.members ?? 3) : 1;
-        const tls = { pki, clientCertAuth: true };
-        // Every etcdctl call as a user checks a bcrypt hash: at etcd's cost 10 a few dozen of them at once on a
-        // loaded 2-core machine ran past etcdctl's 5 s; a test etcd's passwords need no strength.
-        const extraArgs = ['--bcrypt-cost', '4'];
-        let server: EtcdServer | EtcdCluster;
-        if (members > 1) {
-          server = await startEtcdCluster(members, { tls, extraArgs, parentDir: join(dir, 'etcd') });
-        } else {
-          server = await startEtcd({ tls, extraArgs, dataDir: join(dir, 'etcd'), name: `region-${code}` });
-        }
-        etcds.push(server);
-        const endpoints = 'stopAll' in server ? [...server.endpoints] : [server.clientUrl];
-
-        const passwords = {} as Record<DeploymentUserName, string>;
-        const users = {} as Record<DeploymentUserName, DeploymentUser>;
-        for (const name of DEPLOYMENT_USERS) {
-          passwords[name] = randomBytes(12).toString('hex');
-          const passwordFile = join(secrets, `${name}.password`);
-          writeFileSync(passwordFile, `${passwords[name]}\n`, { mode: 0o600 });
-          users[name] = { name, passwordFile };
-        }
-        // Users and roles as docs/runbook.md has them: root first and auth on, then the real roles.sh run as root
-        // (its documented invocation), then one user per role. The etcd client certificate's CN is no user, so
-        // a client with the certificate but without a user is refused (etcd would take the CN as the user).
-        const ctl = (args: readonly string[], asRoot: boolean): Promise<CliResult> =>
-          mustRun(`etcdctl ${args.slice(0, 2).join(' ')} (region ${code})`, 'etcdctl', [
-            '--endpoints',
-            endpoints.join(','),
-            ...tlsFlags,
-            ...ETCDCTL_TIMEOUTS,
-            ...(asRoot ? ['--user', 'root', '--password', passwords.root] : []),
-            ...args,
-          ]);
-        await ctl(['user', 'add', 'root', `--new-user-password=${passwords.root}`, '--interactive=false'], false);
-        await ctl(['user', 'grant-role', 'root', 'root'], false);
-        await ctl(['auth', 'enable'], false);
-        await mustRun(`deploy/etcd/roles.sh (region ${code})`, 'bash', [rolesScript, prefix], {
-          ...process.env,
-          ETCDCTL_API: '3',
-          ETCDCTL_ENDPOINTS: endpoints.join(','),
-          ETCDCTL_CACERT: pki.caFile,
-          ETCDCTL_CERT: etcdClient.certFile,
-          ETCDCTL_KEY: etcdClient.keyFile,
-          ETCDCTL_USER: 'root',
-          ETCDCTL_PASSWORD: passwords.root,
-          ETCDCTL_DIAL_TIMEOUT: '10s',
-          ETCDCTL_COMMAND_TIMEOUT: '30s',
-        });
-        for (const name of DEPLOYMENT_USERS.filter((u) => u !== 'root')) {
-          await ctl(['user', 'add', name, `--new-user-password=${passwords[name]}`, '--interactive=false'], true);
-          await ctl(['user', 'grant-role', name, name], true);
-        }
-        const region = {
-          code,
-          etcd: { endpoints, caFile: pki.caFile, certFile: etcdClient.certFile, keyFile: etcdClient.keyFile, server },
-          users,
-          nodes: [] as DeploymentNode[],
-          caller,
-          callers: [] as ProcessHandle[],
-          dir,
-        };
-        // Bound with the real CLI as root, before the region's first node (docs/runbook.md).
-        await mustRun(`idgen region init --region ${code}`, process.execPath, [
-          cliMain,
-          'region',
-          'init',
-          '--region',
-          String(code),
-          ...etcdFlags(region, 'root'),
-        ]);
-        log(`region ${code}: etcd ${endpoints.join(',')} bound (${Date.now() - started} ms)`);
-        return region;
-      },
+    ctx.log(`pki in ${ctx.pki.dir} (${Date.now() - started} ms)`);
+    const regions = await stage(codes, (code) =>
+      startRegion(ctx, code, options.cluster?.region === code ? (options.cluster.members ?? 3) : 1),
     );
-
-    const env = withoutIdgenEnv();
-    const startNode = async (region: DeploymentRegion, index: number): Promise<DeploymentNode> => {
-      const port = await freePort();
-      const metricsPort = await freePort();
-      const nodeId = `r${region.code}-n${index}`;
-      const args = [
-        ...launch,
-        '--region',
-        String(region.code),
-        ...etcdFlags(region, 'idgen-node'),
-        '--tls-cert',
-        pki.server.certFile,
-        '--tls-key',
-        pki.server.keyFile,
-        '--tls-client-ca',
-        pki.caFile,
-        '--tls-client-names',
-        CALLER_CN,
-        '--listen',
-        `127.0.0.1:${port}`,
-        '--metrics-listen',
-        `127.0.0.1:${metricsPort}`,
-        '--time-source',
-        'none',
-        '--lease-ttl',
-        String(leaseTtl),
-        '--node-id',
-        nodeId,
-        ...(options.serverArgs ?? []),
-      ];
-      const metricsUrl = `http://127.0.0.1:${metricsPort}`;
-      let proc: ProcessHandle;
-      let halted = false;
-      const what = `node ${nodeId}`;
-      const waitReady = async (): Promise<void> => {
-        const deadline = Date.now() + readyTimeoutMs;
-        for (;;) {
-          const ended = proc.exitStatus();
-          if (ended !== undefined) {
-            const err = new Error(
-              `${what} exited before /readyz was 200 (code ${ended.code}, signal ${ended.signal}); last output:\n${proc.tail(15)}`,
-            );
-            throw Object.assign(err, { portTaken: proc.lines.some((l) => l.includes('EADDRINUSE')) });
-          }
-          if (await readyzOk(metricsUrl)) return;
-          if (Date.now() > deadline)
-            throw new Error(
-              `${what}: ${metricsUrl}/readyz not 200 after ${readyTimeoutMs} ms; last output:\n${proc.tail(15)}`,
-            );
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      };
-      /** Spawns and waits until ready; a port taken meanwhile by another socket (on a restart) is tried again. */
-      const spawnReady = async (): Promise<void> => {
-        for (let attempt = 1; ; attempt++) {
-          if (halted) throw new Error(`${what}: the deployment was stopped`);
-          proc = spawnProcess(process.execPath, args, { env, maxLines: 2000 });
-          try {
-            await waitReady();
-            return;
-          } catch (e) {
-            if ((e as { portTaken?: boolean }).portTaken !== true || attempt >= 20) throw e;
-            await new Promise((r) => setTimeout(r, 250));
-          }
-        }
-      };
-      const node = {
-        region: region.code,
-        index,
-        nodeId,
-        address: `127.0.0.1:${port}`,
-        url: `https://127.0.0.1:${port}`,
-        metricsAddress: `127.0.0.1:${metricsPort}`,
-        metricsUrl,
-        args,
-        get pid() {
-          return proc.pid;
-        },
-        get process() {
-          return proc;
-        },
-        running: () => proc.exitStatus() === undefined,
-        stop: () => proc.stop(10_000),
-        kill: () => proc.kill(),
-        pause: () => proc.signal('SIGSTOP'),
-        resume: () => proc.signal('SIGCONT'),
-        async restart(o: { hard?: boolean } = {}) {
-          if (halted) throw new Error(`${what}: the deployment was stopped`);
-          if (o.hard === true) await proc.kill();
-          else await proc.stop(10_000);
-          await spawnReady();
-        },
-        async halt() {
-          halted = true;
-          await proc.stop(10_000);
-        },
-      };
-      proc = spawnProcess(process.execPath, args, { env, maxLines: 2000 });
-      nodes.push(node);
-      try {
-        await waitReady();
-      } catch (e) {
-        if ((e as { portTaken?: boolean }).portTaken !== true) throw e;
-        await spawnReady();
-      }
-      return node;
-    };
-
     await stage(regions, async (region) => {
-      region.nodes.push(...(await stage([...Array(nodesPerRegion).keys()], (i) => startNode(region, i))));
-      log(
+      region.nodes.push(...(await stage([...Array(nodesPerRegion).keys()], (i) => startNode(ctx, region, i))));
+      ctx.log(
         `region ${region.code}: ${region.nodes.length} nodes ready: ${region.nodes.map((n) => n.address).join(' ')} (${Date.now() - started} ms)`,
       );
     });
 
     const deployment: Deployment = {
       dir: root.path,
-      prefix,
-      pki,
+      prefix: ctx.prefix,
+      pki: ctx.pki,
       regions,
       region(code) {
         const r = regions.find((x) => x.code === code);
         if (r === undefined) throw new Error(`no region ${code} in this deployment (${codes.join(',')})`);
         return r;
       },
-      cliArgs: (code, user = 'idgen-operator') => etcdFlags(deployment.region(code), user),
-      cli: (args, timeoutMs = 30_000) => run(process.execPath, [cliMain, ...args], { env, timeoutMs }),
+      cliArgs: (code, user = 'idgen-operator') => etcdFlags(ctx.prefix, deployment.region(code), user),
+      cli: (args, timeoutMs = 30_000) => run(process.execPath, [cliMain, ...args], { env: ctx.env, timeoutMs }),
       pids() {
         const pids: number[] = [];
         for (const e of etcds) {
@@ -550,25 +646,33 @@ export async function startDeployment(options: StartDeploymentOptions = {}): Pro
       },
       stop,
     };
-
-    if (options.callers !== undefined) {
-      const spec = options.callers;
-      for (const region of regions) {
-        for (let i = 0; i < (spec.perRegion ?? 1); i++) {
-          const c = spec.command(region, i, deployment);
-          const proc = spawnProcess(c.command, c.args, {
-            env: { ...env, ...c.env },
-            ...(c.cwd === undefined ? {} : { cwd: c.cwd }),
-          });
-          callerProcs.push(proc);
-          region.callers.push(proc);
-        }
-      }
-    }
-    log(`deployment ready in ${Date.now() - started} ms`);
+    if (options.callers !== undefined) callerProcs.push(...spawnCallers(ctx, regions, deployment, options.callers));
+    ctx.log(`deployment ready in ${Date.now() - started} ms`);
     return deployment;
   } catch (e) {
     await stop();
     throw e;
   }
+}
+
+/** The processes of {@link StartDeploymentOptions.callers}, per region, recorded on each region too. */
+function spawnCallers(
+  ctx: DeploymentContext,
+  regions: readonly MutableRegion[],
+  deployment: Deployment,
+  spec: NonNullable<StartDeploymentOptions['callers']>,
+): ProcessHandle[] {
+  const all: ProcessHandle[] = [];
+  for (const region of regions) {
+    for (let i = 0; i < (spec.perRegion ?? 1); i++) {
+      const c = spec.command(region, i, deployment);
+      const proc = spawnProcess(c.command, c.args, {
+        env: { ...ctx.env, ...c.env },
+        ...(c.cwd === undefined ? {} : { cwd: c.cwd }),
+      });
+      all.push(proc);
+      region.callers.push(proc);
+    }
+  }
+  return all;
 }

@@ -1,14 +1,17 @@
 import { get as httpsGet } from 'node:https';
 import type { TestPki } from './tls.js';
 import { accessSync, constants } from 'node:fs';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
+import { promisify } from 'node:util';
 import { freePort, tempDir } from './net.js';
 import type { TempDir } from './net.js';
 import { spawnProcess } from './process.js';
 import type { ProcessExit, ProcessHandle } from './process.js';
 import { track } from './registry.js';
+
+const execFileAsync = promisify(execFile);
 
 /** The message when `etcd` is missing: tests fail and say what to install, never skip (preamble). */
 export const ETCD_MISSING_MESSAGE =
@@ -334,6 +337,22 @@ export async function startEtcd(options: StartEtcdOptions = {}): Promise<EtcdSer
   };
 }
 
+/** `etcdctl ARGS` (API v3) without blocking the event loop; rejects with its stderr after 30 s or a failure. */
+async function etcdctlAsync(args: readonly string[]): Promise<string> {
+  try {
+    const { stdout } = await execFileAsync('etcdctl', [...args], {
+      env: { ...process.env, ETCDCTL_API: '3' },
+      timeout: 30_000,
+    });
+    return stdout;
+  } catch (e) {
+    const stderr = (e as { stderr?: unknown }).stderr;
+    throw new Error(
+      `etcdctl ${args.join(' ')}: ${typeof stderr === 'string' && stderr !== '' ? stderr.trim() : String(e)}`,
+    );
+  }
+}
+
 /** One member of a {@link EtcdCluster}. */
 export interface EtcdMember {
   readonly name: string;
@@ -362,6 +381,18 @@ export interface EtcdCluster {
   leader(timeoutMs?: number): Promise<EtcdMember>;
   /** Stops every member and removes the data dirs. */
   stopAll(): Promise<void>;
+  /**
+   * `etcdctl snapshot save FILE` from the first running member, as an operator's backup does (plaintext cluster only).
+   * Resolves with the snapshot's revision (`etcdctl snapshot status`).
+   */
+  snapshot(file: string): Promise<{ revision: number }>;
+  /**
+   * An operator's disaster recovery of the whole cluster (docs/runbook.md, "etcd restored from a snapshot"): kills every
+   * member, replaces each data dir with `etcdctl snapshot restore FILE` on the member's name and peer URL, with
+   * `clusterToken` (default the current token: then the cluster ID stays the same), and starts them all again on the
+   * same ports; resolves once every member is healthy (a leader elected). Later `start()`s use the new token.
+   */
+  restore(file: string, options?: { clusterToken?: string }): Promise<void>;
 }
 
 interface StatusResponse {
@@ -413,7 +444,7 @@ export async function startEtcdCluster(n = 3, options: StartEtcdClusterOptions =
     ports.push({ name: `m${i + 1}`, clientPort: await freePort(), peerPort: await freePort() });
   }
   const initialCluster = ports.map((p) => `${p.name}=http://127.0.0.1:${p.peerPort}`).join(',');
-  const token = `idgen-test-${ports[0]?.clientPort ?? 0}`;
+  let token = `idgen-test-${ports[0]?.clientPort ?? 0}`;
   const parentDir = options.parentDir;
   const dirs: TempDir[] = await Promise.all(
     ports.map(async (p): Promise<TempDir> => {
@@ -487,6 +518,45 @@ export async function startEtcdCluster(n = 3, options: StartEtcdClusterOptions =
     members,
     endpoints: members.map((m) => m.clientUrl),
     stopAll,
+    async snapshot(file) {
+      if (tls !== undefined) throw new Error('snapshot() drives a plaintext cluster only');
+      const from = members.find((m) => m.running());
+      if (from === undefined) throw new Error('snapshot(): no member is running');
+      await etcdctlAsync(['--endpoints', from.clientUrl, 'snapshot', 'save', file]);
+      const status = JSON.parse(await etcdctlAsync(['snapshot', 'status', file, '--write-out', 'json'])) as {
+        revision?: unknown;
+      };
+      return { revision: Number(status.revision) };
+    },
+    async restore(file, o = {}) {
+      if (stopped) throw new Error('the cluster was stopped; start a new one');
+      token = o.clusterToken ?? token;
+      // A power cut, then every data dir replaced: SIGTERM'd members would wait for each other up to the 5 s grace.
+      await Promise.all(members.map((m) => m.kill()));
+      await Promise.all(
+        ports.map(async (p, i) => {
+          const dataDir = (dirs[i] as TempDir).path;
+          await rm(dataDir, { recursive: true, force: true });
+          await etcdctlAsync([
+            'snapshot',
+            'restore',
+            file,
+            '--name',
+            p.name,
+            '--data-dir',
+            dataDir,
+            '--initial-cluster',
+            initialCluster,
+            '--initial-advertise-peer-urls',
+            `http://127.0.0.1:${p.peerPort}`,
+            '--initial-cluster-token',
+            token,
+          ]);
+        }),
+      );
+      // All at once: a member waits for a quorum before it is healthy.
+      await Promise.all(members.map((m) => m.start()));
+    },
     async leader(timeoutMs = 10_000) {
       const start = Date.now();
       for (;;) {
