@@ -1,4 +1,4 @@
-import { link, mkdir, open, readFile, readdir, rename, unlink } from 'node:fs/promises';
+import { link, mkdir, open, readFile, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /** The part of a `node:fs/promises` file handle the standalone lease writes through. */
@@ -21,6 +21,8 @@ export interface StandaloneIo {
   readFile(path: string): Promise<string>;
   readdir(path: string): Promise<string[]>;
   mkdirs(path: string): Promise<void>;
+  /** The last modification time of `path` (ms since the epoch, the file system's clock), or `undefined` if absent. */
+  mtimeMs(path: string): Promise<number | undefined>;
 }
 
 export const nodeStandaloneIo: StandaloneIo = Object.freeze({
@@ -32,6 +34,14 @@ export const nodeStandaloneIo: StandaloneIo = Object.freeze({
   readdir: (path: string) => readdir(path),
   mkdirs: async (path: string) => {
     await mkdir(path, { recursive: true, mode: 0o700 });
+  },
+  mtimeMs: async (path: string) => {
+    try {
+      return (await stat(path)).mtimeMs;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw e;
+    }
   },
 });
 

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { createTestClock } from '@idgen/clock-guard/testing';
@@ -177,7 +177,7 @@ describe('createStandaloneLease (one node only, asked for by name)', () => {
 
 describe('a state file that cannot be trusted is refused (issue 21)', () => {
   const howToStartFresh =
-    /To start fresh on purpose, .*freshState \(idgen-server --fresh-state\), or delete \S+state\.json and \S+state\.json\.created$/;
+    /To start fresh on purpose: freshState \(idgen-server --fresh-state; it mints above the state directory.s last change \+ 3 s\), or delete \S+state\.json and \S+state\.json\.created$/;
 
   it('refuses a garbled state file rather than guess a floor', async () => {
     const file = stateFile();
@@ -202,11 +202,18 @@ describe('a state file that cannot be trusted is refused (issue 21)', () => {
       'state.json.lock.1.released',
     ]);
 
-    const fresh = open(file, createTestClock(T), new RecordingTarget('fresh'), 0, { freshState: true });
+    // The emptying is the state directory's last change the file system saw: a fresh start mints above it + TTL +
+    // bound, as after an unclean end then, whatever its own clock says (here a minute behind the file system's).
+    const emptiedAt = Math.ceil(statSync(file).mtimeMs);
+    const behind = createTestClock(emptiedAt - 60_000);
+    const fresh = open(file, behind, new RecordingTarget('fresh'), 0, { freshState: true });
     await fresh.lease.start();
-    expect(fresh.target.assignment?.floorMs).toBe(1_704_067_199_999);
-    expect(fresh.lease.snapshot().message).toMatch(/started fresh \(freshState\) over a state file that is empty/);
-    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ ms: T, released: false });
+    const floor = fresh.target.assignment?.floorMs ?? Number.NaN;
+    expect(floor).toBeGreaterThanOrEqual(emptiedAt + STANDALONE_STATE_TTL_MS + 10);
+    expect(fresh.lease.snapshot().message).toMatch(
+      /started fresh \(freshState\) over a state file that is empty: minting above \d+ \(its directory last changed at \d+, \+ TTL \+ bound\)/,
+    );
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ ms: floor, released: false });
   });
 
   it('refuses a state file missing after a previous run (its .created marker says so); a directory that never held one starts new', async () => {

@@ -64,8 +64,10 @@ export interface StandaloneLeaseOptions {
   readonly lockWaitMs?: number;
   /**
    * Start as a new state file over one that is empty, unreadable, or missing after a previous run (which are refused
-   * without it): the floor is then the epoch, so only for when this host's clock is past everything the previous run
-   * may have minted. A readable state file is honoured either way. idgen-server: `--fresh-state`.
+   * without it). The last millisecond is then unknown, so the floor is the state directory's last change the file
+   * system saw (its mtime, the state file's, its lock generations'), read before this node's own lock, + TTL + bound:
+   * as after an unclean end then, whatever this host's clock says now. A readable state file is honoured either way.
+   * idgen-server: `--fresh-state`.
    */
   readonly freshState?: boolean;
 }
@@ -132,7 +134,7 @@ interface Holding {
 type Previous =
   | { readonly kind: 'none' }
   | { readonly kind: 'record'; readonly record: LastMsRecord }
-  | { readonly kind: 'fresh'; readonly over: string };
+  | { readonly kind: 'fresh'; readonly over: string; readonly evidenceMs: number };
 
 /** The lock was not proven held in time: fence, write nothing more. */
 class LockNotHeldError extends LeaseError {
@@ -267,17 +269,25 @@ export class StandaloneLease implements WorkerLease {
 
   /** Lock, read the previous run's state, write the first state, assign. */
   private async run(signal: AbortSignal | undefined): Promise<void> {
+    // Read before our own lock file changes the directory (with a clock that may now be behind the previous run's).
+    const before = this.freshState ? await this.lastChangeMs() : -1;
     const lock = await this.takeLock(signal);
     try {
       signal?.throwIfAborted();
-      const previous = await this.readPrevious();
+      const previous = await this.readPrevious(before);
       const record = previous.kind === 'record' ? previous.record : undefined;
+      // A fresh start knows no last millisecond, but the file system's clock saw the previous run's last change to
+      // the state directory (every write renames into it, a release unlinks its lock file, an emptying truncates):
+      // an unclean end then, so minting starts above it + TTL + bound, whatever this host's clock says now.
+      const freshFloor =
+        previous.kind === 'fresh' ? previous.evidenceMs + STANDALONE_STATE_TTL_MS + this.clockBoundMs : -1;
       const floorMs = Math.max(
         computeFloor(record, {
           ttlMs: STANDALONE_STATE_TTL_MS,
           clockBoundMs: this.clockBoundMs,
           epochMs: this.layout.epochMs,
         }),
+        freshFloor,
         -1,
       );
       this.floorMs = floorMs;
@@ -328,7 +338,24 @@ export class StandaloneLease implements WorkerLease {
    * The previous run's record. Refused (never a guess at a floor lower than the truth): an empty or unreadable file,
    * or a missing one while `<stateFile>.created` says a state was written here; `freshState` starts new instead.
    */
-  private async readPrevious(): Promise<Previous> {
+  /**
+   * The latest modification time of the state file, its directory and the files beside it (the created marker, lock
+   * generations), whole milliseconds rounded up; -1 when none is there.
+   */
+  private async lastChangeMs(): Promise<number> {
+    const dir = dirname(this.stateFile);
+    const base = this.stateFile.slice(dir.length + 1);
+    const names = await this.io.readdir(dir).catch(() => [] as string[]);
+    const paths = [dir, this.stateFile, ...names.filter((n) => n.startsWith(`${base}.`)).map((n) => join(dir, n))];
+    let latest = -1;
+    for (const p of paths) {
+      const m = await this.io.mtimeMs(p).catch(() => undefined);
+      if (m !== undefined) latest = Math.max(latest, Math.ceil(m));
+    }
+    return latest;
+  }
+
+  private async readPrevious(before: number): Promise<Previous> {
     const file = this.stateFile;
     const raw = await this.readIfExists(file);
     this.created = (await this.readIfExists(this.createdFile())) !== undefined;
@@ -345,12 +372,15 @@ export class StandaloneLease implements WorkerLease {
         problem = `is unreadable (${e instanceof CorruptRecordError ? e.message : errorText(e)})`;
       }
     }
-    if (this.freshState) return { kind: 'fresh', over: problem.replace(/ \(.*$/, '') };
+    if (this.freshState) {
+      const evidenceMs = Math.max(before, await this.lastChangeMs());
+      return { kind: 'fresh', over: problem.replace(/ \(.*$/, ''), evidenceMs };
+    }
     throw new LeaseError(
       'state-file',
-      `the standalone state file ${file} ${problem}: refusing to guess a floor. To start fresh on purpose, only if ` +
-        `this host's clock is past everything the previous run minted: freshState (idgen-server --fresh-state), or ` +
-        `delete ${file} and ${this.createdFile()}`,
+      `the standalone state file ${file} ${problem}: refusing to guess a floor. To start fresh on purpose: freshState ` +
+        `(idgen-server --fresh-state; it mints above the state directory's last change + 3 s), or delete ${file} and ` +
+        `${this.createdFile()}`,
       false,
     );
   }
@@ -465,7 +495,7 @@ export class StandaloneLease implements WorkerLease {
       previous.kind === 'none'
         ? 'a new state file'
         : previous.kind === 'fresh'
-          ? `started fresh (freshState) over a state file that ${previous.over}`
+          ? `started fresh (freshState) over a state file that ${previous.over}: minting above ${floorMs} (its directory last changed at ${previous.evidenceMs}, + TTL + bound)`
           : previous.record.released
             ? `the previous run released at ${previous.record.ms}`
             : `the previous run ended uncleanly at ${previous.record.ms}: minting above ${floorMs}`;
