@@ -10,7 +10,11 @@ export interface AttemptFailure {
   readonly node: string;
   /** The region the node serves. */
   readonly region: number;
-  /** Connect code name (`unavailable`, `deadline_exceeded`, …) or `invalid_response`. */
+  /**
+   * Connect code name (`unavailable`, `deadline_exceeded`, `internal` for a broken response, …), or a refusal
+   * of the client's block checks: `foreign_region` (IDs of a region neither home nor fallback) or
+   * `replayed_block` (a block not above the last one taken from its worker).
+   */
   readonly code: string;
   readonly message: string;
   /** Monotonic milliseconds (client clock) when the attempt failed. */

@@ -1,6 +1,7 @@
 import { metrics, type Meter } from '@opentelemetry/api';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { MAX_ID } from '@idgen/core';
+import { DEFAULT_LAYOUT, MAX_ID, type Layout } from '@idgen/core';
+import { BlockGuard } from './block-guard.js';
 import { systemClientClock, type ClientClock } from './clock.js';
 import {
   createConnectTransport,
@@ -24,7 +25,7 @@ import {
   type NodeDiscovery,
   type NodeState,
 } from './node-pool.js';
-import { classifyFailure, type IdTransport, type IdTransportFactory } from './transport.js';
+import { classifyFailure, type ClassifiedFailure, type IdTransport, type IdTransportFactory } from './transport.js';
 
 /** Where a region's nodes come from: a static list of addresses, or discovery. */
 export interface RegionNodes {
@@ -43,13 +44,21 @@ export interface IdClientOptions extends RegionNodes {
    * empty (docs/design.md §7). Their IDs carry their own region code, so uniqueness holds.
    */
   readonly fallbackRegions?: readonly RegionNodes[];
-  /** IDs to keep at hand (default 100, docs/design.md §3); grows with observed demand up to `maxBatch`. */
+  /**
+   * The ID layout of the deployment (default `DEFAULT_LAYOUT`): bounds the region codes accepted here and
+   * tells the client where the region and worker sit in an ID, for its checks on every block it receives.
+   */
+  readonly layout?: Layout;
+  /**
+   * IDs to keep at hand (default 100, docs/design.md §3; 1 … 65,536); grows with observed demand up to
+   * `maxBatch`.
+   */
   readonly bufferSize?: number;
   /** Refill in the background once fewer IDs than this are left (default half of `bufferSize`). */
   readonly lowWater?: number;
   /** IDs not handed out within this long of arriving are discarded (default 1000, docs/design.md §3). */
   readonly maxAgeMs?: number;
-  /** Largest `NextIds` count; must not exceed the servers' `--max-count` (default 4096). */
+  /** Largest `NextIds` count (default 4096; 1 … 65,536, the servers' largest `--max-count`); keep it ≤ theirs. */
   readonly maxBatch?: number;
   /** Default deadline of one `nextId()` / `nextIds()` call (default 2000). */
   readonly deadlineMs?: number;
@@ -121,6 +130,15 @@ export interface IdClient {
 /** Largest `nextIds` count: bigger batches are a loop of calls away, and hold the buffer less long. */
 export const MAX_NEXT_IDS = 65_536;
 
+/**
+ * Ceiling of `bufferSize` and `maxBatch`: the servers' largest `--max-count`. A bigger buffer only pulls IDs
+ * from the region to discard them (issue 22: `bufferSize: 1_000_000` took 1,007,616 IDs for two calls).
+ */
+export const MAX_BUFFER_SIZE = 65_536;
+
+/** Longest duration option: what `setTimeout` can wait (a longer delay fires at once). */
+const MAX_DURATION_MS = 2_147_483_647;
+
 /** How many of the most recent failed attempts an {@link IdsUnavailableError} reports. */
 const FAILURES_KEPT = 16;
 
@@ -155,6 +173,8 @@ interface RegionGroup {
   /** Set once `ready` has resolved: static regions are ready from the start. */
   isReady: boolean;
   unwatch: (() => void) | undefined;
+  /** Where the nodes come from, when not a static list (its `problem()` goes into errors). */
+  discovery: NodeDiscovery | undefined;
 }
 
 /**
@@ -179,7 +199,16 @@ class BufferedIdClient implements IdClient {
   private readonly attemptTimeoutMs: number;
   private readonly transportFactory: IdTransportFactory;
   private readonly regions: RegionGroup[];
-  private readonly counters: ClientCounters = { hits: 0, misses: 0, discarded: 0, retries: 0, failovers: 0 };
+  private readonly counters: ClientCounters = {
+    hits: 0,
+    misses: 0,
+    discarded: 0,
+    retries: 0,
+    failovers: 0,
+    refusedForeignRegion: 0,
+    refusedReplayed: 0,
+  };
+  private readonly guard: BlockGuard;
   private readonly instruments: ClientInstruments;
   private readonly recentFailures: AttemptFailure[] = [];
 
@@ -206,12 +235,16 @@ class BufferedIdClient implements IdClient {
 
   constructor(options: IdClientOptions) {
     this.clock = options.clock ?? systemClientClock;
-    this.bufferSize = positiveInteger('bufferSize', options.bufferSize ?? 100);
+    const layout = options.layout ?? DEFAULT_LAYOUT;
+    // Every option has a range and the message names it (issue 22: nothing out of range is taken silently).
+    this.bufferSize = integerIn('bufferSize', options.bufferSize ?? 100, 1, MAX_BUFFER_SIZE);
     this.lowWater = integerIn('lowWater', options.lowWater ?? Math.floor(this.bufferSize / 2), 0, this.bufferSize - 1);
-    this.maxAgeMs = positiveNumber('maxAgeMs', options.maxAgeMs ?? 1000);
-    this.maxBatch = positiveInteger('maxBatch', options.maxBatch ?? 4096);
-    this.deadlineMs = positiveNumber('deadlineMs', options.deadlineMs ?? 2000);
-    this.attemptTimeoutMs = positiveNumber('attemptTimeoutMs', options.attemptTimeoutMs ?? 500);
+    this.maxAgeMs = durationMs('maxAgeMs', options.maxAgeMs ?? 1000);
+    this.maxBatch = integerIn('maxBatch', options.maxBatch ?? 4096, 1, MAX_BUFFER_SIZE);
+    this.deadlineMs = durationMs('deadlineMs', options.deadlineMs ?? 2000);
+    this.attemptTimeoutMs = durationMs('attemptTimeoutMs', options.attemptTimeoutMs ?? 500);
+    if (options.backoff?.initialMs !== undefined) durationMs('backoff.initialMs', options.backoff.initialMs);
+    if (options.backoff?.maxMs !== undefined) durationMs('backoff.maxMs', options.backoff.maxMs);
     this.buffer = new IdBuffer(this.maxAgeMs);
     this.capacity = this.bufferSize;
     this.lowWaterNow = this.lowWater;
@@ -224,7 +257,13 @@ class BufferedIdClient implements IdClient {
     const seen = new Set<number>();
     this.regions = [options, ...(options.fallbackRegions ?? [])].map((r, i) => {
       const what = i === 0 ? 'the home region' : `fallback region ${r.region}`;
-      integerIn(i === 0 ? 'region' : 'fallbackRegions[].region', r.region, 0, 1023);
+      integerIn(
+        i === 0 ? 'region' : 'fallbackRegions[].region',
+        r.region,
+        0,
+        layout.maxRegion,
+        ` (the layout's ${layout.regionBits} region bits)`,
+      );
       if (seen.has(r.region))
         throw new RangeError(`region ${r.region} is listed twice (home and fallbacks must differ)`);
       seen.add(r.region);
@@ -235,10 +274,11 @@ class BufferedIdClient implements IdClient {
       if (r.nodes !== undefined) {
         if (r.nodes.length === 0) throw new RangeError(`${what}: \`nodes\` is empty`);
         group.setUrls(r.nodes.map((a) => toBaseUrl(a, tls)));
-        return { group, ready: Promise.resolve(), isReady: true, unwatch: undefined };
+        return { group, ready: Promise.resolve(), isReady: true, unwatch: undefined, discovery: undefined };
       }
       return this.watchDiscovery(group, r.discovery as NodeDiscovery, tls);
     });
+    this.guard = new BlockGuard(layout, seen, options.region);
     this.instruments = createClientInstruments(options.meter ?? metrics.getMeter('@idgen/client'), this.counters);
     if (options.prefill ?? true) this.kick();
   }
@@ -444,14 +484,22 @@ class BufferedIdClient implements IdClient {
   private unavailableError(w: Waiter): IdsUnavailableError {
     const waitedMs = Math.round(this.clock.monoMs() - w.startedMs);
     const regions = this.regions.map((r) => {
+      // Discovery's own trouble (etcd not answering) is the likelier cause: say so (issue 22, problem 3).
+      const problem = discoveryProblem(r.discovery);
+      const why = problem === undefined ? '' : `; discovery: ${problem}`;
       const nodes = r.group.list();
-      if (nodes.length === 0) return `region ${r.group.region}: no nodes known`;
+      if (nodes.length === 0) return `region ${r.group.region}: no nodes known${why}`;
       const failed = nodes.filter((n) => n.lastFailure !== undefined && n.failures > 0);
       const last = failed.map((n) => `${n.url} ${n.lastFailure?.code}`).join(', ');
-      return `region ${r.group.region}: ${failed.length}/${nodes.length} nodes failing${last ? ` (${last})` : ''}`;
+      return `region ${r.group.region}: ${failed.length}/${nodes.length} nodes failing${last ? ` (${last})` : ''}${why}`;
     });
+    // A refused answer says more than its code: name the node and the region it served (issue 22).
+    const refused = [...this.recentFailures]
+      .reverse()
+      .find((f) => f.code === 'foreign_region' || f.code === 'replayed_block');
     return new IdsUnavailableError(
-      `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}`,
+      `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}` +
+        (refused === undefined ? '' : `; ${refused.message}`),
       [...this.recentFailures],
       waitedMs,
     );
@@ -600,6 +648,7 @@ class BufferedIdClient implements IdClient {
       });
       const blocks = await Promise.race([transport.nextIds(count, { signal: controller.signal, timeoutMs }), timedOut]);
       checkBlocks(blocks, count);
+      this.refuseWrongBlocks(blocks, node);
       const arrivalMs = this.clock.monoMs();
       group.markOk(node);
       this.instruments.refillLatency.record(arrivalMs - startedMs, {
@@ -608,7 +657,8 @@ class BufferedIdClient implements IdClient {
       return { kind: 'ok', blocks, arrivalMs };
     } catch (e) {
       const now = this.clock.monoMs();
-      const c = classifyFailure(e);
+      const c: ClassifiedFailure =
+        e instanceof RefusedBlocksError ? { kind: 'node', code: e.code, message: e.message } : classifyFailure(e);
       const failure: AttemptFailure = {
         node: node.url,
         region: node.region,
@@ -642,6 +692,28 @@ class BufferedIdClient implements IdClient {
       node.inFlight--;
       if (node.removed && node.inFlight === 0) this.closeTransport(node);
     }
+  }
+
+  /**
+   * The per-block checks (issue 22, problem 5), before any ID of the response reaches the buffer: a refused
+   * response counts its blocks, and throws so the node is marked failed and the next node tried.
+   */
+  private refuseWrongBlocks(blocks: readonly IdBlock[], node: NodeState): void {
+    const refusal = this.guard.check(blocks, node.url);
+    if (refusal === undefined) {
+      this.guard.accept(blocks);
+      return;
+    }
+    if (refusal.reason === 'foreign-region') this.counters.refusedForeignRegion += refusal.blocks;
+    else this.counters.refusedReplayed += refusal.blocks;
+    this.instruments.blocksRefused.add(refusal.blocks, {
+      [CLIENT_METRIC_ATTRIBUTES.region]: refusal.region,
+      [CLIENT_METRIC_ATTRIBUTES.refusal]: refusal.reason,
+    });
+    throw new RefusedBlocksError(
+      refusal.reason === 'foreign-region' ? 'foreign_region' : 'replayed_block',
+      refusal.message,
+    );
   }
 
   /** Waits until the first backing-off node may be tried again, a discovery change, or close. */
@@ -693,7 +765,7 @@ class BufferedIdClient implements IdClient {
       },
       () => markReady(),
     );
-    const region: RegionGroup = { group, ready, isReady: false, unwatch };
+    const region: RegionGroup = { group, ready, isReady: false, unwatch, discovery };
     void ready.then(() => {
       region.isReady = true;
     });
@@ -734,26 +806,39 @@ function checkBlocks(blocks: readonly IdBlock[], count: number): void {
   }
 }
 
+/** A response the block checks refused: the node is marked failed with this code (not a Connect code). */
+class RefusedBlocksError extends Error {
+  constructor(
+    readonly code: 'foreign_region' | 'replayed_block',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A discovery's `problem()`, never throwing (it is only a hint in an error message). */
+function discoveryProblem(discovery: NodeDiscovery | undefined): string | undefined {
+  try {
+    return discovery?.problem?.();
+  } catch {
+    return undefined;
+  }
+}
+
 function closedError(): IdClientError {
   return new IdClientError('closed', 'the ID client is closed', false);
 }
 
-function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1)
-    throw new RangeError(`${name} must be an integer of at least 1, got ${String(value)}`);
-  return value;
-}
-
-function integerIn(name: string, value: number, min: number, max: number): number {
+function integerIn(name: string, value: number, min: number, max: number, why = ''): number {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    throw new RangeError(`${name} must be an integer from ${min} to ${max}${why}, got ${String(value)}`);
   }
   return value;
 }
 
-function positiveNumber(name: string, value: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    throw new RangeError(`${name} must be a number above 0, got ${String(value)}`);
+function durationMs(name: string, value: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_DURATION_MS) {
+    throw new RangeError(`${name} must be a number of ms above 0 and at most ${MAX_DURATION_MS}, got ${String(value)}`);
   }
   return value;
 }

@@ -5,7 +5,7 @@
  *
  * @packageDocumentation
  */
-export { MAX_NEXT_IDS, createIdClient } from './id-client.js';
+export { MAX_BUFFER_SIZE, MAX_NEXT_IDS, createIdClient } from './id-client.js';
 export type { CallOptions, IdClient, IdClientOptions, IdClientStats, NodeStats, RegionNodes } from './id-client.js';
 export { IdClientError, IdsUnavailableError, isIdClientError, isIdsUnavailableError } from './errors.js';
 export type { AttemptFailure, IdClientErrorCode } from './errors.js';
@@ -23,3 +23,7 @@ export type { AttemptOptions, ClassifiedFailure, IdTransport, IdTransportFactory
 export type { BackoffOptions, DiscoveredNode, NodeDiscovery } from './node-pool.js';
 export type { IdBlock } from './id-buffer.js';
 export { CLIENT_METRIC_ATTRIBUTES, CLIENT_METRIC_NAMES } from './metrics.js';
+export type { BlockRefusalReason } from './block-guard.js';
+// Where a client user looks for it (issue 22): the fields of an ID, over the default layout's decompose.
+export { decodeId } from '@idgen/core';
+export type { IdFields } from '@idgen/core';

@@ -18,12 +18,19 @@ export const CLIENT_METRIC_NAMES = {
   failovers: 'idgen.client.failovers',
   /** Time from sending a refill request to its IDs landing in the buffer (successful attempts). */
   refillLatency: 'idgen.client.refill.latency',
+  /**
+   * Blocks refused by the client's checks (issue 22): IDs of a region that is neither home nor a fallback
+   * (`idgen.refusal` `foreign-region`), or a block not above the last one taken from its worker (`replayed`).
+   */
+  blocksRefused: 'idgen.client.blocks.refused',
 } as const;
 
 /** Attribute keys (values stay low-cardinality: region codes 0-7 and a two-value outcome). */
 export const CLIENT_METRIC_ATTRIBUTES = {
   /** Region code of the node that served (or failed) a request. */
   region: 'idgen.region',
+  /** Why a block was refused: `foreign-region` or `replayed`. */
+  refusal: 'idgen.refusal',
 } as const;
 
 /** The counters the client keeps as plain numbers; the meter observes them. */
@@ -33,12 +40,18 @@ export interface ClientCounters {
   discarded: number;
   retries: number;
   failovers: number;
+  /** Blocks refused because their IDs carry a region that is neither home nor a fallback. */
+  refusedForeignRegion: number;
+  /** Blocks refused because they were not above the last block taken from the same region and worker. */
+  refusedReplayed: number;
 }
 
 /** Instruments of one client instance. */
 export interface ClientInstruments {
   readonly refillLatency: Histogram;
   readonly failoversByRegion: Counter;
+  /** Refused blocks, by region and reason (rare: a plain counter). */
+  readonly blocksRefused: Counter;
   /** Stops the observable callbacks (on `close()`). */
   close(): void;
 }
@@ -76,6 +89,11 @@ export function createClientInstruments(meter: Meter, counters: ClientCounters):
     unit: '{refill}',
     description: 'Refills served by a fallback region because every home node had failed and the buffer was empty.',
   });
+  const blocksRefused = meter.createCounter(CLIENT_METRIC_NAMES.blocksRefused, {
+    unit: '{block}',
+    description:
+      'Blocks refused: IDs of a region neither home nor fallback, or not above the last block of their worker.',
+  });
   const refillLatency = meter.createHistogram(CLIENT_METRIC_NAMES.refillLatency, {
     unit: 'ms',
     description: 'Time from sending a refill request to its IDs landing in the buffer.',
@@ -84,6 +102,7 @@ export function createClientInstruments(meter: Meter, counters: ClientCounters):
   return {
     refillLatency,
     failoversByRegion,
+    blocksRefused,
     close: () => meter.removeBatchObservableCallback(callback, batch),
   };
 }

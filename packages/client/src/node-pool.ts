@@ -17,6 +17,11 @@ export interface NodeDiscovery {
   list(): Promise<readonly DiscoveredNode[]>;
   /** Calls `fn` with the whole current list on every change; returns an unsubscribe function. */
   watch(fn: (nodes: readonly DiscoveredNode[]) => void): () => void;
+  /**
+   * What is wrong with the discovery's source now (`@idgen/discovery`: etcd not answering, a lost watch), or
+   * `undefined`. Optional; when present, an `IdsUnavailableError` includes it, so an outage caused by etcd names etcd.
+   */
+  problem?(): string | undefined;
 }
 
 /** How long a failed node is left alone (docs/design.md §7: "marks the node" unhealthy). */

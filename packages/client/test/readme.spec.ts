@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
 import { IdLedger, regionOf, requireServerBuild, startServer, type ServerNode } from './harness.js';
@@ -30,4 +31,20 @@ it('the README example runs and prints three kinds of IDs from the server', asyn
   expect(ledger.duplicates).toEqual([]);
   expect(ids).toHaveLength(5);
   expect(ids.map(regionOf)).toEqual([2, 2, 2, 2, 2]);
+});
+
+/** The README's `@idgen/client/testing` example: the ```ts block after its `<!-- test-double example -->` marker. */
+function testDoubleExample(readme: string): string {
+  const match = /^<!-- test-double example -->\n```ts\n([\s\S]*?)^```$/m.exec(readme);
+  if (match?.[1] === undefined) throw new Error('the README has no test-double example');
+  return match[1];
+}
+
+it('the README test-double example runs as a test (node:test) and both of its tests pass', async () => {
+  const code = testDoubleExample(readFileSync(join(__dirname, '..', 'README.md'), 'utf8'));
+  const { exit, child } = await runTsExample(code);
+  expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(40) }).toEqual({ code: 0, output: '' });
+  const out = child.stdoutLines.join('\n');
+  expect(out).toMatch(/pass 2/);
+  expect(out).toMatch(/fail 0/);
 });

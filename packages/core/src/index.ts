@@ -18,6 +18,7 @@ export {
 } from './layout.js';
 export type { IdFields, LayoutOptions, LayoutRecord } from './layout.js';
 export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
+export { decodeId } from './decode-id.js';
 export type { InvalidIdReason } from './id.js';
 export { Minter, createMinter, isMintVerdict } from './minter.js';
 export type {

@@ -9,16 +9,61 @@ import {
 } from '@idgen/lease';
 import type { EtcdConnectionOptions, LeaseLogger, ServingNode } from '@idgen/lease';
 
-/** Races `p` against a timer; the timer is cleared either way. */
-function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+/** Races `p` against a timer and `stop` (close); the timer is cleared either way. */
+function withTimeout<T>(p: Promise<T>, ms: number, what: string, stop: Promise<never>): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   p.catch(() => undefined);
   return Promise.race([
     p,
+    stop,
     new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error(`${what} timed out after ${Math.round(ms)} ms`)), Math.max(0, ms));
     }),
   ]).finally(() => clearTimeout(timer));
+}
+
+/** Resolves when `p` settles or after `ms`, whichever is first (`true`: `p` settled); the timer is cleared. */
+async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const settled = p.then(
+    () => true,
+    () => true,
+  );
+  const late = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  return Promise.race([settled, late]).finally(() => clearTimeout(timer));
+}
+
+/** A gRPC call as an interceptor sees it: enough to cancel it (grpc-js `InterceptingCallInterface`). */
+interface CancellableCall {
+  cancelWithStatus(status: number, details: string): void;
+}
+
+/** grpc's CANCELLED status code. */
+const GRPC_CANCELLED = 1;
+
+/**
+ * Ends a watch whose cancel got no answer from etcd before close()'s bound (a paused etcd, a TLS handshake that
+ * never finishes): etcd3 1.1.2 waits for etcd's reply for ever and keeps the stream open and, with the watcher still
+ * attached, reconnects on timers for ever, so the process could never exit (issue 22, problem 3; the project's
+ * rule: every close() ends). Reaches into its watch manager (`watchers`, `expectedClosers`, `stream`): checked
+ * shapes only, a no-op on any other version.
+ */
+function forceEndWatch(watcher: Watcher): void {
+  const manager = (watcher as unknown as { manager?: unknown }).manager as
+    { watchers?: unknown; expectedClosers?: unknown; stream?: unknown } | undefined;
+  if (manager === undefined || !Array.isArray(manager.watchers)) return;
+  manager.watchers = (manager.watchers as unknown[]).filter((w) => w !== watcher);
+  if (manager.expectedClosers instanceof Set) manager.expectedClosers.delete(watcher);
+  const stream = manager.stream as { cancel?: () => void } | undefined;
+  if ((manager.watchers as unknown[]).length === 0 && typeof stream?.cancel === 'function') {
+    try {
+      stream.cancel();
+    } catch {
+      // Already ended: nothing left to stop.
+    }
+  }
 }
 
 /** gRPC call options with a deadline `ms` from now (so a stalled etcd cannot hold a call open). */
@@ -36,6 +81,11 @@ export interface DiscoveryReaderOptions extends EtcdConnectionOptions {
   readonly region: number;
   /** Timeout of one list request; default 5000 ms. */
   readonly requestTimeoutMs?: number;
+  /**
+   * Longest wait of `close()` for etcd to confirm each watch's cancel; default 500 ms. Past it the watch is ended
+   * without etcd (a paused or silent etcd never answers), so `close()` always resolves and the process can exit.
+   */
+  readonly closeTimeoutMs?: number;
   readonly logger?: LeaseLogger;
 }
 
@@ -48,7 +98,59 @@ export interface DiscoveryReader {
    * again whenever the watch (re)connects. Returns a function that stops watching.
    */
   watch(fn: (nodes: ServingNode[]) => void): () => void;
+  /**
+   * What is wrong with etcd, as this reader last saw it, or `undefined` while it answers: the last list failed, the
+   * first list has not been answered yet, or a watch lost its connection. `@idgen/client` adds it to an
+   * `IdsUnavailableError`, so an outage caused by etcd names etcd.
+   */
+  problem(): string | undefined;
+  /**
+   * Stops every watch and closes the etcd connection. Resolves within `closeTimeoutMs` (and a few ms) whatever etcd
+   * does; calls still waiting on etcd reject with "discovery reader closed". Idempotent.
+   */
   close(): Promise<void>;
+}
+
+/** A connection being set up (a socket in its TLS handshake), as {@link trackHandshakes} sees it. */
+interface Destroyable {
+  destroy(): void;
+}
+
+/**
+ * Tracks the sockets of this client's etcd connections while their TLS handshake runs, so close() can end them.
+ * grpc-js 1.14 sets no time limit on a handshake: against an etcd that accepts and never answers (or is paused
+ * mid-handshake) the socket stays open for ever, and holds the process open after close() (issue 22, problem 3: "over
+ * https:// the process was still alive at 60 s"). Wraps each host's credentials' connector (etcd3 1.1.2's
+ * `pool.hosts[].channelCredentials`, grpc-js's `_createSecureConnector`) before the first call: checked shapes only,
+ * a no-op on other versions. Returns the sockets still handshaking.
+ */
+function trackHandshakes(client: Etcd3): Set<Destroyable> {
+  const handshaking = new Set<Destroyable>();
+  const hosts = (client as unknown as { pool?: { hosts?: unknown } }).pool?.hosts;
+  if (!Array.isArray(hosts)) return handshaking;
+  type Connector = { connect?: (socket: Destroyable) => Promise<unknown> };
+  type Credentials = { _createSecureConnector?: (...args: unknown[]) => Connector };
+  const wrapped = new Set<Credentials>();
+  for (const host of hosts as { channelCredentials?: Credentials }[]) {
+    const creds = host.channelCredentials;
+    const create = creds?._createSecureConnector;
+    if (creds === undefined || typeof create !== 'function' || wrapped.has(creds)) continue;
+    wrapped.add(creds);
+    creds._createSecureConnector = (...args: unknown[]): Connector => {
+      const connector = create.apply(creds, args);
+      const connect = connector.connect;
+      if (typeof connect !== 'function') return connector;
+      connector.connect = (socket: Destroyable) => {
+        handshaking.add(socket);
+        const done = (): void => void handshaking.delete(socket);
+        const p = connect.call(connector, socket);
+        p.then(done, done);
+        return p;
+      };
+      return connector;
+    };
+  }
+  return handshaking;
 }
 
 /** Creates a {@link DiscoveryReader}; validates the options before any I/O. */
@@ -60,6 +162,8 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
   }
   const logger = options.logger ?? silentLogger;
   const timeout = options.requestTimeoutMs ?? 5000;
+  const closeTimeout = options.closeTimeoutMs ?? 500;
+  const where = `etcd ${endpoints.join(',')}`;
   const dir = leaseKeys.nodes(prefix, options.region);
   let client: Etcd3 | undefined = createEtcdClient({
     endpoints,
@@ -67,17 +171,54 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
     auth: options.auth,
     retryReads: true,
   });
+  const handshaking = trackHandshakes(client);
   const watchers = new Set<Watcher>();
-  /** Cancels of unsubscribed watches, awaited by close() before the client closes. */
-  const cancels = new Set<Promise<unknown>>();
+  /** Cancels of unsubscribed watches, awaited (within the bound) by close() before the client closes. */
+  const cancels = new Map<Watcher, Promise<unknown>>();
+  /** gRPC calls of lists in flight, cancelled by close(): a call etcd never answers would hold the process open. */
+  const calls = new Set<CancellableCall>();
+  let rejectClosed: (e: Error) => void = () => undefined;
+  const closed = new Promise<never>((_, reject) => {
+    rejectClosed = reject;
+  });
+  closed.catch(() => undefined);
+  // Problem state for problem(): the list's and the watches' view of etcd.
+  let listedOnce = false;
+  let listSince: number | undefined;
+  let listError: string | undefined;
+  const disconnected = new Map<Watcher, string>();
 
   const list = async (): Promise<ServingNode[]> => {
     if (client === undefined) throw new Error('discovery reader closed');
-    const all = await withTimeout(
-      client.getAll().prefix(dir).options(deadlineIn(timeout)).strings(),
-      timeout,
-      'discovery list',
-    );
+    const mine = new Set<CancellableCall>();
+    const track = (o: unknown, next: (o: unknown) => CancellableCall): CancellableCall => {
+      const call = next(o);
+      mine.add(call);
+      calls.add(call);
+      return call;
+    };
+    listSince ??= Date.now();
+    let all: Record<string, string>;
+    try {
+      all = await withTimeout(
+        client
+          .getAll()
+          .prefix(dir)
+          .options({ ...deadlineIn(timeout), interceptors: [track as never] })
+          .strings(),
+        timeout,
+        'discovery list',
+        closed,
+      );
+      listedOnce = true;
+      listError = undefined;
+    } catch (e) {
+      if (client !== undefined) listError = errorText(e);
+      throw client === undefined ? new Error('discovery reader closed') : e;
+    } finally {
+      listSince = undefined;
+      for (const c of mine) calls.delete(c);
+    }
     const nodes: ServingNode[] = [];
     for (const [key, raw] of Object.entries(all)) {
       try {
@@ -121,22 +262,56 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
       // still connecting (one never cancelled keeps etcd3's watch manager reconnecting on timers for ever).
       const watcher: Watcher = client.watch().prefix(dir).watcher();
       watchers.add(watcher);
-      watcher.on('connected', () => void refresh());
+      watcher.on('connected', () => {
+        disconnected.delete(watcher);
+        void refresh();
+      });
+      watcher.on('disconnected', (e: unknown) => disconnected.set(watcher, errorText(e)));
       watcher.on('put', () => void refresh());
       watcher.on('delete', () => void refresh());
       watcher.on('error', (e) => logger.warn({ err: errorText(e) }, 'discovery: watch error'));
       return () => {
         stopped = true;
-        if (watchers.delete(watcher)) cancels.add(watcher.cancel().catch(() => undefined));
+        disconnected.delete(watcher);
+        if (watchers.delete(watcher))
+          cancels.set(
+            watcher,
+            watcher.cancel().catch(() => undefined),
+          );
       };
+    },
+    problem() {
+      if (listError !== undefined) return `${where}: listing region ${options.region}'s nodes failed: ${listError}`;
+      if (!listedOnce && listSince !== undefined) {
+        return `${where} has not answered the list of region ${options.region}'s nodes for ${Date.now() - listSince} ms`;
+      }
+      const lost = disconnected.values().next();
+      return lost.done === true ? undefined : `${where}: the node watch lost its connection: ${lost.value}`;
     },
     async close() {
       const c = client;
       client = undefined;
-      // Every watch cancelled (and those unsubscribed before) before the client closes.
-      await Promise.all([...cancels, ...[...watchers].map((w) => w.cancel().catch(() => undefined))]);
+      rejectClosed(new Error('discovery reader closed'));
+      for (const call of calls) call.cancelWithStatus(GRPC_CANCELLED, 'discovery reader closed');
+      calls.clear();
+      // Every watch cancelled (and those unsubscribed before) before the client closes, each within the bound: a
+      // watch etcd does not confirm in time is ended without it.
+      for (const w of watchers)
+        cancels.set(
+          w,
+          w.cancel().catch(() => undefined),
+        );
       watchers.clear();
+      await Promise.all(
+        [...cancels].map(async ([w, cancel]) => {
+          if (!(await settledWithin(cancel, closeTimeout))) forceEndWatch(w);
+        }),
+      );
+      cancels.clear();
       c?.close();
+      // A TLS handshake etcd never finishes would keep its socket, and the process, alive (see trackHandshakes).
+      for (const socket of handshaking) socket.destroy();
+      handshaking.clear();
     },
   };
 }

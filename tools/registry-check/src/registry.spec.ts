@@ -331,7 +331,29 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
     writeFileSync(join(app, `readme-${pkg}.mts`), match?.[1] ?? '');
     examples.push(`readme-${pkg}.mts`);
   }
+  // The client README's test double (`@idgen/client/testing`) example is a test file of its own: compiled, then run
+  // with `node --test` below.
+  const clientReadme = readFileSync(join(ROOT, 'packages/client/README.md'), 'utf8');
+  const testDouble = /^<!-- test-double example -->\n```ts\n([\s\S]*?)^```$/m.exec(clientReadme)?.[1];
+  expect({ example: testDouble !== undefined }).toEqual({ example: true });
+  writeFileSync(join(app, 'readme-client-testing.mts'), testDouble ?? '');
+  examples.push('readme-client-testing.mts');
   await tscStrict(app, examples);
+  const testRun = await run(
+    process.execPath,
+    ['--test', '--test-reporter=tap', join('out', 'readme-client-testing.mjs')],
+    {
+      cwd: app,
+      env: process.env,
+      timeoutMs: 60_000,
+    },
+  );
+  expect({ code: testRun.code, output: testRun.code === 0 ? '' : testRun.stdout + testRun.stderr }).toEqual({
+    code: 0,
+    output: '',
+  });
+  expect(testRun.stdout).toMatch(/^# pass 2$/m);
+  expect(testRun.stdout).toMatch(/^# fail 0$/m);
 
   etcd = await startEtcd();
   await regionInit(etcd.clientUrl, 2); // before the region's first node
