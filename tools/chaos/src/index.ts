@@ -39,7 +39,7 @@ export type {
   ReceivedBlock,
   Window,
 } from './verify.js';
-export { auditSection, formatReport, kindSummary, passed, reportJson } from './report.js';
+export { auditSection, expectationsSection, formatReport, kindSummary, passed, reportJson } from './report.js';
 export { auditConfig, judgeAudit, runAudit } from './faults/audit.js';
 export type { AuditOutcome, AuditRegion, RunAuditOptions } from './faults/audit.js';
 export { followersOf, judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
@@ -53,6 +53,17 @@ export {
   wrongRegionOf,
 } from './faults/wrong-region-node.js';
 export type { WrongRegionOptions, WrongRegionOutcome } from './faults/wrong-region-node.js';
+export {
+  commonIds,
+  idsOf,
+  judgeEmptyState,
+  judgeTwins,
+  runStandaloneEmptyState,
+  runStandaloneFault,
+  runStandalonePause,
+  runStandaloneStep,
+} from './faults/standalone.js';
+export type { EmptyStart, StandaloneFaultOptions, StandaloneOutcome } from './faults/standalone.js';
 export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
 export type { NodeMetrics } from './node-metrics.js';
 export {

@@ -2,7 +2,7 @@
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
  * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--embedded 3] [--nodes 4] [--slots 3]
- *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--server-main PATH]`
+ *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--server-main PATH] [--cli-main PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
  * 130 interrupted (everything started is cleaned up either way).
@@ -24,7 +24,7 @@ import {
   type FaultKind,
 } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>]
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>] [--cli-main <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
@@ -36,7 +36,9 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)
   --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')})
   --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
-               e.g. another commit's worktree: the same harness and verification against older code`;
+               e.g. another commit's worktree: the same harness and verification against older code
+  --cli-main   the operator's idgen the faults run (spare lend, region restored; default that build's
+               apps/cli/dist/main.js beside --server-main, else this checkout's); the final audit always runs this checkout's`;
 
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -62,6 +64,7 @@ function parse(argv: string[]): Omit<
       'lease-ttl': { type: 'string', default: '3' },
       faults: { type: 'string' },
       'server-main': { type: 'string' },
+      'cli-main': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -93,10 +96,19 @@ function parse(argv: string[]): Omit<
     leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
     region: 1,
     ...(kinds !== undefined ? { kinds } : {}),
+    ...operatorCliOf(values['cli-main'], values['server-main']),
     ...(values['server-main'] !== undefined
       ? { serverMain: resolve(values['server-main']), serverMainFlag: values['server-main'] }
       : {}),
   };
+}
+
+/** `--cli-main`, or the CLI of the `--server-main` build's tree (`…/apps/server/dist/main.js` → `…/apps/cli/dist/main.js`). */
+function operatorCliOf(cliMain: string | undefined, serverMain: string | undefined): { operatorCliMain?: string } {
+  if (cliMain === '') throw new RangeError('--cli-main needs a path');
+  if (cliMain !== undefined) return { operatorCliMain: resolve(cliMain) };
+  const beside = serverMain === undefined ? undefined : resolve(serverMain, '..', '..', '..', 'cli', 'dist', 'main.js');
+  return beside !== undefined && existsSync(beside) ? { operatorCliMain: beside } : {};
 }
 
 async function main(): Promise<number> {
@@ -145,6 +157,7 @@ async function main(): Promise<number> {
   );
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
+  if (flags.operatorCliMain !== undefined) say(`operator CLI for the faults: ${flags.operatorCliMain}`);
   say('fault schedule (t from the start of the load):');
   for (const f of schedule.faults) say(`  ${formatFault(f)}`);
   if (schedule.missing.length > 0)

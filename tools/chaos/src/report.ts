@@ -85,6 +85,7 @@ export function formatReport(r: ChaosResult): string[] {
     out.push(
       `      ran t+${s1(f.startedMs)}…t+${f.endedMs !== undefined ? s1(f.endedMs) : '?'} on ${f.target}; ${f.notes.join('; ')}`,
     );
+    if (f.safetyViolation !== undefined) out.push(`      SAFETY VIOLATED: ${f.safetyViolation}`);
     if (f.expectationMissed !== undefined) out.push(`      EXPECTATION MISSED: ${f.expectationMissed}`);
   }
   for (const f of r.skipped) out.push(`  SKIPPED (no time left after slow recoveries): ${formatFault(f)}`);
@@ -97,10 +98,12 @@ export function formatReport(r: ChaosResult): string[] {
     );
   }
   out.push('');
-  out.push('per fault kind (runs; longest time one caller went without an ID; failed calls; expectations missed):');
+  out.push(
+    'per fault kind (runs; longest time one caller went without an ID; failed calls; expectations missed; safety violated):',
+  );
   for (const k of kindSummary(r)) {
     out.push(
-      `  ${k.kind.padEnd(23)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed`,
+      `  ${k.kind.padEnd(23)} ${String(k.runs).padStart(3)} runs  longest gap ${String(Math.round(k.longestGapMs)).padStart(6)} ms  ${String(k.failedCalls).padStart(4)} failed calls  ${k.missed} missed  ${k.unsafe} unsafe`,
     );
   }
   out.push('');
@@ -125,16 +128,34 @@ export function formatReport(r: ChaosResult): string[] {
   out.push('');
   out.push(...auditSection(r.audit));
   out.push('');
-  out.push(`expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`);
+  out.push(...expectationsSection(r));
   out.push(
-    `VERDICT: ${passed(r) ? 'PASS' : 'FAIL'}: ${r.violations} rule violations, audit ${r.audit.ok ? 'clean' : `FAILED (exit ${r.audit.exitCode ?? 'signal'})`}`,
+    `VERDICT: ${passed(r) ? 'PASS' : 'FAIL'}: ${r.violations} rule violations, ${r.safetyViolations} safety expectations violated, audit ${r.audit.ok ? 'clean' : `FAILED (exit ${r.audit.exitCode ?? 'signal'})`}`,
   );
   return out;
 }
 
-/** The run passes when every rule held and `idgen audit` found its etcd clean (exit 0). */
-export function passed(r: Pick<ChaosResult, 'violations' | 'audit'>): boolean {
-  return r.violations === 0 && r.audit.ok;
+/**
+ * The run passes when every rule held, every fault's safety expectation held (an ID handed out twice, a node that
+ * should have been refused serving: counted like a rule violation), and `idgen audit` found its etcd clean (exit 0).
+ */
+export function passed(r: Pick<ChaosResult, 'violations' | 'safetyViolations' | 'audit'>): boolean {
+  return r.violations === 0 && r.safetyViolations === 0 && r.audit.ok;
+}
+
+/**
+ * The summary's two classes of fault expectations: safety (each one listed: it fails the run) and liveness (counted:
+ * reported, it does not fail the run).
+ */
+export function expectationsSection(
+  r: Pick<ChaosResult, 'faults' | 'expectationsMissed' | 'safetyViolations'>,
+): string[] {
+  const unsafe = r.faults.filter((f) => f.safetyViolation !== undefined);
+  return [
+    `safety expectations violated: ${r.safetyViolations} (they fail the run)`,
+    ...unsafe.map((f) => `  #${f.fault.index} ${f.fault.kind}: ${f.safetyViolation ?? ''}`),
+    `expectations missed: ${r.expectationsMissed} (liveness, reported; they do not fail the run)`,
+  ];
 }
 
 /** The report's section "audit": `idgen audit` of the run's etcd once everything stopped (a failure fails the run). */
@@ -145,18 +166,29 @@ export function auditSection(a: AuditOutcome): string[] {
   ];
 }
 
-/** Rule 4 per fault kind: how many ran, the longest outage one caller saw, failed calls, expectations missed. */
+/**
+ * Rule 4 per fault kind: how many ran, the longest outage one caller saw, failed calls, expectations missed, and
+ * safety expectations violated.
+ */
 export function kindSummary(
   r: Pick<ChaosResult, 'faults' | 'outages'>,
-): { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }[] {
+): { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number; unsafe: number }[] {
   const byKind = new Map<
     string,
-    { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number }
+    { kind: string; runs: number; longestGapMs: number; failedCalls: number; missed: number; unsafe: number }
   >();
   for (const f of r.faults) {
-    const k = byKind.get(f.fault.kind) ?? { kind: f.fault.kind, runs: 0, longestGapMs: 0, failedCalls: 0, missed: 0 };
+    const k = byKind.get(f.fault.kind) ?? {
+      kind: f.fault.kind,
+      runs: 0,
+      longestGapMs: 0,
+      failedCalls: 0,
+      missed: 0,
+      unsafe: 0,
+    };
     k.runs++;
     if (f.expectationMissed !== undefined) k.missed++;
+    if (f.safetyViolation !== undefined) k.unsafe++;
     const w = r.outages.find((o) => o.window.label === `#${f.fault.index} ${f.fault.kind}`);
     if (w !== undefined) {
       k.longestGapMs = Math.max(k.longestGapMs, w.longestGapMs);

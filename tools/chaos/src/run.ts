@@ -18,7 +18,10 @@ import {
   type ProcessHandle,
 } from '@idgen/testing';
 import { runAudit, type AuditOutcome } from './faults/audit.js';
+import { doubleLoanFault } from './faults/double-loan.js';
 import { judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
+import { judgeSnapshotRestore, runSnapshotRestore } from './faults/snapshot-restore.js';
+import { runStandaloneFault } from './faults/standalone.js';
 import { judgeWrongRegion, runWrongRegionNode, wrongRegionOf } from './faults/wrong-region-node.js';
 import { createEmbeddedFleet, type EmbeddedFaultRecord, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
@@ -76,6 +79,11 @@ export interface ChaosOptions {
   readonly callerMain: string;
   /** `apps/cli/dist/main.js`: `idgen audit` judges the run's etcd at the end. */
   readonly cliMain: string;
+  /**
+   * The operator's `idgen` the faults run (`spare lend`, `region restored`; `--cli-main`, or the CLI of the
+   * `--server-main` build's tree): default `cliMain`. The final audit always runs `cliMain`.
+   */
+  readonly operatorCliMain?: string;
   /** Embedded callers (`@idgen/embedded` in their own processes, slots 18 and up; 0: none). */
   readonly embedded: number;
   /** `tools/chaos/dist/embedded-caller.js`. */
@@ -99,6 +107,8 @@ export interface FaultRecord {
   servingAtStart: number;
   /** An expectation of issue 7 that did not hold (a fence that should not happen, or one that should). */
   expectationMissed: string | undefined;
+  /** A safety expectation that did not hold (an ID handed out twice, a refused node that served): fails the run. */
+  safetyViolation: string | undefined;
 }
 
 /** The result of a run. */
@@ -156,6 +166,8 @@ export interface ChaosResult {
   /** Rule violations (any: exit non-zero). */
   readonly violations: number;
   readonly expectationsMissed: number;
+  /** Faults whose safety expectation did not hold (any: exit non-zero, like a rule violation). */
+  readonly safetyViolations: number;
 }
 
 /** libfaketime.so.1 as docs/toolchain.md finds it (`dpkg -L libfaketime`); a clear error when missing. */
@@ -287,6 +299,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
   const loadStart = Date.now();
   const rel = (ms: number): number => ms - loadStart;
   let wrongRegionNodes = 0;
+  const operatorCli = o.operatorCliMain ?? o.cliMain;
   /** When each `etcd-member-down` had its member stopped (judged in `verify`, with the window's failed calls). */
   const memberDowns = new Map<FaultRecord, { fromMs: number; toMs: number }>();
   const scrapeTimer = setInterval(() => void fleet.scrapeAll(), 2000);
@@ -398,6 +411,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       ],
       servingAtStart: settled.serving.length,
       expectationMissed: undefined,
+      safetyViolation: undefined,
     };
     records.push(r);
     const until = async (): Promise<void> => sleep(begin + f.effectMs - Date.now(), o.signal);
@@ -413,6 +427,43 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
       return inc;
     };
     switch (f.kind) {
+      case 'double-loan': {
+        const nth = records.filter((x) => x.fault.kind === 'double-loan').length - 1;
+        const announce = (target: string): void => void ((r.target = target), line());
+        const common = { runEtcd: cluster.endpoints, region: o.region, prefix: ETCD_PREFIX, dir, announce };
+        const j = await doubleLoanFault(
+          {
+            ...common,
+            cliMain: operatorCli,
+            otherRegion: wrongRegionOf(o.region),
+            leaseTtlSeconds: o.leaseTtlSeconds,
+            timeoutMs: 30_000,
+          },
+          nth,
+        );
+        Object.assign(r, { safetyViolation: j.safetyViolation, expectationMissed: j.expectationMissed }).notes.push(
+          ...j.notes,
+        );
+        break;
+      }
+      case 'etcd-snapshot-restore': {
+        const target = await hitNode(true);
+        if (target === undefined) break;
+        const common = { fleet, cluster, target, region: o.region, prefix: ETCD_PREFIX, dir, index: f.index };
+        const s = await runSnapshotRestore({
+          ...common,
+          cliMain: operatorCli,
+          want: Math.min(o.slots, o.nodes),
+          leaseTtlSeconds: o.leaseTtlSeconds,
+          sleep: (ms) => sleep(ms, o.signal),
+          aborted: () => o.signal.aborted,
+        });
+        const j = judgeSnapshotRestore(s, ttlMs);
+        Object.assign(r, { safetyViolation: j.safetyViolation, expectationMissed: j.expectationMissed }).notes.push(
+          ...j.notes,
+        );
+        break;
+      }
       case 'kill-node': {
         const inc = await hitNode(true);
         if (inc === undefined) break;
@@ -623,6 +674,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         const judged = judgeWrongRegion(w, o.region, wrong);
         r.notes.push(...judged.notes);
         r.expectationMissed = judged.expectationMissed;
+        r.safetyViolation = judged.safetyViolation;
         break;
       }
       case 'etcd-member-down': {
@@ -641,6 +693,21 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
         r.notes.push(...down.notes);
         if (down.stoppedAtMs !== undefined)
           memberDowns.set(r, { fromMs: down.stoppedAtMs, toMs: down.startedAtMs ?? Date.now() });
+        break;
+      }
+      case 'standalone-pause':
+      case 'standalone-step':
+      case 'standalone-empty-state': {
+        const name = `${f.kind}-${f.index}`;
+        r.target = `${name} (standalone nodes on their own --state-file)`;
+        line();
+        const s = await runStandaloneFault(f.kind, { ...o, faketimeLib, dir, name, effectMs: f.effectMs });
+        Object.assign(r, {
+          target: s.target,
+          expectationMissed: s.expectationMissed,
+          safetyViolation: s.safetyViolation,
+        });
+        r.notes.push(...s.notes);
         break;
       }
       case 'clock-jump-small':
@@ -969,6 +1036,7 @@ async function verify(
     audit: s.audit,
     violations,
     expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
+    safetyViolations: s.records.filter((r) => r.safetyViolation !== undefined).length,
   };
 }
 

@@ -69,8 +69,8 @@ describe('createSchedule', () => {
 
   it('repeats the kinds in longer runs', () => {
     const s = createSchedule({ durationMs: 600_000, seed: 5, leaseTtlMs: TTL });
-    // A full round of the sixteen kinds takes about 104 s with the 3 s TTL: 600 s hold five or more.
-    for (const kind of FAULT_KINDS) expect(s.faults.filter((f) => f.kind === kind).length).toBeGreaterThanOrEqual(5);
+    // A full round of the 21 kinds takes about 151 s with the 3 s TTL: 600 s hold three or more.
+    for (const kind of FAULT_KINDS) expect(s.faults.filter((f) => f.kind === kind).length).toBeGreaterThanOrEqual(3);
   });
 
   it('sizes the faults as issue 7 asks', () => {
@@ -89,6 +89,9 @@ describe('createSchedule', () => {
       // Down longer than a node may go without a keep-alive before it fences (TTL − margin): one member must not matter.
       if (f.kind === 'etcd-member-down') expect(f.effectMs).toBeGreaterThan(TTL - FENCE_MARGIN_MS);
       if (f.kind === 'wrong-region-node') expect(f.effectMs).toBe(0); // nothing to undo: the node is refused at its start
+      if (f.kind === 'double-loan') expect(f.effectMs).toBe(0); // two CLI lends and a reclaim, on etcds of its own
+      // The restore within a TTL, then room for every slot to serve again after idgen region restored.
+      if (f.kind === 'etcd-snapshot-restore') expect(f.windowMs).toBeGreaterThanOrEqual(f.effectMs + 5 * TTL);
       if (f.kind === 'clock-forward') {
         expect([2, 8]).toContain(f.clockOffsetSeconds);
         expect(f.effectMs).toBeGreaterThan(2 * keepAliveOf(TTL).intervalMs); // ahead across keep-alives: last-ms is written from the jumped clock

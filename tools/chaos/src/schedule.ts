@@ -8,6 +8,10 @@
  * Every kind of fault: issue 7's nine, then issue 12's five (a node cut off from etcd while its callers
  * still reach it, wall clocks stepped forward, alone and under a partition, and a slow etcd), then issue 21's
  * deployment-level two (a node given another region's code, one etcd follower down).
+ * Issue 21's standalone three: a holder paused past the old lock's stale time while a second node waits on its
+ * state file, both clocks stepped +10 s, and an empty state file (faults/standalone.ts).
+ * Issue 21's two after `etcd-slow-long`: one spare code lent to two regions through two etcds (faults/double-loan.ts),
+ * and the run's etcd restored from a snapshot with a new cluster token (faults/snapshot-restore.ts).
  */
 export const FAULT_KINDS = [
   'kill-node',
@@ -24,8 +28,13 @@ export const FAULT_KINDS = [
   'partition-clock-forward',
   'etcd-slow-short',
   'etcd-slow-long',
+  'double-loan',
+  'etcd-snapshot-restore',
   'wrong-region-node',
   'etcd-member-down',
+  'standalone-pause',
+  'standalone-step',
+  'standalone-empty-state',
 ] as const;
 
 /** One kind of fault. */
@@ -171,6 +180,15 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       // Delayed past the keep-alive timeout for longer than the TTL: keep-alives still arrive, late, so the
       // leases live on in etcd, but no node can prove its lease in time: every serving node must fence.
       return { effectMs: jitter((ttl * 4) / 3), windowMs: (ttl * 8) / 3 };
+    case 'double-loan':
+      // Two extra etcds (a registry and a second region's), four CLI runs: nothing of the run's fleet is touched;
+      // the window is their time (a slow start delays the next fault).
+      return { effectMs: 0, windowMs: 6000 };
+    case 'etcd-snapshot-restore':
+      // A holder stopped and the snapshot taken, a claim after it (~2 TTL), the cluster killed and restored (back
+      // within ~1 TTL), every node fenced (≤ TTL + 1 s), then idgen region restored: each next holder waits out
+      // its marker (TTL) after a backoff or a supervisor restart: ~7 TTL with the 3 s TTL.
+      return { effectMs: ttl, windowMs: ttl * 7 };
     case 'wrong-region-node':
       // An extra node with another region's code, refused by the binding during its start (it exits 2 before it
       // claims a slot): nothing else is touched, so its window is just its start (a slow start delays the next fault).
@@ -179,6 +197,21 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       // One follower stopped longer than TTL − fence margin (a node still talking to it would fence), then
       // started again: it rejoins in well under a second.
       return { effectMs: ttl - FENCE_MARGIN_MS + 400, windowMs: ttl - FENCE_MARGIN_MS + 1400 };
+    // The three standalone faults run their own processes on their own state file (faults/standalone.ts), apart
+    // from the fleet: their windows are their own start-ups (0.6-1.5 s each; the two of a pair start at once), the
+    // effect, and the stops (measured: 9.7, 4.7 and 6.0-6.7 s). Not against the TTL: the standalone lock's times
+    // are fixed.
+    case 'standalone-pause':
+      // The holder stopped past the old lock's stale time (5 s by mtime, refreshed every 2.5 s) + 1 s, then both
+      // pulled 2 s after the resume.
+      return { effectMs: 6000, windowMs: 6000 + 4000 };
+    case 'standalone-step':
+      // Both clocks +10 s while the holder holds and the waiter waits; both pulled 2 s after the step.
+      return { effectMs: 2000, windowMs: 2000 + 3000 };
+    case 'standalone-empty-state':
+      // The first run mints 2.5 s and stops; two more starts on the truncated file (one refused, one --fresh-state
+      // pulled 1 s if it serves).
+      return { effectMs: 2500, windowMs: 2500 + 4000 };
   }
 }
 
@@ -218,7 +251,7 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
 /**
  * Builds the schedule: rounds of every fault kind (or of `kinds`) in a seeded order, one after another,
  * each in its own window, repeated while the next one still fits before `durationMs − tailMs`. A run of
- * {@link FULL_ROUND_SECONDS} with the 3 s TTL holds one full round of all sixteen kinds.
+ * {@link FULL_ROUND_SECONDS} with the 3 s TTL holds one full round of every kind.
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
@@ -265,10 +298,11 @@ export function createSchedule(options: ScheduleOptions): Schedule {
 }
 
 /**
- * The shortest `--duration` (s) whose schedule holds one full round of every kind, for every seed, with the
- * 3 s TTL: what CI runs. The first round has the +2 s `clock-forward` and the +8 s `partition-clock-forward`.
+ * A `--duration` (s) whose schedule holds one full round of every kind, for every seed, with the 3 s TTL: what CI
+ * runs. The first round has the +2 s `clock-forward` and the +8 s `partition-clock-forward`. With the 21 kinds a round
+ * ends by 152.4 s (20,000 seeds tried; the schedule keeps a 1 s tail), so 154 s is the shortest; 155 s leaves 1 s.
  */
-export const FULL_ROUND_SECONDS = 105;
+export const FULL_ROUND_SECONDS = 155;
 
 /** Parses a `--faults` list (`kill-node,partition-clock-forward`); throws on an unknown kind. */
 export function parseFaultKinds(list: string): FaultKind[] {

@@ -26,7 +26,7 @@ describe('the audit at the end of a chaos run', () => {
     expect(a.ok).toBe(true);
     expect(a.lines[0]).toBe('idgen audit: exit 0 (clean): clean');
     expect(a.lines).toContain('  region region-1: bound to code 1, cluster 7f3a, revision 812, 5 slot(s) read');
-    expect(passed({ violations: 0, audit: a })).toBe(true);
+    expect(passed({ violations: 0, safetyViolations: 0, audit: a })).toBe(true);
     expect(auditSection(a)[0]).toMatch(/^audit \(.*\): OK$/);
   });
 
@@ -34,7 +34,7 @@ describe('the audit at the end of a chaos run', () => {
     const message = 'region 1 worker 2: tenure of chaos-n1-3 overlaps chaos-n4-2';
     const a = judgeAudit(1, [answer({ clean: false, findings: [{ kind: 'overlap', message }] })]);
     expect(a.ok).toBe(false);
-    expect(passed({ violations: 0, audit: a })).toBe(false);
+    expect(passed({ violations: 0, safetyViolations: 0, audit: a })).toBe(false);
     const section = auditSection(a);
     expect(section[0]).toMatch(/^audit \(.*\): FAILED$/);
     expect(section).toContain('  idgen audit: exit 1 (violation): 1 violation(s), 0 etcd(s) unreachable');

@@ -121,12 +121,16 @@ export async function runWrongRegionNode(o: WrongRegionOptions): Promise<WrongRe
   };
 }
 
-/** The report's notes and the expectation missed (if any) of one wrong-region node. */
+/**
+ * The report's notes of one wrong-region node, its safety violation (it became ready or claimed a slot: it could
+ * mint another region's IDs, which fails the run) and the expectation missed (the refusal was not the one line and
+ * exit 2, or etcd could not be asked: reported).
+ */
 export function judgeWrongRegion(
   w: WrongRegionOutcome,
   region: number,
   wrongRegion: number,
-): { notes: string[]; expectationMissed: string | undefined } {
+): { notes: string[]; expectationMissed: string | undefined; safetyViolation: string | undefined } {
   const refused = w.exitCode === EXIT_REGION_REFUSED && w.bindingLine !== undefined && !w.becameReady && w.keys === 0;
   const notes = [
     refused
@@ -134,17 +138,18 @@ export function judgeWrongRegion(
       : `exit ${w.exitCode === undefined ? 'none (stopped after the time limit)' : String(w.exitCode)} after ${(w.tookMs / 1000).toFixed(1)} s${w.bindingLine !== undefined ? `, "${w.bindingLine}"` : ', no binding line'}`,
     `became ready: ${w.becameReady ? 'YES' : 'no'}; keys under regions/${wrongRegion}/: ${w.keys ?? 'unknown (etcd did not answer)'}`,
   ];
+  const unsafe: string[] = [];
+  if (w.becameReady) unsafe.push('it became ready');
+  if (w.keys !== undefined && w.keys > 0) unsafe.push(`${w.keys} key(s) under regions/${wrongRegion}/`);
   const missed: string[] = [];
   if (w.exitCode !== EXIT_REGION_REFUSED)
     missed.push(`exit ${String(w.exitCode ?? 'none')}, not ${EXIT_REGION_REFUSED}`);
   if (w.bindingLine === undefined) missed.push('no binding line');
-  if (w.becameReady) missed.push('it became ready');
-  if (w.keys !== 0) missed.push(`${w.keys ?? 'unknown'} key(s) under regions/${wrongRegion}/`);
+  if (w.keys === undefined) missed.push(`keys under regions/${wrongRegion}/ unknown (etcd did not answer)`);
+  const what = `a node with region ${wrongRegion} on region ${region}'s etcd`;
   return {
     notes,
-    expectationMissed:
-      missed.length === 0
-        ? undefined
-        : `a node with region ${wrongRegion} on region ${region}'s etcd was not refused: ${missed.join('; ')}`,
+    safetyViolation: unsafe.length === 0 ? undefined : `${what} could mint: ${unsafe.join('; ')}`,
+    expectationMissed: missed.length === 0 ? undefined : `${what} was not refused as expected: ${missed.join('; ')}`,
   };
 }
