@@ -10,6 +10,7 @@ import type { IKeyValue, IOptions, IResponseOp } from 'etcd3';
  */
 export const HOST_CIRCUIT_HALF_OPEN_MS = 1000;
 import type { EtcdTlsOptions } from './config.js';
+import { createEtcdTls, type EtcdTls } from './etcd-tls.js';
 
 type WatchBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
 
@@ -34,6 +35,11 @@ export function createEtcdClient(o: {
   auth: { readonly username: string; readonly password: string } | undefined;
   /** Every call through this client only reads: let the library retry recoverable failures (3 attempts). */
   retryReads?: boolean;
+  /**
+   * A deadline on every unary call made without one, including the library's own `Authenticate` (which etcd3 sends
+   * with no deadline: against a silent etcd it waits for ever). For a short-lived process (the CLI).
+   */
+  callTimeoutMs?: number;
 }): Etcd3 {
   const options: IOptions = {
     hosts: [...o.endpoints],
@@ -51,6 +57,7 @@ export function createEtcdClient(o: {
       watchBackoff: watchBackoff(100),
     },
   };
+  let etcdTls: EtcdTls | undefined;
   if (o.tls !== undefined) {
     const buf = (v: string | Buffer | undefined): Buffer | undefined => (v === undefined ? undefined : Buffer.from(v));
     const credentials: NonNullable<IOptions['credentials']> = { rootCertificate: buf(o.tls.ca) ?? Buffer.alloc(0) };
@@ -59,9 +66,26 @@ export function createEtcdClient(o: {
     if (key !== undefined) credentials.privateKey = key;
     if (cert !== undefined) credentials.certChain = cert;
     options.credentials = credentials;
+    // The same material on credentials of ours: no TLS server name for an etcd given by IP (DEP0123, etcd-tls.ts).
+    etcdTls = createEtcdTls({ ca: credentials.rootCertificate, key, cert });
+    options.grpcOptions = etcdTls.channelOptions;
   }
-  if (o.auth !== undefined) options.auth = { username: o.auth.username, password: o.auth.password };
-  return new Etcd3(options);
+  const callMs = o.callTimeoutMs;
+  // Streams (watches, keep-alives) live longer than any call: no deadline on them.
+  const callOptions =
+    callMs === undefined
+      ? undefined
+      : (c: { isStream: boolean }) => (c.isStream ? {} : { deadline: new Date(Date.now() + callMs) });
+  if (callOptions !== undefined) options.defaultCallOptions = callOptions;
+  if (o.auth !== undefined)
+    options.auth = {
+      username: o.auth.username,
+      password: o.auth.password,
+      ...(callOptions === undefined ? {} : { callOptions }),
+    };
+  const client = new Etcd3(options);
+  etcdTls?.authenticateWith(client);
+  return client;
 }
 
 /** The value of the first key of a range response in a transaction, as text; `undefined` when absent. */

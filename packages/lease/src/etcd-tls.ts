@@ -1,0 +1,93 @@
+import { connect as tlsConnect, createSecureContext, type SecureContext } from 'node:tls';
+import { isIP, type Socket } from 'node:net';
+import { CallCredentials, Channel, ChannelCredentials, type ChannelOptions } from '@grpc/grpc-js';
+import type { Etcd3 } from 'etcd3';
+
+/** What grpc-js hands a channel's credentials (its `GrpcUri`; the path is `host:port`). */
+interface ChannelTarget {
+  readonly path: string;
+}
+
+/** `host` of `host:port` or `[v6]:port`. */
+function hostOf(address: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d+)?$/.exec(address);
+  if (bracketed !== null) return bracketed[1] ?? address;
+  const colon = address.lastIndexOf(':');
+  return colon > 0 && address.indexOf(':') === colon ? address.slice(0, colon) : address;
+}
+
+/**
+ * TLS to etcd as grpc-js does it, less one thing: no server name (SNI) when etcd is given by IP address.
+ * grpc-js always sends the target's host as the server name, an IP when etcd is given by IP, which RFC 6066
+ * forbids and Node 24 reports as DEP0123 on every start (issue 23). The certificate is checked as before:
+ * against the CA, and its name against the host (Node's `checkServerIdentity` on `host`, so an IP address must
+ * be among the certificate's IP SANs); only the SNI extension is left out for an IP.
+ */
+class EtcdTlsCredentials extends ChannelCredentials {
+  private readonly context: SecureContext;
+  constructor(tls: { ca: Buffer; key?: Buffer; cert?: Buffer }) {
+    super();
+    // No CA given: the system's roots, as grpc-js does.
+    this.context = createSecureContext({ ca: tls.ca.length === 0 ? undefined : tls.ca, key: tls.key, cert: tls.cert });
+  }
+  _isSecure(): boolean {
+    return true;
+  }
+  _equals(other: ChannelCredentials): boolean {
+    return other === this;
+  }
+  _createSecureConnector(channelTarget: ChannelTarget) {
+    const host = hostOf(channelTarget.path);
+    const context = this.context;
+    return {
+      connect: (socket: Socket) =>
+        new Promise<{ socket: Socket; secure: boolean }>((resolve, reject) => {
+          const tlsSocket = tlsConnect(
+            {
+              socket,
+              secureContext: context,
+              host,
+              ...(isIP(host) === 0 ? { servername: host } : {}),
+              ALPNProtocols: ['h2'],
+            },
+            () => {
+              if (!tlsSocket.authorized) reject(tlsSocket.authorizationError);
+              else resolve({ socket: tlsSocket, secure: true });
+            },
+          );
+          tlsSocket.on('error', reject);
+        }),
+      waitForReady: () => Promise.resolve(),
+      getCallCredentials: () => CallCredentials.createEmpty(),
+      destroy: () => undefined,
+    };
+  }
+}
+
+/** {@link EtcdTlsCredentials} put on an etcd3 client (etcd3 builds its own credentials and has no other way in). */
+export interface EtcdTls {
+  /** For `IOptions.grpcOptions`: every service channel on these credentials. */
+  readonly channelOptions: ChannelOptions;
+  /**
+   * The same for the `Authenticate` call (a user and password), which etcd3 1.1.2 makes on a channel of its own,
+   * built from its credentials without `grpcOptions` (connection-pool.js, `Authenticator`). Set on its internal
+   * field: if a later etcd3 moves it, the DEP0123 specs (etcd-tls.spec.ts, audit-deployment.spec.ts) fail.
+   */
+  authenticateWith(client: Etcd3): void;
+}
+
+/** TLS to etcd with no server name for an IP: {@link EtcdTlsCredentials} for every channel etcd3 opens. */
+export function createEtcdTls(tls: { ca: Buffer; key?: Buffer; cert?: Buffer }): EtcdTls {
+  const credentials = new EtcdTlsCredentials(tls);
+  return {
+    channelOptions: {
+      channelFactoryOverride: (address: string, _etcd3s: ChannelCredentials, options: ChannelOptions) =>
+        new Channel(address, credentials, options),
+    },
+    authenticateWith(client) {
+      const authenticator = (client as unknown as { pool?: { authenticator?: { credentials?: unknown } } }).pool
+        ?.authenticator;
+      if (authenticator !== undefined && 'credentials' in authenticator) authenticator.credentials = credentials;
+    },
+  };
+}
