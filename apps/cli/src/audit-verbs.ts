@@ -3,7 +3,7 @@ import type { VerbContext } from './context.js';
 import { decodeId, parseIdText } from './decode.js';
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
 import { auditDeployment, deploymentOf, readDeployment, whoisTenure } from './audit.js';
-import { integerOption, type EtcdFlags } from './options.js';
+import { deadlines, type EtcdFlags } from './options.js';
 
 /** Flags of `idgen audit` and `idgen whois`. */
 export interface AuditFlags extends EtcdFlags {
@@ -17,9 +17,9 @@ export interface AuditFlags extends EtcdFlags {
  * the deployment's invariants: exit 0 clean, 1 with one line per violation, 3 when an etcd did not answer.
  */
 export async function runAudit(flags: AuditFlags, ctx: VerbContext): Promise<ExitCode> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const d = deadlines(flags);
   const regions = deploymentOf(flags);
-  const { views, unreachable } = await readDeployment(regions, timeoutMs);
+  const { views, unreachable } = await readDeployment(regions, d);
   const findings = auditDeployment(views);
   const code: ExitCode = unreachable.length > 0 ? EXIT_UNREACHABLE : findings.length > 0 ? EXIT_PROBLEM : EXIT_OK;
   const slots = views.reduce((n, v) => n + v.slots.length, 0);
@@ -57,7 +57,7 @@ export async function runAudit(flags: AuditFlags, ctx: VerbContext): Promise<Exi
  * millisecond on its slot, or says none is on record (exit 1).
  */
 export async function runWhois(idText: string, flags: AuditFlags, ctx: VerbContext): Promise<ExitCode> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const d = deadlines(flags);
   let id: bigint;
   try {
     id = parseIdText(idText);
@@ -65,7 +65,7 @@ export async function runWhois(idText: string, flags: AuditFlags, ctx: VerbConte
     throw usageError((e as Error).message);
   }
   const regions = deploymentOf(flags);
-  const { views, unreachable } = await readDeployment(regions, timeoutMs);
+  const { views, unreachable } = await readDeployment(regions, d);
   for (const u of unreachable) ctx.io.err(`idgen whois: unreachable: ${u}`);
   const layoutView = views.find((v) => v.layoutRecord !== undefined);
   const layout = layoutView?.layout;

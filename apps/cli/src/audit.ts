@@ -7,7 +7,6 @@ import {
   HANDOVER_NODE_ID,
   LeaseConfigError,
   RESTORED_NODE_ID,
-  createEtcdClient,
   etcdConnectionFromFlags,
   lastMsUpperBound,
   leaseKeys,
@@ -27,9 +26,9 @@ import {
   type Tenure,
   type TenureRecord,
 } from '@idgen/lease';
-import { isCliError, usageError } from './exit-codes.js';
-import { unreachableAfter } from './etcd-state.js';
-import type { EtcdConnection, EtcdFlags } from './options.js';
+import { CliError, isCliError, usageError } from './exit-codes.js';
+import { openEtcdClient, unreachableAfter } from './etcd-state.js';
+import type { Deadlines, EtcdConnection, EtcdFlags } from './options.js';
 import { etcdConnection } from './options.js';
 
 /** One region of a deployment file: its name and its etcd. */
@@ -101,7 +100,9 @@ export function readDeploymentFile(path: string): DeploymentRegion[] {
 export function deploymentOf(flags: EtcdFlags & { config?: string }): DeploymentRegion[] {
   if (flags.config !== undefined && flags.etcd !== undefined) throw usageError('give --config or --etcd, not both');
   if (flags.config !== undefined) return readDeploymentFile(flags.config);
-  if (flags.etcd !== undefined) return [{ name: 'etcd', connection: etcdConnection(flags) }];
+  // --etcd, IDGEN_ETCD or etcdctl's ETCDCTL_ENDPOINTS: one region's etcd.
+  if (flags.etcd !== undefined || (process.env['ETCDCTL_ENDPOINTS'] ?? '') !== '')
+    return [{ name: 'etcd', connection: etcdConnection(flags) }];
   throw usageError('--config <deployment.json> is required (or --etcd for one region)');
 }
 
@@ -133,14 +134,15 @@ export interface RegionView {
 }
 
 /** Reads one region's keys at one revision; an etcd without an answer within `timeoutMs` is an exit-3 CliError. */
-async function readRegion(region: DeploymentRegion, timeoutMs: number): Promise<RegionView> {
+async function readRegion(region: DeploymentRegion, d: Deadlines): Promise<RegionView> {
+  const { timeoutMs } = d;
   const { options, keyPrefix: prefix } = region.connection;
   const where = `${region.name} (etcd ${options.endpoints.join(',')})`;
-  const client: Etcd3 = createEtcdClient({
-    endpoints: options.endpoints,
-    tls: options.tls,
-    auth: options.auth,
-    retryReads: true,
+  const client: Etcd3 = await openEtcdClient(region.connection, d, { retryReads: true }).catch((e: unknown) => {
+    // `r5 (etcd http://…): connection refused`, as a failed read says it.
+    throw isCliError(e)
+      ? new CliError(e.exitCode, `${region.name} ${e.message.replace(/^(etcd \S+?): /, '($1): ')}`)
+      : e;
   });
   try {
     const res = await unreachableAfter(
@@ -230,9 +232,9 @@ async function readRegion(region: DeploymentRegion, timeoutMs: number): Promise<
 /** Reads every region at once; the regions that did not answer come back as their one-line reasons. */
 export async function readDeployment(
   regions: readonly DeploymentRegion[],
-  timeoutMs: number,
+  d: Deadlines,
 ): Promise<{ views: RegionView[]; unreachable: string[] }> {
-  const settled = await Promise.allSettled(regions.map((r) => readRegion(r, timeoutMs)));
+  const settled = await Promise.allSettled(regions.map((r) => readRegion(r, d)));
   const views: RegionView[] = [];
   const unreachable: string[] = [];
   for (const s of settled) {
@@ -293,6 +295,7 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
   }
   for (const [code, names] of byCode)
     if (names.length > 1) add('binding', `region code ${code} is bound in ${names.length} etcds: ${names.join(', ')}`);
+  for (const v of views) foreignSlots(v, add);
 
   // Spare codes: lent, reclaiming or adopted in at most one region's etcd.
   const loans = new Map<number, string[]>();
@@ -306,6 +309,21 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
   for (const [code, where] of loans)
     if (where.length > 1)
       add('double-loan', `spare code ${code} is on loan in ${where.length} etcds: ${where.join(', ')}`);
+  // One registry: every mirror that names the registry it follows names the same one (docs/design.md §7).
+  const registries = new Map<string, string[]>();
+  for (const v of views)
+    for (const r of v.spare.values())
+      if (r.registry !== undefined) {
+        const id = `cluster ${r.registry.clusterId} prefix ${r.registry.prefix}`;
+        registries.set(id, [...(registries.get(id) ?? []), `${v.name} (code ${r.code})`]);
+      }
+  if (registries.size > 1)
+    add(
+      'double-loan',
+      `the spare-code mirrors follow ${registries.size} registries, a deployment has one: ${[...registries]
+        .map(([id, by]) => `${id}: ${by.join(', ')}`)
+        .join('; ')}`,
+    );
 
   // Layout records equal across etcds.
   const first = views.find((v) => v.layoutRecord !== undefined);
@@ -359,6 +377,25 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
     }
   }
   return findings;
+}
+
+/**
+ * Slots of a code the etcd neither serves nor borrows (see {@link auditDeployment}): an etcd bound to code C holds
+ * records of C, and of spare codes lent to C (lent, being reclaimed, or reclaimed: the borrowers' records stay).
+ * Anything else was written by a holder on the wrong region code (a node of a version before the binding, or one
+ * pointed here by mistake), whose IDs may equal the real region's.
+ */
+function foreignSlots(v: RegionView, add: (kind: FindingKind, message: string) => void): void {
+  if (v.binding === undefined) return;
+  const borrowed = [...v.spare.values()].filter((r) => r.lentTo === v.binding?.code).map((r) => r.code);
+  const allowed = new Set([v.binding.code, ...borrowed]);
+  const foreign = new Map<number, number[]>();
+  for (const s of v.slots) if (!allowed.has(s.code)) foreign.set(s.code, [...(foreign.get(s.code) ?? []), s.worker]);
+  for (const [code, workers] of foreign)
+    add(
+      'binding',
+      `${v.where}: bound to code ${v.binding.code}, but holds slot records of code ${code} (workers ${workers.join(',')}), which it neither serves nor borrows: a holder on the wrong region code`,
+    );
 }
 
 /** No `last-ms` above what its tenure allowed (see {@link auditDeployment}). */

@@ -76,6 +76,25 @@ describe('idgen decode (the built binary)', () => {
     expect(r.stdout).toMatch(pattern);
   });
 
+  // Issue 22: a read-only verb's --etcd-user asks for the read-only role; the verbs that write say they write.
+  it.each([
+    ['layout', /its role must read the prefix \(idgen-operator\)/],
+    ['leases', /its role must read the prefix \(idgen-operator\)/],
+    ['status', /its role must read the prefix \(idgen-operator\)/],
+    ['audit', /its role must read the prefix \(idgen-operator\)/],
+  ])("%s --help: --etcd-user's role only reads", (verb, pattern) => {
+    const r = idgen(verb, '--help');
+    expect(r.stdout.replace(/\s+/g, ' ')).toMatch(pattern);
+    expect(r.stdout).not.toMatch(/reads and writes/);
+    expect(r.stdout.replace(/\s+/g, ' ')).toMatch(
+      /--dial-timeout-ms <ms>.*\(default: "2000", env: IDGEN_DIAL_TIMEOUT_MS\)/,
+    );
+  });
+
+  it("region init --help: --etcd-user's role writes", () => {
+    expect(idgen('region', 'init', '--help').stdout.replace(/\s+/g, ' ')).toMatch(/its role must write the keys/);
+  });
+
   it('prints the package version for --version', () => {
     const r = idgen('--version');
     expect(r.code).toBe(0);
@@ -149,8 +168,9 @@ describe('runCli: decode in hex and from stdin', () => {
 
   it.each([
     ['0x8000000000000000', /above 0x7fffffffffffffff/],
-    ['0x', /not a decimal integer/],
-    ['0xfg', /not a decimal integer/],
+    // Issue 22: a hex input is told what is wrong with it as hex, not that it is no decimal integer.
+    ['0x', /^idgen decode: "0x" is not a hex ID: give its digits after 0x \(0-9, a-f\)$/],
+    ['0xfg', /^idgen decode: "0xfg" is not a hex ID: after 0x only hex digits/],
   ])('refuses %j with exit code 2', async (id, message) => {
     const r = await run('decode', id);
     expect(r.code).toBe(2);

@@ -5,7 +5,16 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { SpareCodeRecord } from '@idgen/lease';
 import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
-import { EXIT_CODES_HELP, EXIT_OK, EXIT_PROBLEM, EXIT_USAGE, isCliError, type ExitCode } from './exit-codes.js';
+import {
+  CliError,
+  EXIT_CODES_HELP,
+  EXIT_OK,
+  EXIT_PROBLEM,
+  EXIT_UNREACHABLE,
+  EXIT_USAGE,
+  isCliError,
+  type ExitCode,
+} from './exit-codes.js';
 import { runAudit, runWhois, type AuditFlags } from './audit-verbs.js';
 import { runLayout, type LayoutFlags } from './layout.js';
 import { runLeases, type LeasesFlags } from './leases.js';
@@ -17,7 +26,16 @@ import {
   type RegionInitFlags,
   type RegionRestoredFlags,
 } from './region.js';
-import { addEtcdOptions, addJsonOption, addRegistryOptions, addTimeoutOption, type EtcdFlags } from './options.js';
+import {
+  addEnvironment,
+  addEtcdOptions,
+  addJsonOption,
+  addNodeTlsOptions,
+  addRegistryOptions,
+  addTimeoutOption,
+  type EtcdAccess,
+  type EtcdFlags,
+} from './options.js';
 import { runStatus, type StatusFlags } from './status.js';
 import {
   readSpareNotes,
@@ -66,19 +84,24 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     .showHelpAfterError('(run idgen --help for usage)')
     .addHelpText('after', `\n${EXIT_CODES_HELP}\n\nEach verb has its own --help (idgen status --help).`);
 
-  /** Runs a verb: its exit code, or its CliError's as one line on stderr. */
-  const verb =
-    <F>(name: string, run: (flags: F, ctx: VerbContext) => Promise<ExitCode>) =>
-    async (flags: F): Promise<void> => {
-      try {
-        state.exitCode = await run(flags, ctx);
-      } catch (e) {
-        if (!isCliError(e)) throw e;
-        io.err(`idgen ${name}: ${e.message}`);
-        state.exitCode = e.exitCode;
-      }
-    };
+  const verb = verbRunner(ctx, state);
 
+  addNextVerb(program, verb);
+  addStatusVerb(program, verb);
+  addLeasesVerb(program, verb);
+  addLayoutVerb(program, verb);
+  addRegionVerbs(program, verb);
+  addSpareVerbs(program, verb);
+  addAuditVerbs(program, verb);
+  addDecodeVerb(program, io, state);
+  return addEnvironment(program);
+}
+
+/** What {@link verbRunner} returns: wraps a verb's run function into a commander action. */
+type VerbRunner = ReturnType<typeof verbRunner>;
+
+/** `idgen next`: IDs from a node or from the region's serving nodes. */
+function addNextVerb(program: Command, verb: VerbRunner): void {
   const next = program
     .command('next')
     .summary("print new IDs, one a line, from a node or from the region's serving nodes in etcd")
@@ -88,6 +111,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     .option('-n, --count <n>', 'how many IDs (1-65536)', '1')
     .option('--server <url>', 'one node: http://host:port (or host:port)')
     .option('--region <code>', 'with --etcd: the region whose serving nodes to ask');
+  addNodeTlsOptions(next);
   addEtcdOptions(next, 'comma-separated etcd client URLs: ask the serving nodes of --region found there');
   addTimeoutOption(next, 'getting the IDs');
   addJsonOption(next)
@@ -96,7 +120,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       '\nExample:\n  $ idgen next -n 2 --etcd http://127.0.0.1:2379 --region 2\n  393162137190842368\n  393162137190842369\n\nExit 3 when no node answered within --timeout-ms (no ID is ever invented); 1 when a node refused the request.',
     )
     .action(verb<NextFlags>('next', runNext));
+}
 
+/** `idgen status`: every node's GetStatus in one table. */
+function addStatusVerb(program: Command, verb: VerbRunner): void {
   const status = program
     .command('status')
     .summary("every node's GetStatus in one table; exit 1 if any node is not serving")
@@ -107,12 +134,16 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     )
     .option('--server <url>', 'one node: http://host:port (or host:port)')
     .option('--region <code>', 'with --etcd: only this region (default: every region)');
+  addNodeTlsOptions(status);
   addEtcdOptions(status, 'comma-separated etcd client URLs: ask every node in discovery or holding a worker slot');
   addTimeoutOption(status, 'etcd and each node');
   addJsonOption(status)
     .addHelpText('after', '\nA node that does not answer shows as "unreachable" (exit 1; with --server, exit 3).')
     .action(verb<StatusFlags>('status', runStatus));
+}
 
+/** `idgen leases`: every worker slot in etcd. */
+function addLeasesVerb(program: Command, verb: VerbRunner): void {
   const leases = program
     .command('leases')
     .summary('every worker slot in etcd: holder, lease TTL left, last-ms, released; flags a poisoned last-ms')
@@ -130,7 +161,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
         "predecessor's floor records it), POISONED (further ahead: exit 1), corrupt (an unreadable record: exit 1).",
     )
     .action(verb<LeasesFlags>('leases', runLeases));
+}
 
+/** `idgen layout`: the layout record. */
+function addLayoutVerb(program: Command, verb: VerbRunner): void {
   const layout = program
     .command('layout')
     .summary("the deployment's layout record in etcd")
@@ -138,7 +172,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   addEtcdOptions(layout, 'comma-separated etcd client URLs (required)');
   addTimeoutOption(layout, 'etcd');
   addJsonOption(layout).action(verb<LayoutFlags>('layout', runLayout));
+}
 
+/** `idgen region init|restored|show`: the region binding (docs/design.md §5). */
+function addRegionVerbs(program: Command, verb: VerbRunner): void {
   const region = program
     .command('region')
     .summary("bind a region's etcd to its region code, or show the binding (docs/design.md §5)")
@@ -148,8 +185,11 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
         'init writes the binding once (idempotent); show prints it.',
     )
     .addHelpText('after', `\n${EXIT_CODES_HELP}`);
-  const regionCommon = (c: ReturnType<Command['command']>): ReturnType<Command['command']> => {
-    addEtcdOptions(c, "the region's etcd client URLs, comma-separated (required)");
+  const regionCommon = (
+    c: ReturnType<Command['command']>,
+    access: EtcdAccess = 'write',
+  ): ReturnType<Command['command']> => {
+    addEtcdOptions(c, "the region's etcd client URLs, comma-separated (required)", access);
     addTimeoutOption(c, 'each etcd request');
     return addJsonOption(c);
   };
@@ -173,10 +213,13 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
       .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6'),
   ).action(verb<RegionRestoredFlags>('region restored', runRegionRestored));
-  regionCommon(region.command('show').summary('the region binding this etcd records (exit 1 if none)')).action(
+  regionCommon(region.command('show').summary('the region binding this etcd records (exit 1 if none)'), 'read').action(
     verb<SpareFlags>('region show', runRegionShow),
   );
+}
 
+/** `idgen spare lend|reclaim|adopt|list` (docs/design.md §7). */
+function addSpareVerbs(program: Command, verb: VerbRunner): void {
   const spare = program
     .command('spare')
     .summary('lend a spare region code to a region, reclaim it, and adopt it in a new region (docs/design.md §7)')
@@ -195,7 +238,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     etcdWhat: string,
     registryWhat = "the deployment's spare-code registry: its etcd client URLs, comma-separated (required)",
   ): ReturnType<Command['command']> => {
-    addEtcdOptions(c, etcdWhat);
+    addEtcdOptions(c, etcdWhat, c.name() === 'list' ? 'read' : 'write');
     addRegistryOptions(c, registryWhat);
     addTimeoutOption(c, 'each etcd request');
     return addJsonOption(c);
@@ -273,7 +316,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
     'etcd client URLs (required)',
     "optional: the deployment's spare-code registry; its record of each code is shown beside this etcd's",
   ).action(verb<SpareFlags>('spare list', runSpareList));
+}
 
+/** `idgen audit` and `idgen whois` over a deployment's etcds. */
+function addAuditVerbs(program: Command, verb: VerbRunner): void {
   const audit = program
     .command('audit')
     .summary(
@@ -315,7 +361,10 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   addJsonOption(whois).action((id: string, flags: AuditFlags) =>
     verb<AuditFlags>('whois', (f, c) => runWhois(id, f, c))(flags),
   );
+}
 
+/** `idgen decode`: the fields of each ID. */
+function addDecodeVerb(program: Command, io: CliIo, state: { exitCode: number }): void {
   const decode = program
     .command('decode')
     .summary('print the fields of each ID as one JSON object a line')
@@ -336,55 +385,126 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
       'after',
       '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).',
     )
-    .action(async (args: string[], flags: { epoch: string } & EtcdFlags & { timeoutMs: string }) => {
-      let layout;
+    .action((args: string[], flags: DecodeFlags) => runDecode(args, flags, io, state));
+}
+
+/** The flags of `idgen decode`. */
+type DecodeFlags = { epoch: string } & EtcdFlags & { timeoutMs: string };
+
+/** `idgen decode`'s action: IDs from the arguments or stdin, one JSON object a line; exit 2 on an invalid one. */
+async function runDecode(args: string[], flags: DecodeFlags, io: CliIo, state: { exitCode: number }): Promise<void> {
+  let layout;
+  try {
+    layout = layoutWithEpoch(flags.epoch);
+  } catch (e) {
+    io.err(`idgen decode: ${(e as Error).message}`);
+    state.exitCode = EXIT_USAGE;
+    return;
+  }
+  let ids = args;
+  if (ids.length === 0) {
+    const input = io.readStdin === undefined ? undefined : await io.readStdin();
+    if (input === undefined) {
+      io.err('idgen decode: give IDs as arguments or on stdin (idgen decode --help)');
+      state.exitCode = EXIT_USAGE;
+      return;
+    }
+    ids = input.split(/\s+/).filter((t) => t !== '');
+    if (ids.length === 0) {
+      io.err('idgen decode: no IDs on stdin');
+      state.exitCode = EXIT_USAGE;
+      return;
+    }
+  }
+  let notes: Map<number, SpareCodeRecord> | undefined;
+  if (flags.etcd !== undefined) {
+    try {
+      const read = await readSpareNotes(flags);
+      notes = read.notes;
+      for (const p of read.problems) io.err(`idgen decode: ${p}`);
+    } catch (e) {
+      if (!isCliError(e)) throw e;
+      io.err(`idgen decode: ${e.message}`);
+      state.exitCode = e.exitCode;
+      return;
+    }
+  }
+  for (const text of ids) {
+    try {
+      const decoded = decodeId(text, layout);
+      const note = notes?.get(decoded.region);
+      io.out(JSON.stringify(note === undefined ? decoded : { ...decoded, spare: spareNote(note) }));
+    } catch (e) {
+      io.err(`idgen decode: ${(e as Error).message}`);
+      state.exitCode = EXIT_USAGE;
+    }
+  }
+}
+
+/**
+ * How long past its own deadlines a verb may run before the CLI gives up on it: a library call that ignored its
+ * deadline (etcd3's reconnects, grpc-js handshakes) must not hold the command (issue 22: "every verb exits").
+ */
+export const DEADLINE_GRACE_MS = 1000;
+
+/** The verbs whose `--timeout-ms` bounds each etcd request, not the whole command. */
+const WRITING_VERBS = /^(region (init|restored)|spare (lend|reclaim|adopt))$/;
+
+/**
+ * A reading verb's whole budget: the command timeout, two dial timeouts (etcd's, then a node's: `status` dials a node
+ * that failed to say why) and {@link DEADLINE_GRACE_MS}.
+ */
+function budgetMs(flags: { timeoutMs?: unknown; dialTimeoutMs?: unknown }): number | undefined {
+  if (flags.timeoutMs === undefined) return undefined;
+  const n = (v: unknown): number => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : 0);
+  return n(flags.timeoutMs) + 2 * n(flags.dialTimeoutMs) + DEADLINE_GRACE_MS;
+}
+
+/**
+ * Runs a verb: its exit code, or its CliError's as one line on stderr (with `--json`, every stderr line is a JSON
+ * object: `{"verb","error"}`, and the one that ends the verb also `"exitCode"`). A verb still running after its
+ * budget ({@link budgetMs}) ends with exit 3 and one line, whatever it waits for.
+ */
+function verbRunner(ctx: VerbContext, state: { exitCode: number }) {
+  return <F>(name: string, run: (flags: F, ctx: VerbContext) => Promise<ExitCode>) =>
+    async (flags: F): Promise<void> => {
+      const json = (flags as { json?: unknown }).json === true;
+      const line = (message: string, exitCode?: number): string =>
+        json
+          ? JSON.stringify({ verb: name, error: message, ...(exitCode === undefined ? {} : { exitCode }) })
+          : `idgen ${name}: ${message}`;
+      const io: CliIo = json ? { ...ctx.io, err: (l) => ctx.io.err(line(l.replace(/^idgen [a-z ]+: /, ''))) } : ctx.io;
+      // A verb that writes (region init|restored, spare lend|reclaim|adopt) is not cut halfway: each of its etcd
+      // requests has --timeout-ms as its deadline, and etcd3's own calls theirs (createEtcdClient's callTimeoutMs).
+      const budget = WRITING_VERBS.test(name) ? undefined : budgetMs(flags as Record<string, unknown>);
+      let timer: NodeJS.Timeout | undefined;
       try {
-        layout = layoutWithEpoch(flags.epoch);
+        const ran = run(flags, { ...ctx, io });
+        state.exitCode = await (budget === undefined
+          ? ran
+          : Promise.race([
+              ran,
+              new Promise<never>((_, reject) => {
+                timer = setTimeout(
+                  () =>
+                    reject(
+                      new CliError(
+                        EXIT_UNREACHABLE,
+                        `no answer within ${budget} ms (its timeouts and ${DEADLINE_GRACE_MS} ms)`,
+                      ),
+                    ),
+                  budget,
+                );
+              }),
+            ]));
       } catch (e) {
-        io.err(`idgen decode: ${(e as Error).message}`);
-        state.exitCode = EXIT_USAGE;
-        return;
+        if (!isCliError(e)) throw e;
+        ctx.io.err(line(e.message, e.exitCode));
+        state.exitCode = e.exitCode;
+      } finally {
+        clearTimeout(timer);
       }
-      let ids = args;
-      if (ids.length === 0) {
-        const input = io.readStdin === undefined ? undefined : await io.readStdin();
-        if (input === undefined) {
-          io.err('idgen decode: give IDs as arguments or on stdin (idgen decode --help)');
-          state.exitCode = EXIT_USAGE;
-          return;
-        }
-        ids = input.split(/\s+/).filter((t) => t !== '');
-        if (ids.length === 0) {
-          io.err('idgen decode: no IDs on stdin');
-          state.exitCode = EXIT_USAGE;
-          return;
-        }
-      }
-      let notes: Map<number, SpareCodeRecord> | undefined;
-      if (flags.etcd !== undefined) {
-        try {
-          const read = await readSpareNotes(flags);
-          notes = read.notes;
-          for (const p of read.problems) io.err(`idgen decode: ${p}`);
-        } catch (e) {
-          if (!isCliError(e)) throw e;
-          io.err(`idgen decode: ${e.message}`);
-          state.exitCode = e.exitCode;
-          return;
-        }
-      }
-      for (const text of ids) {
-        try {
-          const decoded = decodeId(text, layout);
-          const note = notes?.get(decoded.region);
-          io.out(JSON.stringify(note === undefined ? decoded : { ...decoded, spare: spareNote(note) }));
-        } catch (e) {
-          io.err(`idgen decode: ${(e as Error).message}`);
-          state.exitCode = EXIT_USAGE;
-        }
-      }
-    });
-  return program;
+    };
 }
 
 /** Runs the CLI on `argv` (without `node` and the script); returns the exit code. */

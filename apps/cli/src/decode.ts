@@ -17,8 +17,15 @@ const HEX = /^0[xX][0-9a-fA-F]+$/;
  * (`0x17203a3a5c0f1005`); throws `RangeError` naming the problem.
  */
 export function parseIdText(text: string): bigint {
-  if (!HEX.test(text)) return parseId(text);
   const shown = JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text);
+  // "0x" starts a hex ID: say what is wrong with it as hex, not that it is no decimal integer.
+  if (/^0[xX]/.test(text) && !HEX.test(text))
+    throw new RangeError(
+      text.length === 2
+        ? `${shown} is not a hex ID: give its digits after 0x (0-9, a-f)`
+        : `${shown} is not a hex ID: after 0x only hex digits (0-9, a-f) may follow`,
+    );
+  if (!HEX.test(text)) return parseId(text);
   const id = BigInt(text);
   if (id > MAX_ID)
     throw new RangeError(

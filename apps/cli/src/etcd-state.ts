@@ -17,7 +17,8 @@ import {
   type WorkerRecord,
 } from '@idgen/lease';
 import { CliError, EXIT_UNREACHABLE } from './exit-codes.js';
-import type { EtcdConnection } from './options.js';
+import { ETCD_PEER, dialCheck } from './dial.js';
+import type { Deadlines, EtcdConnection } from './options.js';
 
 /** Read-only access to one deployment's keys in etcd (docs/design.md §5). Operators read; only nodes write. */
 export interface EtcdReader {
@@ -25,6 +26,8 @@ export interface EtcdReader {
   snapshot(regions?: readonly number[]): Promise<EtcdSnapshot>;
   /** Seconds left on each lease (−1: expired), by lease id. */
   leaseTtls(leaseIds: readonly string[]): Promise<Map<string, number>>;
+  /** What is left of the command timeout (at least 1 ms), which started when etcd answered the dial. */
+  remainingMs(): number;
   close(): void;
 }
 
@@ -76,7 +79,7 @@ function parseWorkerRecord(raw: string): WorkerRecord | undefined {
 }
 
 /** Rejects with an "unreachable" {@link CliError} when `p` takes longer than `ms`. */
-export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string, timeoutMs = ms): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   p.catch(() => undefined);
   return Promise.race([
@@ -86,30 +89,62 @@ export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string): Pr
       throw new CliError(EXIT_UNREACHABLE, `${what}: ${message}`);
     }),
     new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new CliError(EXIT_UNREACHABLE, `${what}: no answer within ${ms} ms`)), ms);
+      timer = setTimeout(() => reject(new CliError(EXIT_UNREACHABLE, `${what}: no answer within ${timeoutMs} ms`)), ms);
     }),
   ]).finally(() => clearTimeout(timer));
 }
 
-/** Opens an {@link EtcdReader} (no I/O until the first call). */
-export function createEtcdReader(connection: EtcdConnection, timeoutMs: number): EtcdReader {
+/**
+ * Dials the etcd endpoints (within the dial timeout: {@link dialCheck}) and, when one answers, creates the `etcd3`
+ * client for them with a deadline of `timeoutMs` on every call (the library's own Authenticate included). Rejects with
+ * an exit-3 {@link CliError} naming what went wrong with each endpoint; then no gRPC channel was ever opened.
+ */
+export async function openEtcdClient(
+  connection: EtcdConnection,
+  d: Deadlines,
+  o: { retryReads?: boolean } = {},
+): Promise<Etcd3> {
   const { options } = connection;
-  const client: Etcd3 = createEtcdClient({
+  const tls =
+    options.tls === undefined
+      ? undefined
+      : { ca: str(options.tls.ca), cert: str(options.tls.cert), key: str(options.tls.key) };
+  const dials = await Promise.allSettled(options.endpoints.map((e) => dialCheck(e, tls, d.dialTimeoutMs, ETCD_PEER)));
+  if (!dials.some((r) => r.status === 'fulfilled')) {
+    const why = dials.map((r) => (r.status === 'rejected' ? (r.reason as Error).message : ''));
+    throw new CliError(EXIT_UNREACHABLE, why.join('; '));
+  }
+  return createEtcdClient({
     endpoints: options.endpoints,
     tls: options.tls,
     auth: options.auth,
-    retryReads: true,
+    callTimeoutMs: d.timeoutMs,
+    ...(o.retryReads === true ? { retryReads: true } : {}),
   });
+}
+
+function str(v: string | Buffer | undefined): string | undefined {
+  return v === undefined ? undefined : v.toString();
+}
+
+/** Opens an {@link EtcdReader}: dials etcd first ({@link openEtcdClient}). */
+export async function openEtcdReader(connection: EtcdConnection, d: Deadlines): Promise<EtcdReader> {
+  const { options } = connection;
+  // One command deadline from here on (the dial had its own): each call gets what is left of it.
+  const endAt = Date.now() + d.timeoutMs;
+  const left = (): number => Math.max(1, endAt - Date.now());
+  const client = await openEtcdClient(connection, d, { retryReads: true });
   const prefix = connection.keyPrefix;
   const where = `etcd ${options.endpoints.join(',')}`;
-  const deadline = (): { deadline: Date } => ({ deadline: new Date(Date.now() + timeoutMs) });
+  const deadline = (): { deadline: Date } => ({ deadline: new Date(endAt) });
 
   return {
     async snapshot(regionsAsked) {
       const res = await unreachableAfter(
         client.getAll().prefix(`${prefix}/`).options(deadline()).exec(),
-        timeoutMs,
+        left(),
         where,
+        d.timeoutMs,
       );
       const byKey = new Map<string, IKeyValue>(res.kvs.map((kv) => [kv.key.toString('utf8'), kv]));
       const text = (key: string): string | undefined => byKey.get(key)?.value.toString('utf8');
@@ -204,11 +239,14 @@ export function createEtcdReader(connection: EtcdConnection, timeoutMs: number):
       const ids = [...new Set(leaseIds)].filter((id) => id !== '0');
       const answers = await unreachableAfter(
         Promise.all(ids.map((ID) => client.leaseClient.leaseTimeToLive({ ID }, deadline()))),
-        timeoutMs,
+        left(),
         where,
+        d.timeoutMs,
       );
       return new Map(ids.map((id, i) => [id, Number(answers[i]?.TTL ?? -1)]));
     },
+
+    remainingMs: left,
 
     close() {
       client.close();

@@ -4,7 +4,8 @@
  * - 1: done, and a problem was found: a node is not serving (or none is), a `last-ms` record is poisoned
  *   or corrupt, no layout record, or a node refused the request;
  * - 2: bad usage or invalid input (an unknown flag, a bad URL, an invalid ID), before any I/O;
- * - 3: could not reach etcd, or (with `--server`) the node, within `--timeout-ms`.
+ * - 3: could not reach etcd, or (with `--server`) the node, within `--dial-timeout-ms` or `--timeout-ms`; a verb
+ *   still running after both (plus a small grace) ends with this code too.
  */
 export const EXIT_OK = 0;
 export const EXIT_PROBLEM = 1;
@@ -21,7 +22,7 @@ export const EXIT_CODES_HELP =
   '  1  a node or slot is not serving (or no node is), or a problem was found (poisoned or corrupt last-ms,\n' +
   '     no layout record), or a node refused the request\n' +
   '  2  bad usage or invalid input (unknown flag, bad URL, invalid ID), before any I/O\n' +
-  '  3  could not reach etcd, or the node given with --server';
+  '  3  could not reach etcd, or the node given with --server, within --dial-timeout-ms / --timeout-ms';
 
 const CLI_ERROR = Symbol.for('@idgen/cli/CliError');
 

@@ -1,7 +1,7 @@
 import { EXIT_OK, EXIT_PROBLEM, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
-import { createEtcdReader } from './etcd-state.js';
-import { etcdConnection, integerOption, type EtcdFlags } from './options.js';
+import { openEtcdReader } from './etcd-state.js';
+import { deadlines, etcdConnection, type EtcdFlags } from './options.js';
 import { renderTable } from './table.js';
 
 /** Flags of `idgen layout`. */
@@ -12,8 +12,7 @@ export interface LayoutFlags extends EtcdFlags {
 
 /** `idgen layout`: the deployment's layout record (`{prefix}/layout`, docs/design.md §1, §5). Exit 1 if absent or unreadable. */
 export async function runLayout(flags: LayoutFlags, ctx: VerbContext): Promise<ExitCode> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
-  const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
+  const reader = await openEtcdReader(etcdConnection(flags), deadlines(flags));
   let snapshot;
   try {
     // Region [] : only the layout record is wanted, no slot is enumerated.

@@ -1,7 +1,7 @@
 import { EXIT_OK, EXIT_PROBLEM, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
-import { createEtcdReader, judgeLastMs, type LastMsVerdict } from './etcd-state.js';
-import { etcdConnection, integerOption, type EtcdFlags } from './options.js';
+import { openEtcdReader, judgeLastMs, type LastMsVerdict } from './etcd-state.js';
+import { deadlines, etcdConnection, integerOption, type EtcdFlags } from './options.js';
 import { spareNote } from './spare.js';
 import { isoTime, renderTable, seconds } from './table.js';
 
@@ -54,9 +54,9 @@ const informational = (f: string): boolean => f === 'ahead' || f.startsWith('bor
  * Exit 1 if a record is poisoned or corrupt, or there is no layout record.
  */
 export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<ExitCode> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const d = deadlines(flags);
   const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
-  const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
+  const reader = await openEtcdReader(etcdConnection(flags), d);
   let report: {
     revision: string;
     nowMs: number;

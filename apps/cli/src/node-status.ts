@@ -1,5 +1,6 @@
 import { ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { Http2SessionManager, createConnectTransport } from '@connectrpc/connect-node';
+import { NODE_PEER, dialCheck } from './dial.js';
 import {
   ClockState,
   FenceReason,
@@ -92,15 +93,47 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
   };
 }
 
+/** TLS for `https://` nodes: the CA that signed them, and the client certificate mTLS nodes ask for (PEM text). */
+export interface NodeTls {
+  readonly ca?: string;
+  readonly cert?: string;
+  readonly key?: string;
+}
+
+/**
+ * Why a call to a node failed, in one line: the connection library says "stream closed with error code CANCEL" or
+ * "read ECONNRESET" for a plaintext dial to a TLS port and for a missing client certificate alike, so the node is
+ * dialled once more ({@link dialCheck}) to name the cause ("this node speaks TLS", "this node wants a client
+ * certificate", a wrong CA); the library's message when the dial finds nothing wrong.
+ */
+export async function explainNodeFailure(
+  url: string,
+  message: string,
+  tls: NodeTls | undefined,
+  dialTimeoutMs: number,
+): Promise<string> {
+  try {
+    await dialCheck(url, tls, dialTimeoutMs, NODE_PEER);
+  } catch (d) {
+    return (d as Error).message.replace(/^node [^ ]+: /, '');
+  }
+  return message;
+}
+
 /**
  * Asks each node for its status at once (Connect, binary, over HTTP/2: what `@idgen/client` speaks).
  * A node that does not answer within `timeoutMs` is reported `unreachable`, never thrown.
  */
-export async function fetchStatuses(urls: readonly string[], timeoutMs: number): Promise<NodeStatus[]> {
+export async function fetchStatuses(
+  urls: readonly string[],
+  timeoutMs: number,
+  tls?: NodeTls,
+  dialTimeoutMs = timeoutMs,
+): Promise<NodeStatus[]> {
   return Promise.all(
     urls.map(async (url): Promise<NodeStatus> => {
       // One session per node, closed when done, so the CLI exits at once (no idle HTTP/2 session left).
-      const sessionManager = new Http2SessionManager(url);
+      const sessionManager = new Http2SessionManager(url, undefined, tls ?? {});
       const client: Client<typeof IdGenerator> = createClient(
         IdGenerator,
         createConnectTransport({ baseUrl: url, httpVersion: '2', useBinaryFormat: true, sessionManager }),
@@ -108,7 +141,11 @@ export async function fetchStatuses(urls: readonly string[], timeoutMs: number):
       try {
         return flatten(url, await client.getStatus({}, { timeoutMs }));
       } catch (e) {
-        return { url, state: 'unreachable', error: ConnectError.from(e).message };
+        return {
+          url,
+          state: 'unreachable',
+          error: await explainNodeFailure(url, ConnectError.from(e).message, tls, dialTimeoutMs),
+        };
       } finally {
         sessionManager.abort();
       }

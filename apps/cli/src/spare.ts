@@ -4,7 +4,6 @@ import {
   SpareRegistryCallError,
   adoptSpareCode,
   beginReclaim,
-  createEtcdClient,
   describeRegistry,
   exportHandover,
   heldSlotsUnder,
@@ -31,9 +30,18 @@ import {
   EtcdUserNotFoundError,
 } from 'etcd3';
 import type { VerbContext } from './context.js';
-import { unreachableAfter } from './etcd-state.js';
-import { CliError, EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
+import { openEtcdClient, unreachableAfter } from './etcd-state.js';
 import {
+  CliError,
+  EXIT_OK,
+  EXIT_PROBLEM,
+  EXIT_UNREACHABLE,
+  isCliError,
+  usageError,
+  type ExitCode,
+} from './exit-codes.js';
+import {
+  deadlines,
   etcdConnection,
   integerOption,
   registryConnection,
@@ -50,15 +58,11 @@ import { isoTime, renderTable } from './table.js';
 export async function readSpareNotes(
   flags: EtcdFlags & { timeoutMs: string },
 ): Promise<{ notes: Map<number, SpareCodeRecord>; problems: string[] }> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const d = deadlines(flags);
+  const { timeoutMs } = d;
   const connection = etcdConnection(flags);
   const { options } = connection;
-  const client = createEtcdClient({
-    endpoints: options.endpoints,
-    tls: options.tls,
-    auth: options.auth,
-    retryReads: true,
-  });
+  const client = await openEtcdClient(connection, d, { retryReads: true });
   const where = `etcd ${options.endpoints.join(',')}`;
   try {
     const layoutKey = leaseKeys.layout(connection.keyPrefix);
@@ -152,21 +156,21 @@ async function withConnections<T>(
   registryAt: EtcdConnection | undefined,
   fn: (io: SpareIo, registry: RegistryIo | undefined) => Promise<T>,
 ): Promise<T> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
+  const d = deadlines(flags);
+  const { timeoutMs } = d;
   const connection: EtcdConnection = etcdConnection(flags);
   const { options } = connection;
   // Writes are never retried by the library (docs/design.md §5); every step here is a compare-and-put or a read.
-  const client = createEtcdClient({ endpoints: options.endpoints, tls: options.tls, auth: options.auth });
+  const client = await openEtcdClient(connection, d);
   const where = `etcd ${options.endpoints.join(',')}`;
   const registryWhere = `the spare-code registry ${registryAt?.options.endpoints.join(',') ?? ''}`;
-  const registryClient =
-    registryAt === undefined
-      ? undefined
-      : createEtcdClient({
-          endpoints: registryAt.options.endpoints,
-          tls: registryAt.options.tls,
-          auth: registryAt.options.auth,
-        });
+  let registryClient: Etcd3 | undefined;
+  try {
+    registryClient = registryAt === undefined ? undefined : await openEtcdClient(registryAt, d);
+  } catch (e) {
+    client.close();
+    throw isCliError(e) ? new CliError(e.exitCode, `the spare-code registry ${e.message.replace(/^etcd /, '')}`) : e;
+  }
   try {
     const layoutKey = leaseKeys.layout(connection.keyPrefix);
     const raw = await unreachableAfter(client.get(layoutKey).string(), timeoutMs, where);

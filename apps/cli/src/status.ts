@@ -1,12 +1,22 @@
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
-import { createEtcdReader } from './etcd-state.js';
+import { openEtcdReader } from './etcd-state.js';
 import { fetchStatuses, type NodeStatus } from './node-status.js';
-import { etcdConnection, integerOption, serverUrl, type EtcdFlags } from './options.js';
+import {
+  deadlines,
+  etcdConnection,
+  etcdctlEndpointsSet,
+  integerOption,
+  nodeTls,
+  nodeUrl,
+  serverUrl,
+  type EtcdFlags,
+  type NodeTlsFlags,
+} from './options.js';
 import { isoTime, renderTable } from './table.js';
 
 /** Flags of `idgen status`. */
-export interface StatusFlags extends EtcdFlags {
+export interface StatusFlags extends EtcdFlags, NodeTlsFlags {
   server?: string;
   region?: string;
   timeoutMs: string;
@@ -30,20 +40,24 @@ interface Target {
  * floor, or fenced and claiming again, holds a slot but is not in discovery). Exit 1 if any is not serving.
  */
 export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<ExitCode> {
-  const timeoutMs = integerOption('--timeout-ms', flags.timeoutMs, 1, 600_000);
-  if ((flags.server === undefined) === (flags.etcd === undefined)) throw usageError('give either --server or --etcd');
+  const d = deadlines(flags);
+  const tls = nodeTls(flags);
+  if (flags.server !== undefined && flags.etcd !== undefined) throw usageError('give either --server or --etcd');
+  if (flags.server === undefined && flags.etcd === undefined && !etcdctlEndpointsSet())
+    throw usageError('give either --server or --etcd (or IDGEN_ETCD, or ETCDCTL_ENDPOINTS)');
   let targets: Target[];
+  let nodeTimeoutMs = d.timeoutMs;
   if (flags.server !== undefined) {
-    targets = [{ url: serverUrl(flags.server), nodeId: '', registered: false }];
+    targets = [{ url: serverUrl(flags.server, tls !== undefined), nodeId: '', registered: false }];
   } else {
     const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
-    const reader = createEtcdReader(etcdConnection(flags), timeoutMs);
+    const reader = await openEtcdReader(etcdConnection(flags), d);
     try {
       const snapshot = await reader.snapshot(region === undefined ? undefined : [region]);
       const byUrl = new Map<string, Target>();
       const add = (address: string, t: Omit<Target, 'url'>): void => {
         if (address === '') return;
-        const url = /^https?:\/\//.test(address) ? address : `http://${address}`;
+        const url = nodeUrl(address, tls !== undefined);
         const seen = byUrl.get(url);
         byUrl.set(url, {
           ...t,
@@ -58,13 +72,16 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
         add(s.holder.address, { nodeId: s.holder.nodeId, region: s.region, worker: s.worker, registered: false });
       }
       targets = [...byUrl.values()];
+      nodeTimeoutMs = reader.remainingMs();
     } finally {
       reader.close();
     }
   }
   const statuses = await fetchStatuses(
     targets.map((t) => t.url),
-    timeoutMs,
+    nodeTimeoutMs,
+    tls,
+    d.dialTimeoutMs,
   );
   // A node that did not answer is shown as etcd knows it (node id, region, worker).
   const rows: StatusRow[] = statuses.map((s, i) => {

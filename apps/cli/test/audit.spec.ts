@@ -185,6 +185,52 @@ describe('idgen audit', () => {
     }
   });
 
+  it("slot records of another region's code in a bound etcd (a holder on the wrong --region): one line, exit 1", async () => {
+    const key = leaseKeys.lastMs('/idgen', 3, 7);
+    const record = {
+      ms: Date.now(),
+      released: true,
+      nodeId: 'wrong-region',
+      at: new Date().toISOString(),
+      ttlMs: 6000,
+    };
+    await kvs[1]?.put(key).value(JSON.stringify(record));
+    try {
+      await violation(
+        config('foreign', base()),
+        'binding',
+        /r2 \(etcd .*\): bound to code 2, but holds slot records of code 3 \(workers 7\), which it neither serves nor borrows/,
+      );
+    } finally {
+      await kvs[1]?.delete().key(key);
+    }
+  });
+
+  it('spare-code mirrors that follow two registries (each lends a code once): one line, exit 1', async () => {
+    const at = new Date().toISOString();
+    const mirror = (code: number, lentTo: number, clusterId: string) =>
+      JSON.stringify({
+        code,
+        state: 'lent',
+        lentTo,
+        at,
+        registryRevision: '7',
+        registry: { clusterId, prefix: '/reg' },
+      });
+    await kvs[0]?.put('/idgen/spare-codes/5').value(mirror(5, 1, '111'));
+    await kvs[1]?.put('/idgen/spare-codes/6').value(mirror(6, 2, '222'));
+    try {
+      await violation(
+        config('registries', base()),
+        'double-loan',
+        /the spare-code mirrors follow 2 registries, a deployment has one: cluster 111 prefix \/reg: r1 \(code 5\); cluster 222 prefix \/reg: r2 \(code 6\)/,
+      );
+    } finally {
+      await kvs[0]?.delete().key('/idgen/spare-codes/5');
+      await kvs[1]?.delete().key('/idgen/spare-codes/6');
+    }
+  });
+
   it('a different layout record: one line, exit 1', async () => {
     await extraKv.delete().all();
     const other = createLayout({ ...DEFAULT_LAYOUT.toRecord(), epochMs: DEFAULT_LAYOUT.epochMs + 1000 });
