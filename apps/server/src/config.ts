@@ -41,6 +41,7 @@ import {
   type ServingLimits,
   type TlsFiles,
 } from '@idgen/serving';
+import { TelemetryConfigError, readTelemetryEnv, type TelemetrySettings } from './telemetry-env.js';
 
 /**
  * The validated configuration of one generator node (docs/design.md §6), as the packages' own options: main.ts
@@ -61,6 +62,8 @@ export interface ServerConfig {
   /** The serving port and node: listen, TLS, advertise, limits, status details, HTTP/2 implementation. */
   readonly node: Omit<IdgenNodeOptions, 'guard' | 'lease' | 'timeSource' | 'metrics' | 'logger'> &
     ServingLimits & { readonly tls: TlsFiles | undefined; readonly advertise: string | undefined };
+  /** OpenTelemetry's `OTEL_*` variables: service name, resource attributes, exporters (telemetry-env.ts). */
+  readonly telemetry: TelemetrySettings;
 }
 
 /** pino's levels. */
@@ -124,7 +127,7 @@ function flagTable(layout: Layout) {
     freshState: flag(
       '',
       yesNo,
-      "standalone only: start over when the state file is empty, garbled or missing after a previous run (only if this host's clock is past everything that run minted); the environment variable takes 1 or 0",
+      "standalone only: start over when the state file is empty, garbled or missing after a previous run (minting above the state directory's last change + 3 s + the clock bound); the environment variable takes 1 or 0",
     ),
     ...textFlags(ETCD_FLAGS),
     listen: flag(
@@ -233,17 +236,22 @@ export function parseConfig(
   if (read.kind === 'help') return { kind: 'exit', code: 0, stdout: read.text, stderr: '' };
   if (read.kind === 'error') return exit(read.message);
   try {
-    return { kind: 'config', config: compose(table, read.values, layout) };
+    return { kind: 'config', config: { ...compose(table, read.values, layout), telemetry: readTelemetryEnv(env) } };
   } catch (e) {
     if (e instanceof FlagError) return exit(e.message);
     if (e instanceof LeaseConfigError) return exit(e.problems.join('; '));
     if (e instanceof TlsMaterialError) return exit(e.message);
+    if (e instanceof TelemetryConfigError) return exit(e.message);
     throw e;
   }
 }
 
 /** The packages' options from the flags' values: the checks across flags, then each package's own. */
-function compose(table: ReturnType<typeof flagTable>, values: FlagValues, layout: Layout): ServerConfig {
+function compose(
+  table: ReturnType<typeof flagTable>,
+  values: FlagValues,
+  layout: Layout,
+): Omit<ServerConfig, 'telemetry'> {
   const { value, set, name, named } = values;
   // Standalone is asked for by name (docs/design.md §8.5): a production manifest that lost IDGEN_ETCD must not start
   // a node that mints from an in-process store.
@@ -296,7 +304,7 @@ function compose(table: ReturnType<typeof flagTable>, values: FlagValues, layout
   ) as unknown as ServingLimits;
   const advertise = value(table.advertise);
 
-  const config: ServerConfig = {
+  const config: Omit<ServerConfig, 'telemetry'> = {
     region,
     nodeId,
     logLevel: set(table.logLevel),

@@ -39,6 +39,8 @@ function run(config: ServerConfig): void {
     level: config.logLevel,
     base: { service: 'idgen-server', nodeId: config.nodeId, region: config.region },
     timestamp: pino.stdTimeFunctions.isoTime,
+    // `"level":"info"`, not pino's 30: the name is what log pipelines match on (issue 23).
+    formatters: { level: (label) => ({ level: label }) },
   });
   const exit = (code: number, why: string, fields: Record<string, unknown> = {}): never => {
     logger[code === 0 ? 'info' : 'fatal']({ exitCode: code, ...fields }, why);
@@ -48,7 +50,22 @@ function run(config: ServerConfig): void {
   process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
   process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
 
-  const metrics = createServerMetrics({ serviceVersion: packageVersion(), instanceId: config.nodeId });
+  const { telemetry } = config;
+  // An OTEL_* variable this node does not act on is said once, never dropped silently (issue 23).
+  for (const variable of telemetry.ignored)
+    logger.warn({ variable }, `${variable} is not honoured by idgen-server: ignored`);
+  const metrics = createServerMetrics({
+    serviceVersion: packageVersion(),
+    instanceId: config.nodeId,
+    region: config.region,
+    telemetry,
+    onSdkError: (message) => logger.warn({ component: 'opentelemetry' }, `metrics export: ${message}`),
+  });
+  if (telemetry.otlp !== undefined)
+    logger.info(
+      { otlp: telemetry.otlp.url, intervalMs: telemetry.otlp.intervalMs, serviceName: telemetry.serviceName },
+      'metrics exporting over OTLP',
+    );
   const guard = createGuardedMinter({ ...config.guard, meter: metrics.meter('@idgen/clock-guard') });
   const { etcd, standalone } = config.lease;
   if (standalone !== undefined) {

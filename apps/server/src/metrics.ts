@@ -1,5 +1,6 @@
 import { readdirSync } from 'node:fs';
-import { metrics as otelMetrics, ValueType, type HrTime, type Meter } from '@opentelemetry/api';
+import { DiagLogLevel, diag, metrics as otelMetrics, ValueType, type HrTime, type Meter } from '@opentelemetry/api';
+import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { HostMetrics } from '@opentelemetry/host-metrics';
 import { RuntimeNodeInstrumentation } from '@opentelemetry/instrumentation-runtime-node';
@@ -8,7 +9,9 @@ import {
   AggregationTemporality,
   DataPointType,
   MeterProvider,
+  PeriodicExportingMetricReader,
   type CollectionResult,
+  type IMetricReader,
   type HistogramMetricData,
   type MetricProducer,
 } from '@opentelemetry/sdk-metrics';
@@ -23,6 +26,7 @@ import {
   type ServingMetrics,
   type SidePort,
 } from '@idgen/serving';
+import { DEFAULT_SERVICE_NAME, readTelemetryEnv, type TelemetrySettings } from './telemetry-env.js';
 
 /** Metric names the app defines beside the serving layer's ({@link ServingMetricNames}: requests, latency, refusals, node gauges). */
 export const ServerMetrics = {
@@ -38,10 +42,15 @@ export const ServerResourceAttributes = {
   serviceName: 'service.name',
   serviceVersion: 'service.version',
   serviceInstanceId: 'service.instance.id',
+  /** The node's region code (`idgen_region` on `target_info`). */
+  region: 'idgen.region',
 } as const;
 
-/** `service.name` of the generator node. */
-export const SERVICE_NAME = 'idgen-server';
+/** `service.name` of the generator node unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` says otherwise. */
+export const SERVICE_NAME = DEFAULT_SERVICE_NAME;
+
+/** What a final OTLP export at shutdown may take before the node exits without it (the collector may be gone). */
+const OTLP_SHUTDOWN_MS = 3_000;
 
 /** Options of {@link createServerMetrics}. */
 export interface ServerMetricsOptions {
@@ -49,6 +58,12 @@ export interface ServerMetricsOptions {
   readonly serviceVersion: string;
   /** `service.instance.id`: the node id (as registered in etcd). */
   readonly instanceId: string;
+  /** `idgen.region`: the node's region code. */
+  readonly region?: number;
+  /** OpenTelemetry's environment (telemetry-env.ts); default: Prometheus only, `service.name` idgen-server. */
+  readonly telemetry?: TelemetrySettings;
+  /** Where the OpenTelemetry SDK's own errors go (a failed OTLP export); default: nowhere. */
+  readonly onSdkError?: (message: string) => void;
   /**
    * Runtime metrics from OpenTelemetry's Node instrumentation (event-loop delay, GC pauses by kind, heap,
    * RSS, CPU, descriptors); default true. Collected off the request path: a GC observer, a 10 ms event-loop
@@ -129,17 +144,49 @@ export interface ServerMetricsHandle extends Omit<ServingMetrics, 'latencies'> {
  * and installs it as the global provider so packages that use the API's global meter report here too.
  */
 export function createServerMetrics(options: ServerMetricsOptions): ServerMetricsHandle {
-  // The producer reads the serving layer's histograms at collection time (the instruments are made below, on the provider's meter).
-  const exporter = new PrometheusExporter({
-    preventServerStart: true,
-    metricProducers: [new LatencyProducer(() => serving.latencies())],
-  });
+  const telemetry = options.telemetry ?? readTelemetryEnv({});
+  // The producer reads the serving layer's histograms at collection time (the instruments are made below, on the
+  // provider's meter); every reader gets it, so OTLP carries the same series as /metrics.
+  const latency = new LatencyProducer(() => serving.latencies());
+  const exporter = telemetry.prometheus
+    ? new PrometheusExporter({ preventServerStart: true, metricProducers: [latency] })
+    : undefined;
+  const readers: IMetricReader[] = exporter === undefined ? [] : [exporter];
+  if (telemetry.otlp !== undefined) {
+    const { url, intervalMs, timeoutMs } = telemetry.otlp;
+    // Headers, compression and certificates: the exporter reads OTEL_EXPORTER_OTLP_* itself.
+    readers.push(
+      new PeriodicExportingMetricReader({
+        exporter: new OTLPMetricExporter({ url, timeoutMillis: timeoutMs }),
+        exportIntervalMillis: intervalMs,
+        exportTimeoutMillis: timeoutMs,
+        metricProducers: [latency],
+      }),
+    );
+  }
+  if (options.onSdkError !== undefined) {
+    const report = options.onSdkError;
+    // The SDK reports a failed export through diag (silent by default): the operator's log must show it.
+    diag.setLogger(
+      {
+        error: (m, ...a) => report([m, ...a.map(String)].join(' ')),
+        warn: (m, ...a) => report([m, ...a.map(String)].join(' ')),
+        info: () => undefined,
+        debug: () => undefined,
+        verbose: () => undefined,
+      },
+      { logLevel: DiagLogLevel.ERROR, suppressOverrideMessage: true },
+    );
+  }
   const provider = new MeterProvider({
-    readers: [exporter],
+    readers,
+    // OTEL_RESOURCE_ATTRIBUTES first; the node's own identity over it (service.instance.id is the node id).
     resource: resourceFromAttributes({
-      [ServerResourceAttributes.serviceName]: SERVICE_NAME,
+      ...telemetry.resourceAttributes,
+      [ServerResourceAttributes.serviceName]: telemetry.serviceName,
       [ServerResourceAttributes.serviceVersion]: options.serviceVersion,
       [ServerResourceAttributes.serviceInstanceId]: options.instanceId,
+      ...(options.region === undefined ? {} : { [ServerResourceAttributes.region]: options.region }),
     }),
   });
   otelMetrics.setGlobalMeterProvider(provider);
@@ -154,7 +201,8 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
     meter: (scope) => provider.getMeter(scope),
     async listen(listen, probe) {
       sidePort = await listenSidePort(listen, {
-        metrics: (req, res) => exporter.getMetricsRequestHandler(req, res),
+        // OTEL_METRICS_EXPORTER without prometheus: no /metrics (404), the probes stay.
+        ...(exporter === undefined ? {} : { metrics: (req, res) => exporter.getMetricsRequestHandler(req, res) }),
         ...(probe === undefined ? {} : { probe }),
       });
       return sidePort.address;
@@ -163,7 +211,13 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
       await sidePort?.close();
       sidePort = undefined;
       stopRuntime();
-      await provider.shutdown().catch(() => undefined);
+      // A last OTLP export is best effort: bounded, so SIGTERM ends even with the collector gone.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        provider.shutdown().catch(() => undefined),
+        new Promise<void>((r) => (timer = setTimeout(r, OTLP_SHUTDOWN_MS))),
+      ]);
+      clearTimeout(timer);
     },
   };
 }

@@ -18,7 +18,7 @@ async function fatalOf(args: readonly string[]): Promise<string> {
   const proc = spawnServer([...args, '--listen', '127.0.0.1:0']);
   const exit = await proc.exited;
   expect(exit.code).toBe(1);
-  const fatal = proc.stdoutLines.map(parseLine).find((l) => l?.level === 60);
+  const fatal = proc.stdoutLines.map(parseLine).find((l) => l?.level === 'fatal');
   return JSON.stringify(fatal ?? proc.tail(5));
 }
 

@@ -316,7 +316,7 @@ async function runOne(c: ConfigCase): Promise<RunResult> {
     if (proc.stderrLines.length > 0)
       problems.push(`stderr while running: ${JSON.stringify(proc.stderrLines.slice(0, 3))}`);
     // Fatal is the level of every exit reason; errors may be expected (no chronyc here: the time source is unhealthy).
-    const fatal = proc.stdoutLines.map(parseLine).find((l) => (l?.level ?? 0) >= 60);
+    const fatal = proc.stdoutLines.map(parseLine).find((l) => l?.level === 'fatal');
     if (fatal !== undefined) problems.push(`a fatal line while running: ${String(fatal.msg)}`);
   } else {
     await proc.kill();

@@ -94,7 +94,9 @@ function rules(): { exprs: string[]; recorded: Set<string> } {
     }
     exprs.push(expr);
   }
-  const recorded = new Set([...text.matchAll(/^\s*- record:\s*(\S+)/gm)].map((m) => m[1] ?? ''));
+  // The deployment's half (the wanted serving nodes per region, issue 23) is the operator's file: its example records too.
+  const deployment = readFileSync(join(REPO, 'deploy', 'prometheus', 'idgen.wanted.example.yml'), 'utf8');
+  const recorded = new Set([...`${text}\n${deployment}`.matchAll(/^\s*- record:\s*(\S+)/gm)].map((m) => m[1] ?? ''));
   return { exprs, recorded };
 }
 

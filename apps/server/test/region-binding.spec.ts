@@ -17,7 +17,7 @@ async function started(
   const proc = spawnServer(['--region', String(region), '--etcd', url, ...base]);
   const exit = await proc.exited;
   const lines = proc.stdoutLines.map(parseLine);
-  const fatal = lines.filter((l) => l?.level === 60);
+  const fatal = lines.filter((l) => l?.level === 'fatal');
   return {
     code: exit.code,
     fatal: fatal.map((l) => String(l?.msg)),

@@ -17,7 +17,7 @@ async function refused(url: string, region: number, prefix: string): Promise<{ c
   const exit = await proc.exited;
   const fatal = proc.stdoutLines
     .map(parseLine)
-    .filter((l) => l?.level === 60)
+    .filter((l) => l?.level === 'fatal')
     .map((l) => String(l?.msg));
   return { code: exit.code, fatal };
 }

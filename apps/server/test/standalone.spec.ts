@@ -109,7 +109,7 @@ describe("standalone mode (`npm start`'s command: --standalone --time-source non
     expect(ready).toMatchObject({ region: 3, worker: 0, mode: 'standalone', listen: `127.0.0.1:${port}` });
     expect(typeof ready['bootMs']).toBe('number');
     const warning = node.logs().find((l) => String(l.msg).startsWith('STANDALONE MODE'));
-    expect(warning?.level).toBe(40);
+    expect(warning?.level).toBe('warn');
 
     // The README's curl line, as fetch: Connect JSON over HTTP/1.1.
     const res = await fetch(`${node.baseUrl}/idgen.v1.IdGenerator/NextIds`, {
@@ -155,7 +155,7 @@ describe("standalone mode (`npm start`'s command: --standalone --time-source non
       `127.0.0.1:${first.port}`,
     ]);
     expect((await second.exited).code).toBe(1);
-    const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 60);
+    const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 'fatal');
     expect(String(fatal?.msg)).toContain(`cannot listen on 127.0.0.1:${first.port}`);
     expect((await first.stop()).code).toBe(0);
   });
@@ -178,7 +178,7 @@ describe('standalone state file (issue 12: a restart or a second node cannot rep
       '127.0.0.1:0',
     ]);
     expect((await second.exited).code).toBe(1);
-    const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 60);
+    const fatal = second.stdoutLines.map(parseLine).find((l) => l?.level === 'fatal');
     expect(JSON.stringify(fatal)).toContain('another standalone node holds');
     expect((await first.stop()).code).toBe(0);
   });

@@ -25,7 +25,7 @@ function assertBuilt(): void {
 }
 
 /** One pino line, parsed. */
-export type LogLine = Record<string, unknown> & { msg?: string; level?: number };
+export type LogLine = Record<string, unknown> & { msg?: string; level?: string };
 
 /** Parses a JSON log line; `undefined` for anything else. */
 export function parseLine(line: string): LogLine | undefined {

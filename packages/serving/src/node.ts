@@ -123,7 +123,10 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
       waitMs: r.waitMs,
       previous: previous?.reason,
     };
+    // Boot's own steps and a shutdown's drain are the node's normal course, not a warning (issue 23: a normal start
+    // logs none); every other reason is something an operator must see.
     if (r.ready) logger.info(fields, 'readiness: ready');
+    else if (NORMAL_COURSE.has(r.reason)) logger.info(fields, `readiness: not ready, ${describeReadiness(r)}`);
     else logger.warn(fields, `readiness: not ready, ${describeReadiness(r)}`);
   });
   lease.on('state', () => readinessLog.poke());
@@ -159,6 +162,7 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
       phase = 'running';
       guard.on('state', (s: GuardStatus) => {
         if (s.state === 'serving') logger.info({ worker: s.worker }, 'guard: serving');
+        else if (s.reason === 'draining') logger.info({ reason: s.reason, detail: s.message }, 'guard: fenced');
         else logger.warn({ reason: s.reason, detail: s.message }, 'guard: fenced');
       });
       lease.on('state', (s: LeaseSnapshot) => {
@@ -198,6 +202,9 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
     },
   };
 }
+
+/** Readiness reasons every node passes through when it starts or stops (readiness.ts): logged at info. */
+const NORMAL_COURSE: ReadonlySet<string> = new Set(['starting', 'waiting-for-floor', 'draining']);
 
 const SILENT: ServingLogger = {
   debug: () => undefined,

@@ -254,7 +254,7 @@ export function createNodeFleet(o: NodeFleetOptions): NodeFleet {
       const reason = typeof j.reason === 'string' ? j.reason : msg === 'lease: fenced' ? 'lease' : 'unknown';
       fences.push({ name: inc.name, reason, atMs: now, source: msg === 'guard: fenced' ? 'guard' : 'lease' });
     }
-    if (typeof j.level === 'number' && j.level >= 50) {
+    if (j.level === 'error' || j.level === 'fatal') {
       const err = j.err as { type?: unknown; message?: unknown } | string | undefined;
       const detail =
         typeof err === 'string'

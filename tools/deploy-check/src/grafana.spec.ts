@@ -28,7 +28,10 @@ interface Dashboard {
 }
 
 const dashboard = JSON.parse(readFileSync(join(REPO, 'deploy', 'grafana', 'idgen.json'), 'utf8')) as Dashboard;
-const rules = readFileSync(join(REPO, 'deploy', 'prometheus', 'idgen.rules.yml'), 'utf8');
+// With the deployment's half (the wanted serving nodes per region: the operator's file, issue 23), as its example has it.
+const rules = ['idgen.rules.yml', 'idgen.wanted.example.yml']
+  .map((f) => readFileSync(join(REPO, 'deploy', 'prometheus', f), 'utf8'))
+  .join('\n');
 
 /** Panels under each row, by row title. */
 function sections(): Map<string, Panel[]> {

@@ -89,7 +89,8 @@ describe('deploy/prometheus/idgen.rules.yml', () => {
         .map((s) => [(s.split('\n')[0] ?? '').trim(), s] as const),
     );
     for (const { name, runbook: url } of alerts()) {
-      expect([name, url]).toEqual([name, `docs/runbook.md#${name.toLowerCase()}`]);
+      // Absolute: the runbook's URL is the deployment's external label `idgen_runbook_url` (issue 23).
+      expect([name, url]).toEqual([name, `"{{$externalLabels.idgen_runbook_url}}#${name.toLowerCase()}"`]);
       const section = sections.get(name);
       if (section === undefined) throw new Error(`docs/runbook.md has no "## ${name}" section`);
       expect([
