@@ -25,7 +25,7 @@ import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transaction
 import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
 import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
 import { EtcdHistory } from './etcd-history.js';
-import { checkRegionBinding } from './region-binding.js';
+import { RegionBindingError, checkRegionBinding } from './region-binding.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
@@ -307,7 +307,8 @@ class EtcdWorkerLease implements WorkerLease {
       try {
         return await fn();
       } catch (e) {
-        if (isLeaseError(e) && !e.retryable) throw e;
+        // A binding of another cluster waits for the operator's `idgen region restored` (see acquire).
+        if (isLeaseError(e) && !e.retryable && !(e instanceof RegionBindingError && e.awaitsOperator)) throw e;
         const access = etcdAccessProblem(e);
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);
         this.lifetime.signal.throwIfAborted();
@@ -338,9 +339,13 @@ class EtcdWorkerLease implements WorkerLease {
         return;
       } catch (e) {
         this.lifetime.signal.throwIfAborted();
-        // A re-claim refused by the binding is what a restore with a new cluster token gives, until the operator's
-        // `idgen region restored` (docs/runbook.md): a running holder keeps asking, unready, rather than stop for good.
-        const awaitingOperator = reclaim && isLeaseError(e) && e.code === 'region-binding';
+        // A restore with a new cluster token gives a binding of another cluster until the operator's `idgen region
+        // restored` (docs/runbook.md): a holder keeps asking, unready, rather than stop for good; a running holder's
+        // re-claim waits out any binding refusal. Another code or an unbound etcd stops a first claim (exit 2).
+        const awaitingOperator =
+          isLeaseError(e) &&
+          e.code === 'region-binding' &&
+          (reclaim || (e instanceof RegionBindingError && e.awaitsOperator));
         if (isLeaseError(e) && (!e.retryable || failFast) && !awaitingOperator) throw e;
         const access = etcdAccessProblem(e);
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);

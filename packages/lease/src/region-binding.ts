@@ -28,9 +28,15 @@ export const regionBindingKey = (prefix: string): string => `${prefix}/region`;
 
 /** A region binding that refuses this process or operator step: never retried (docs/design.md §5). */
 export class RegionBindingError extends LeaseError {
-  constructor(message: string) {
+  /**
+   * The etcd is bound to this code but answers from another cluster (restored with a new token, or replaced): what
+   * the operator's `idgen region restored` ends, so a holder waits for it (unready) instead of giving up.
+   */
+  readonly awaitsOperator: boolean;
+  constructor(message: string, awaitsOperator = false) {
     super('region-binding', message, false);
     this.name = 'RegionBindingError';
+    this.awaitsOperator = awaitsOperator;
   }
 }
 
@@ -101,6 +107,7 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
     throw new RegionBindingError(
       `this etcd reports cluster ${clusterId}, but region ${code} was bound in cluster ${record.clusterId} (${key}): ` +
         'a restored or replaced etcd is never trusted: after a restore, run "idgen region restored" (docs/runbook.md, "etcd restored from a snapshot")',
+      true,
     );
   }
   return { record, clusterId, revision: res.header.revision };
