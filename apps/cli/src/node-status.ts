@@ -54,6 +54,10 @@ export interface NodeStatus {
   readonly error?: string;
   /** The node left out the lease id, deadline, floor and last minted ms (it did not authenticate this caller). */
   readonly detailsRedacted?: boolean;
+  /** The idgen release the node runs (GetStatus field 25); empty from a server before it. */
+  readonly version?: string;
+  /** The source commit it runs (field 26; a git hash, or what IDGEN_COMMIT said); empty when unknown. */
+  readonly commit?: string;
 }
 
 function flatten(url: string, s: GetStatusResponse): NodeStatus {
@@ -90,6 +94,8 @@ function flatten(url: string, s: GetStatusResponse): NodeStatus {
     ...(!s.detailsRedacted && s.lastMintedMs >= 0n ? { lastMintedMs: Number(s.lastMintedMs) } : {}),
     advertiseAddress: s.advertiseAddress,
     maxCount: s.maxCount,
+    version: s.version,
+    commit: s.commit,
   };
 }
 

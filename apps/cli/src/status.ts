@@ -98,7 +98,10 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
     throw new CliError(EXIT_UNREACHABLE, `${notServing[0].url}: ${notServing[0].error ?? 'no answer'}`);
   }
   if (flags.json) ctx.io.out(JSON.stringify({ nodes: rows }));
-  else for (const line of renderStatusTable(rows, flags.server === undefined, ctx.nowMs())) ctx.io.out(line);
+  else {
+    for (const line of renderStatusTable(rows, flags.server === undefined, ctx.nowMs())) ctx.io.out(line);
+    for (const line of mixedVersionLines(rows)) ctx.io.out(line);
+  }
   if (rows.length === 0) {
     ctx.io.err(
       `idgen status: no nodes found in etcd${flags.region === undefined ? '' : ` for region ${flags.region}`}`,
@@ -126,6 +129,7 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
     'LAST-MINTED',
   ];
   if (fromEtcd) headers.push('DISCOVERY');
+  headers.push('VERSION');
   const cells = rows.map((s) => {
     const r = [
       s.nodeId ?? '',
@@ -145,9 +149,48 @@ function renderStatusTable(rows: readonly StatusRow[], fromEtcd: boolean, nowMs:
           : `${((nowMs - s.lastMintedMs) / 1000).toFixed(1)}s ago`,
     ];
     if (fromEtcd) r.push(s.registered === true ? 'yes' : 'no');
+    r.push(s.state === 'unreachable' ? '' : versionLabel(s));
     return r;
   });
   return renderTable(headers, cells);
+}
+
+/** Characters of a git hash shown (git's own default abbreviation). */
+const SHORT_COMMIT = 7;
+
+/**
+ * `0.1.0+4b6f761`: the release and the short commit (semver's build-metadata form, one word for the table);
+ * `0.1.0` without a commit, `unknown` from a server before GetStatus carried them (fields 25-26).
+ */
+export function versionLabel(s: Pick<NodeStatus, 'version' | 'commit'>): string {
+  const version = s.version === undefined || s.version === '' ? 'unknown' : s.version;
+  const commit = s.commit ?? '';
+  if (commit === '') return version;
+  return `${version}+${/^[0-9a-f]{40,64}$/.test(commit) ? commit.slice(0, SHORT_COMMIT) : commit}`;
+}
+
+/**
+ * One line per region whose answering nodes run more than one version (a rollout under way, or one left
+ * behind): `region 2: mixed versions: 0.1.0+4b6f761 (2 nodes), 0.2.0+9c1e2aa (1)`, most-run first.
+ */
+export function mixedVersionLines(rows: readonly NodeStatus[]): string[] {
+  const byRegion = new Map<number, Map<string, number>>();
+  for (const s of rows) {
+    if (s.state === 'unreachable' || s.region === undefined) continue;
+    const counts = byRegion.get(s.region) ?? new Map<string, number>();
+    const label = versionLabel(s);
+    counts.set(label, (counts.get(label) ?? 0) + 1);
+    byRegion.set(s.region, counts);
+  }
+  const lines: string[] = [];
+  for (const [region, counts] of [...byRegion].sort(([a], [b]) => a - b)) {
+    if (counts.size < 2) continue;
+    const parts = [...counts]
+      .sort(([a, n], [b, m]) => m - n || a.localeCompare(b))
+      .map(([label, n], i) => `${label} (${n}${i === 0 ? (n === 1 ? ' node' : ' nodes') : ''})`);
+    lines.push(`region ${region}: mixed versions: ${parts.join(', ')}`);
+  }
+  return lines;
 }
 
 /** `ready`, `waiting-for-floor 3.5s`, `fenced: lease`, `time-source-unavailable: not-synchronised`. */

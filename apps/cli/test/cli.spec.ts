@@ -63,7 +63,7 @@ describe('against two serving nodes', () => {
     expect(table.code).toBe(0);
     const lines = table.stdout.trim().split('\n');
     expect(lines[0]).toMatch(
-      /^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+READINESS\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY$/,
+      /^NODE\s+ADDRESS\s+REGION\s+WORKER\s+STATE\s+READINESS\s+FENCE\s+KEEPALIVE\s+CLOCK\s+FLOOR\s+LAST-MINTED\s+DISCOVERY\s+VERSION$/,
     );
     expect(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 5))).toEqual([
       ['node-a', nodeA.url.replace('http://', ''), '2', '3', 'serving'],

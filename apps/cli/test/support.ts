@@ -26,12 +26,13 @@ export interface ServerNode {
  */
 export async function startNode(
   etcdUrl: string,
-  o: { region: number; worker: number; nodeId: string; ttlSeconds: number },
+  o: { region: number; worker: number; nodeId: string; ttlSeconds: number; env?: NodeJS.ProcessEnv },
 ): Promise<ServerNode> {
   if (!existsSync(SERVER_MAIN_JS))
     throw new Error(`${SERVER_MAIN_JS} is missing: build it (npx nx run @idgen/server:build)`);
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) env[k] = v;
+  Object.assign(env, o.env);
   const proc = spawnProcess(
     process.execPath,
     [

@@ -2,13 +2,14 @@
  * `idgen-server`: the generator node's composition root (docs/design.md §5, §6). It parses configuration, wires
  * the packages together, boots, serves, and shuts down. No minting or lease logic lives here.
  */
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
 import { createIdgenNode, formatHostPort } from '@idgen/serving';
+import { readBuildInfo } from './build-info.js';
+import { createCertificateExpiryReader } from './certificate-expiry.js';
 import { parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
 
@@ -33,7 +34,7 @@ export function tuneGarbageCollector(): void {
   setFlagsFromString('--no-allocation-site-pretenuring');
 }
 
-function run(config: ServerConfig): void {
+function run(config: ServerConfig, env: Readonly<Record<string, string | undefined>>): void {
   tuneGarbageCollector();
   const logger: Logger = pino({
     level: config.logLevel,
@@ -50,14 +51,19 @@ function run(config: ServerConfig): void {
   process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
   process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
 
+  // What this node runs, once (GetStatus and target_info): the package beside dist/, IDGEN_COMMIT or its checkout.
+  const build = readBuildInfo(env, join(__dirname, '..'));
+  if (build.problem !== undefined) logger.warn({ variable: 'IDGEN_COMMIT' }, build.problem);
   const { telemetry } = config;
   // An OTEL_* variable this node does not act on is said once, never dropped silently (issue 23).
   for (const variable of telemetry.ignored)
     logger.warn({ variable }, `${variable} is not honoured by idgen-server: ignored`);
   const metrics = createServerMetrics({
-    serviceVersion: packageVersion(),
+    serviceVersion: build.version,
     instanceId: config.nodeId,
     region: config.region,
+    commit: build.commit,
+    ...(config.node.tls === undefined ? {} : { certificates: createCertificateExpiryReader(config.node.tls) }),
     telemetry,
     onSdkError: (message) => logger.warn({ component: 'opentelemetry' }, `metrics export: ${message}`),
   });
@@ -93,6 +99,7 @@ function run(config: ServerConfig): void {
   const idgenNode = createIdgenNode({
     ...node,
     ...(tls === undefined ? {} : { tls }),
+    build: { version: build.version, commit: build.commit },
     guard,
     lease,
     timeSource,
@@ -146,21 +153,21 @@ function run(config: ServerConfig): void {
       startMs: Math.round(performance.now() - t0),
     };
     logger.info(
-      { worker, leaseId, mode, ...addresses, metrics: metricsAddress, ...timing, steps: report.steps },
+      {
+        worker,
+        leaseId,
+        mode,
+        ...addresses,
+        metrics: metricsAddress,
+        version: build.version,
+        commit: build.commit,
+        ...timing,
+        steps: report.steps,
+      },
       'ready',
     );
   };
   void start();
-}
-
-/** This package's version (`service.version` on every series), from the package.json beside `dist/`. */
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(join(__dirname, '..', 'package.json'), 'utf8')) as { version?: unknown };
-    return typeof pkg.version === 'string' ? pkg.version : 'unknown';
-  } catch {
-    return 'unknown';
-  }
 }
 
 /** Entry point: parse (exit 2 on a bad value, before any I/O: docs/design.md §5 step 1), then run. */
@@ -172,7 +179,7 @@ export function main(argv: readonly string[], env: Readonly<Record<string, strin
     process.exitCode = outcome.code;
     return;
   }
-  run(outcome.config);
+  run(outcome.config, env);
 }
 
 if (require.main === module) main(process.argv.slice(2), process.env);

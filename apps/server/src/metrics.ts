@@ -26,6 +26,7 @@ import {
   type ServingMetrics,
   type SidePort,
 } from '@idgen/serving';
+import type { CertificateExpiryReader } from './certificate-expiry.js';
 import { DEFAULT_SERVICE_NAME, readTelemetryEnv, type TelemetrySettings } from './telemetry-env.js';
 
 /** Metric names the app defines beside the serving layer's ({@link ServingMetricNames}: requests, latency, refusals, node gauges). */
@@ -35,7 +36,16 @@ export const ServerMetrics = {
    * convention name). Neither `@opentelemetry/host-metrics` nor `instrumentation-runtime-node` exports it.
    */
   openFileDescriptors: 'process.open_file_descriptor.count',
+  /**
+   * Observable gauge: the serving certificate's and the client CA's `notAfter`, in seconds since the epoch, by
+   * `idgen.certificate` (`serving`, `client-ca`); only with TLS on the serving port. An alert compares it with
+   * `time()` (IdgenCertificateExpiresSoon).
+   */
+  certificateNotAfter: 'idgen.tls.certificate.not_after',
 } as const;
+
+/** The attribute naming which certificate a {@link ServerMetrics.certificateNotAfter} reading is of. */
+export const CERTIFICATE_ATTRIBUTE = 'idgen.certificate';
 
 /** Resource attributes on every series (`target_info` in Prometheus), OpenTelemetry's semantic conventions. */
 export const ServerResourceAttributes = {
@@ -44,6 +54,8 @@ export const ServerResourceAttributes = {
   serviceInstanceId: 'service.instance.id',
   /** The node's region code (`idgen_region` on `target_info`). */
   region: 'idgen.region',
+  /** The source commit the node runs (`idgen_commit` on `target_info`; absent when unknown). */
+  commit: 'idgen.commit',
 } as const;
 
 /** `service.name` of the generator node unless `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` says otherwise. */
@@ -60,6 +72,10 @@ export interface ServerMetricsOptions {
   readonly instanceId: string;
   /** `idgen.region`: the node's region code. */
   readonly region?: number;
+  /** `idgen.commit`: the source commit (build-info.ts); left out when empty. */
+  readonly commit?: string;
+  /** The serving port's certificates, for {@link ServerMetrics.certificateNotAfter}; absent without TLS. */
+  readonly certificates?: CertificateExpiryReader;
   /** OpenTelemetry's environment (telemetry-env.ts); default: Prometheus only, `service.name` idgen-server. */
   readonly telemetry?: TelemetrySettings;
   /** Where the OpenTelemetry SDK's own errors go (a failed OTLP export); default: nowhere. */
@@ -187,12 +203,16 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
       [ServerResourceAttributes.serviceVersion]: options.serviceVersion,
       [ServerResourceAttributes.serviceInstanceId]: options.instanceId,
       ...(options.region === undefined ? {} : { [ServerResourceAttributes.region]: options.region }),
+      ...(options.commit === undefined || options.commit === ''
+        ? {}
+        : { [ServerResourceAttributes.commit]: options.commit }),
     }),
   });
   otelMetrics.setGlobalMeterProvider(provider);
   const meter = provider.getMeter('@idgen/server');
   const stopRuntime = options.runtime === false ? () => undefined : startRuntimeMetrics(provider, meter);
   const serving = createServingMetrics(meter);
+  if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
 
   let sidePort: SidePort | undefined;
   const { latencies: _latencies, ...instruments } = serving;
@@ -220,6 +240,18 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
       clearTimeout(timer);
     },
   };
+}
+
+/** The certificate-expiry gauge: read at collection time, off the request path. */
+function observeCertificates(meter: Meter, reader: CertificateExpiryReader): void {
+  meter
+    .createObservableGauge(ServerMetrics.certificateNotAfter, {
+      description: "When the serving port's certificate and client CA expire (notAfter), in seconds since the epoch.",
+      unit: 's',
+    })
+    .addCallback((result) => {
+      for (const c of reader.read()) result.observe(c.notAfterSeconds, { [CERTIFICATE_ATTRIBUTE]: c.certificate });
+    });
 }
 
 /**

@@ -498,7 +498,9 @@ describe('deploy/Dockerfile', () => {
   it('sets only variables the server has, and exposes the ports they name', () => {
     const env = [...text.matchAll(/\b(IDGEN_[A-Z_]+)=([^\s\\]+)/g)]
       .filter((m) => !/IDGEN_TIME_SOURCE=none/.test(m[0])) // named in a comment, for a host without chrony
+      .filter((m) => m[1] !== 'IDGEN_COMMIT') // a build argument GetStatus reports (build-info.ts), not a flag
       .map((m) => [m[1] ?? '', m[2] ?? ''] as const);
+    expect(lines).toContain('ARG IDGEN_COMMIT=');
     expect(env.length).toBeGreaterThan(0);
     for (const [name] of env) expect(envNames).toContain(name);
     const outcome = parseConfig(['--standalone'], Object.fromEntries(env));

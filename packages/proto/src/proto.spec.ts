@@ -122,6 +122,8 @@ describe('the wire contract (docs/design.md §6)', () => {
       ['readiness_detail', 22],
       ['readiness_wait_ms', 23],
       ['details_redacted', 24],
+      ['version', 25],
+      ['commit', 26],
     ]);
   });
 

@@ -7,7 +7,7 @@ export type { IdgenNode, IdgenNodeOptions } from './node.js';
 export { boot } from './boot.js';
 export type { BootDeps, BootLogger, BootReport } from './boot.js';
 export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
-export type { LeaseView, Phase, ServiceDeps, ServingGuard } from './service.js';
+export type { LeaseView, NodeBuild, Phase, ServiceDeps, ServingGuard } from './service.js';
 export {
   READINESS_REASONS,
   createLeaseTroubleTracker,

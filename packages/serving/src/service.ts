@@ -60,6 +60,16 @@ export interface ServiceDeps {
   readonly statusDetails?: 'full' | 'redacted';
   /** The node's one mint scheduler (shared by every path that mints); default one of its own over `guard`. */
   readonly mints?: MintScheduler;
+  /** What the node runs, for GetStatus fields 25-26 (issue 22: a mixed-version region must show); default empty. */
+  readonly build?: NodeBuild;
+}
+
+/** The release and source commit a node runs (GetStatus `version`, `commit`); never redacted: neither is a secret. */
+export interface NodeBuild {
+  /** The server package's version, e.g. `0.1.0`. */
+  readonly version: string;
+  /** The source commit (a git hash), or empty when unknown. */
+  readonly commit: string;
 }
 
 /** Response header naming the fence reason on UNAVAILABLE, so clients can log why without parsing text. */
@@ -180,6 +190,8 @@ export function statusResponse(deps: ServiceDeps): GetStatusResponse {
     lastMintedMs: full ? BigInt(deps.guard.lastMintedMs()) : 0n,
     detailsRedacted: !full,
     advertiseAddress: deps.advertise(),
+    version: deps.build?.version ?? '',
+    commit: deps.build?.commit ?? '',
     maxCount: deps.maxCount,
     ...(deps.readiness === undefined ? {} : readinessFields(deps.readiness())),
   });

@@ -98,6 +98,7 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
     timeSourceMode: options.timeSourceMode,
     advertise: options.advertise,
     ...(options.statusDetails === undefined ? {} : { statusDetails: options.statusDetails }),
+    ...(options.build === undefined ? {} : { build: options.build }),
     readiness,
     onUnexpected: (e: unknown) => logger.error({ err: e }, 'unexpected error from the guard'),
   };
