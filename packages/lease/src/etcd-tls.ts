@@ -16,6 +16,9 @@ function hostOf(address: string): string {
   return colon > 0 && address.indexOf(':') === colon ? address.slice(0, colon) : address;
 }
 
+/** How long a TLS handshake with etcd may take before its socket is destroyed (grpc-js sets no limit). */
+const HANDSHAKE_TIMEOUT_MS = 10_000;
+
 /**
  * TLS to etcd as grpc-js does it, less one thing: no server name (SNI) when etcd is given by IP address.
  * grpc-js always sends the target's host as the server name, an IP when etcd is given by IP, which RFC 6066
@@ -42,6 +45,10 @@ class EtcdTlsCredentials extends ChannelCredentials {
     return {
       connect: (socket: Socket) =>
         new Promise<{ socket: Socket; secure: boolean }>((resolve, reject) => {
+          // grpc-js sets no limit on a handshake, and a socket in one holds the process open after close() (an etcd
+          // that accepts and never answers, or paused mid-handshake: issue 22). Until the handshake is done the
+          // socket does not keep the process alive (unref), and it is destroyed after HANDSHAKE_TIMEOUT_MS.
+          socket.unref();
           const tlsSocket = tlsConnect(
             {
               socket,
@@ -51,11 +58,24 @@ class EtcdTlsCredentials extends ChannelCredentials {
               ALPNProtocols: ['h2'],
             },
             () => {
+              clearTimeout(timer);
+              socket.ref();
               if (!tlsSocket.authorized) reject(tlsSocket.authorizationError);
               else resolve({ socket: tlsSocket, secure: true });
             },
           );
-          tlsSocket.on('error', reject);
+          const timer = setTimeout(() => {
+            const e = new Error(
+              `TLS handshake with etcd ${channelTarget.path} not done within ${HANDSHAKE_TIMEOUT_MS} ms`,
+            );
+            tlsSocket.destroy(e);
+            reject(e);
+          }, HANDSHAKE_TIMEOUT_MS);
+          timer.unref();
+          tlsSocket.on('error', (e) => {
+            clearTimeout(timer);
+            reject(e);
+          });
         }),
       waitForReady: () => Promise.resolve(),
       getCallCredentials: () => CallCredentials.createEmpty(),
