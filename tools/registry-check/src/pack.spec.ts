@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, tempDir, type TempDir } from '@idgen/testing';
-import { PUBLIC_PACKAGES, ROOT, npm, packPackage, run } from './packages.js';
+import { PUBLIC_PACKAGES, ROOT, expectedEngines, npm, packPackage, run } from './packages.js';
 
 // Every public package as npm would publish it: the tarball's contents, its manifest, and the two checks
 // of published packages (attw: types resolve for every module system; publint: the manifest and files agree).
@@ -76,7 +76,7 @@ describe.each(PUBLIC_PACKAGES.map((p) => [p.name, p] as const))('%s', (name, pkg
     expect(text).not.toContain('@idgen/source');
     expect(m['nx']).toBeUndefined();
     expect(m['license']).toBe('MIT');
-    expect(m['engines']).toEqual({ node: '>=20.19' });
+    expect(m['engines']).toEqual(expectedEngines(name)); // libraries >=22, the CLI >=24 (issue 23)
     expect(m['repository']).toBeDefined();
     const deps = {
       ...(m['dependencies'] as Record<string, string> | undefined),

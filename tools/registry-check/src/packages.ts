@@ -20,6 +20,31 @@ export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: st
   { name: '@idgen/cli', dir: 'apps/cli' },
 ];
 
+/** Node 24 LTS: the runtime (issue 23): the server, the CLI and the workspace declare `"node": ">=24"`. */
+export const RUNTIME_NODE_MAJOR = 24;
+
+/**
+ * Node 22: the floor of the published libraries while it is maintained (issue 23), `"node": ">=22"`; registry.spec.ts
+ * installs and runs them on it as well as on {@link RUNTIME_NODE_MAJOR}.
+ */
+export const LIBRARY_NODE_MAJOR = 22;
+
+/** The `engines` a public package publishes: the CLI is a command on the runtime, the rest are libraries. */
+export function expectedEngines(name: string): { node: string } {
+  return { node: `>=${name === '@idgen/cli' ? RUNTIME_NODE_MAJOR : LIBRARY_NODE_MAJOR}` };
+}
+
+/**
+ * The `node` binary of a Node major, fetched once from the npm registry by tools/scripts/node.sh (`.cache/node-<major>/`).
+ * Throws with the script's reason when it cannot be fetched: a missing runtime fails the round trip, never skips it.
+ */
+export async function nodeBinary(major: number): Promise<string> {
+  const r = await run('bash', [join(ROOT, 'tools/scripts/node.sh'), String(major)], { cwd: ROOT });
+  const bin = r.stdout.trim();
+  if (r.code !== 0 || bin === '') throw new Error(`tools/scripts/node.sh ${major} failed (${r.code}):\n${r.stderr}`);
+  return join(bin, 'node');
+}
+
 export interface RunResult {
   readonly code: number;
   readonly stdout: string;
