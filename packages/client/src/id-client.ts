@@ -9,6 +9,7 @@ import {
   type ClientTlsOptions,
   type KeepAliveOptions,
 } from './connect-transport.js';
+import { dns, isDnsTarget, type DnsDiscovery } from './dns-discovery.js';
 import { IdClientError, IdsUnavailableError, type AttemptFailure } from './errors.js';
 import { IdBuffer, type IdBlock } from './id-buffer.js';
 import {
@@ -31,7 +32,11 @@ import { classifyFailure, type ClassifiedFailure, type IdTransport, type IdTrans
 export interface RegionNodes {
   /** The region code (its IDs carry it). */
   readonly region: number;
-  /** Static node addresses: base URLs (`http://10.0.0.5:8080`) or `host:port`. */
+  /**
+   * Static node addresses: base URLs (`http://10.0.0.5:8080`) or `host:port`; or one DNS target,
+   * `dns:///idgen-server.region-2.svc.cluster.local:8080` (gRPC's convention; `dns://server/host:port` names
+   * the DNS server), which is {@link dns} with its defaults, owned and closed by the client.
+   */
   readonly nodes?: readonly string[];
   /** The region's serving nodes, kept current (`createDiscoveryReader` from `@idgen/discovery`). */
   readonly discovery?: NodeDiscovery;
@@ -175,6 +180,8 @@ interface RegionGroup {
   unwatch: (() => void) | undefined;
   /** Where the nodes come from, when not a static list (its `problem()` goes into errors). */
   discovery: NodeDiscovery | undefined;
+  /** A discovery the client made itself (a `dns:` target in `nodes`): closed with the client. */
+  owned: DnsDiscovery | undefined;
 }
 
 /**
@@ -273,8 +280,26 @@ class BufferedIdClient implements IdClient {
       }
       if (r.nodes !== undefined) {
         if (r.nodes.length === 0) throw new RangeError(`${what}: \`nodes\` is empty`);
+        const target = r.nodes.find((a) => isDnsTarget(a));
+        if (target !== undefined) {
+          if (r.nodes.length !== 1)
+            throw new RangeError(
+              `${what}: a \`dns:\` target must be the only entry of \`nodes\`, got ${r.nodes.length}`,
+            );
+          const owned = dns(target);
+          const region = this.watchDiscovery(group, owned, tls);
+          region.owned = owned;
+          return region;
+        }
         group.setUrls(r.nodes.map((a) => toBaseUrl(a, tls)));
-        return { group, ready: Promise.resolve(), isReady: true, unwatch: undefined, discovery: undefined };
+        return {
+          group,
+          ready: Promise.resolve(),
+          isReady: true,
+          unwatch: undefined,
+          discovery: undefined,
+          owned: undefined,
+        };
       }
       return this.watchDiscovery(group, r.discovery as NodeDiscovery, tls);
     });
@@ -368,6 +393,7 @@ class BufferedIdClient implements IdClient {
       this.wake?.();
       for (const r of this.regions) {
         r.unwatch?.();
+        r.owned?.close();
         r.group.closeAll();
       }
       this.buffer.clear();
@@ -610,6 +636,8 @@ class BufferedIdClient implements IdClient {
         }
         if (outcome.kind === 'rejected') return outcome;
         this.counters.retries++;
+        // The node may be gone from discovery's source (a DNS record removed): let it look again soon.
+        discoveryNodeFailed(region.discovery, node.url);
       }
     }
     return { kind: 'failed' };
@@ -636,7 +664,11 @@ class BufferedIdClient implements IdClient {
     const startedMs = this.clock.monoMs();
     let cancelTimer: () => void = () => undefined;
     try {
-      node.transport ??= this.transportFactory({ url: node.url, region: node.region });
+      node.transport ??= this.transportFactory(
+        node.servername === undefined
+          ? { url: node.url, region: node.region }
+          : { url: node.url, region: node.region, servername: node.servername },
+      );
       const transport: IdTransport = node.transport;
       const timedOut = new Promise<never>((_, reject) => {
         cancelTimer = this.clock.schedule(() => {
@@ -746,11 +778,14 @@ class BufferedIdClient implements IdClient {
     });
     const apply = (nodes: readonly DiscoveredNode[]): void => {
       if (this.closed) return;
-      const urls = nodes
-        .filter((n) => n.region === undefined || n.region === group.region)
-        .map((n) => toBaseUrl(n.address, tls));
+      const mine = nodes.filter((n) => n.region === undefined || n.region === group.region);
+      const urls = mine.map((n) => toBaseUrl(n.address, tls));
+      const servernames = new Map<string, string>();
+      mine.forEach((n, i) => {
+        if (n.servername !== undefined) servernames.set(urls[i] as string, n.servername);
+      });
       // A new node may be what a sleeping refill waits for.
-      if (group.setUrls(urls)) this.wake?.();
+      if (group.setUrls(urls, servernames)) this.wake?.();
     };
     const unwatch = discovery.watch((nodes: readonly DiscoveredNode[]) => {
       watched = true;
@@ -765,7 +800,7 @@ class BufferedIdClient implements IdClient {
       },
       () => markReady(),
     );
-    const region: RegionGroup = { group, ready, isReady: false, unwatch, discovery };
+    const region: RegionGroup = { group, ready, isReady: false, unwatch, discovery, owned: undefined };
     void ready.then(() => {
       region.isReady = true;
     });
@@ -822,6 +857,15 @@ function discoveryProblem(discovery: NodeDiscovery | undefined): string | undefi
     return discovery?.problem?.();
   } catch {
     return undefined;
+  }
+}
+
+/** Tells a discovery a node failed, never throwing (it only speeds up a re-resolve). */
+function discoveryNodeFailed(discovery: NodeDiscovery | undefined, url: string): void {
+  try {
+    discovery?.nodeFailed?.(url);
+  } catch {
+    // A hint only: the client goes on with the next node either way.
   }
 }
 

@@ -21,6 +21,8 @@ export type {
 export { classifyFailure } from './transport.js';
 export type { AttemptOptions, ClassifiedFailure, IdTransport, IdTransportFactory, NodeTarget } from './transport.js';
 export type { BackoffOptions, DiscoveredNode, NodeDiscovery } from './node-pool.js';
+export { dns, parseDnsTarget } from './dns-discovery.js';
+export type { DnsDiscovery, DnsDiscoveryOptions, DnsTarget } from './dns-discovery.js';
 export type { IdBlock } from './id-buffer.js';
 export { CLIENT_METRIC_ATTRIBUTES, CLIENT_METRIC_NAMES } from './metrics.js';
 export type { BlockRefusalReason } from './block-guard.js';

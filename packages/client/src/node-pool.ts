@@ -7,6 +7,11 @@ export interface DiscoveredNode {
   readonly address: string;
   /** The region the node serves; nodes of another region are ignored. */
   readonly region?: number;
+  /**
+   * The name to check the node's TLS certificate against, when the address is an IP a name resolved to
+   * ({@link dns}: the DNS name). The client's `tls.servername`, when set, wins.
+   */
+  readonly servername?: string;
 }
 
 /**
@@ -22,6 +27,11 @@ export interface NodeDiscovery {
    * `undefined`. Optional; when present, an `IdsUnavailableError` includes it, so an outage caused by etcd names etcd.
    */
   problem?(): string | undefined;
+  /**
+   * Called with a node's base URL when an attempt on it failed. Optional; {@link dns} re-resolves soon, since a
+   * failing node may be one whose record is gone.
+   */
+  nodeFailed?(url: string): void;
 }
 
 /** How long a failed node is left alone (docs/design.md §7: "marks the node" unhealthy). */
@@ -36,6 +46,8 @@ export interface BackoffOptions {
 export interface NodeState {
   readonly url: string;
   readonly region: number;
+  /** TLS name to verify (from discovery), or `undefined`: the URL's host. */
+  servername: string | undefined;
   transport: IdTransport | undefined;
   /** Consecutive failed attempts; 0 once an attempt succeeds. */
   failures: number;
@@ -86,7 +98,7 @@ export class NodeGroup {
    * Replaces the node list, keeping the health of nodes that stay; nodes that left are closed (at once,
    * or when their running attempt ends). Returns whether the set changed.
    */
-  setUrls(urls: readonly string[]): boolean {
+  setUrls(urls: readonly string[], servernames?: ReadonlyMap<string, string>): boolean {
     const wanted = [...new Set(urls)].sort();
     const byUrl = new Map(this.nodes.map((n) => [n.url, n]));
     const next: NodeState[] = [];
@@ -94,11 +106,13 @@ export class NodeGroup {
       const kept = byUrl.get(url);
       if (kept !== undefined) {
         byUrl.delete(url);
+        kept.servername = servernames?.get(url);
         next.push(kept);
       } else {
         next.push({
           url,
           region: this.region,
+          servername: servernames?.get(url),
           transport: undefined,
           failures: 0,
           unhealthyUntilMs: 0,

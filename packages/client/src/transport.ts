@@ -7,6 +7,8 @@ export interface NodeTarget {
   readonly url: string;
   /** Region code the node serves (its IDs carry it). */
   readonly region: number;
+  /** TLS name to verify when the URL's host is an IP that name resolved to (DNS discovery). */
+  readonly servername?: string;
 }
 
 /** Options of one `NextIds` attempt. */

@@ -193,6 +193,13 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
     const mine = new Set<CancellableCall>();
     const track = (o: unknown, next: (o: unknown) => CancellableCall): CancellableCall => {
       const call = next(o);
+      if (client === undefined) {
+        // A retry etcd3 starts after close() (`retryReads` takes the CANCELLED of close() as recoverable) holds a
+        // connection to a hung etcd, and the process, until the list's deadline (issue 22: exit 4 s after close()
+        // over http): cancelled as soon as it has started, as close() cancelled the first attempt.
+        setImmediate(() => call.cancelWithStatus(GRPC_CANCELLED, 'discovery reader closed'));
+        return call;
+      }
       mine.add(call);
       calls.add(call);
       return call;

@@ -29,6 +29,7 @@ export { OPENSSL_MISSING_MESSAGE, enableEtcdAuth, etcdctl, makeTestPki } from '.
 export type { EtcdTestUser, TestCertificate, TestPki } from './tls.js';
 export { CHRONY_HEALTHY, CHRONY_UNSYNCHRONISED, createChronyStub } from './chrony-stub.js';
 export type { ChronyStub } from './chrony-stub.js';
+export { startDnsServer, type TestDnsFailure, type TestDnsServer } from './dns-server.js';
 export { readmeExample, runTsExample } from './readme-example.js';
 export { h2specBinary, runH2spec } from './h2spec.js';
 export type { H2specResult } from './h2spec.js';

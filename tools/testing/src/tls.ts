@@ -17,7 +17,7 @@ export interface TestPki {
   readonly dir: string;
   readonly caFile: string;
   readonly ca: string;
-  /** For `127.0.0.1` and `localhost` (IP and DNS SANs). */
+  /** For `127.0.0.1`, `localhost` and `idgen-server.region-2.svc.test` (the DNS-discovery specs' name). */
   readonly server: TestCertificate;
   /** Client certificates by common name. */
   readonly clients: Readonly<Record<string, TestCertificate>>;
@@ -106,7 +106,7 @@ export function makeTestPki(options: { clients?: readonly string[]; name?: strin
     dir,
     'server',
     '/CN=127.0.0.1',
-    'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
+    'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost,DNS:idgen-server.region-2.svc.test\n',
     ca,
     2,
   );
