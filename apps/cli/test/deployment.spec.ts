@@ -177,4 +177,23 @@ describe('every verb against a TLS deployment with etcd users', () => {
     expect(nine.code).toBe(2);
     expect(nine.stderr.trim()).toBe('idgen next: --region must be an integer from 0 to 7, got "9"');
   });
+
+  // Last: region restored marks every slot unclean, and the fixture's running holders then fence (conservative).
+  it('spare list as idgen-operator, and region restored as root over TLS (the verbs the fixture does not run itself)', async () => {
+    const list = await idgen(['spare', 'list', ...dep.cliArgs(1), '--json']);
+    expect(list.code).toBe(0);
+    expect(JSON.stringify(JSON.parse(list.stdout))).toMatch(/"code":5/);
+
+    const restored = await idgen([
+      'region',
+      'restored',
+      '--region',
+      '1',
+      '--lease-ttl',
+      '3',
+      ...dep.cliArgs(1, 'root'),
+    ]);
+    expect({ code: restored.code, stderr: restored.stderr }).toEqual({ code: 0, stderr: '' });
+    expect(restored.stdout).toMatch(/^region 1: 128 slot\(s\) of code\(s\) 1 marked unclean at \S+/);
+  });
 });
