@@ -25,6 +25,7 @@ import { probeBlocksFile, type BlockLine } from './records.js';
 import type { ChaosOptions, ChaosResult, FaultRecord } from './run.js';
 import { judgeRun, type CallerSummary } from './run-verdict.js';
 import { createSchedule, type Fault, type Schedule } from './schedule.js';
+import { sleep } from './sleep.js';
 import type { ClockAllowance } from './verify.js';
 
 /** Longest a fault waits for the previous one to be recovered from (fewer nodes serving than slots). */
@@ -32,22 +33,6 @@ const SETTLE_LIMIT_MS = 20_000;
 
 /** Load after the last fault ends, at least. */
 const TAIL_MS = 3000;
-
-/** Sleeps `ms`, or less when `signal` aborts. */
-export const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) {
-      resolve();
-      return;
-    }
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /** What {@link ChaosRun.tearDown} collected. */
 interface Stopped {

@@ -9,6 +9,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createTcpProxy, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
 import { embeddedNodeName, readBlocksFile } from './records.js';
+import { sleep } from './sleep.js';
 import type { ClockAllowance, Holding, ReceivedBlock } from './verify.js';
 
 /** What can happen to an embedded caller. */
@@ -65,21 +66,6 @@ function random(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal.aborted || ms <= 0) {
-      resolve();
-      return;
-    }
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 export interface EmbeddedFleet {
   readonly workers: string;

@@ -15,6 +15,7 @@ import { mkdir, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createConnectTransport } from '@idgen/client';
 import { freePort, serverLaunchArgs, spawnProcess, type ProcessExit, type ProcessHandle } from '@idgen/testing';
+import { sleep } from '../sleep.js';
 
 /** The pre-rewrite lock's stale time (proper-lockfile, by mtime): a pause or a step past it let a waiter take over. */
 export const OLD_LOCK_STALE_MS = 5_000;
@@ -63,18 +64,6 @@ interface StandaloneNode {
   /** How it ended before the run stopped it (a refusal), if it did. */
   endedAlone: ProcessExit | undefined;
 }
-
-const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (ms <= 0 || signal.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 
 /** The `msg` of each JSON log line (pino) with its `detail` or error message, or the line itself (a flag error). */
 export function messagesOf(lines: readonly string[]): string[] {
