@@ -126,6 +126,15 @@ export function createEtcdLease(options: EtcdLeaseOptions, target: LeaseTarget):
   return new EtcdWorkerLease(config, options.meter ?? metrics.getMeter('@idgen/lease'), target);
 }
 
+/** A slot won by a claim: its record as read in the claim's transaction, and the spare-code guard it was claimed under. */
+interface ClaimedSlot {
+  readonly region: number;
+  readonly worker: number;
+  readonly last: LastMsRecord | undefined;
+  readonly revision: string;
+  readonly spare?: SpareGuard;
+}
+
 class EtcdWorkerLease implements WorkerLease {
   private client: Etcd3 | undefined;
   /** What this holder has seen of etcd's history: a revision that goes back or another cluster ID fences. */
@@ -444,7 +453,7 @@ class EtcdWorkerLease implements WorkerLease {
   /** Grants a lease, claims a slot, writes `last-ms`, waits for the floor, assigns the target. */
   private async claimAndWait(): Promise<void> {
     const client = this.requireClient();
-    const { clock, ttlSeconds, ttlMs, fenceMarginMs, requestTimeoutMs, prefix, nodeId } = this.cfg;
+    const { clock, ttlSeconds, ttlMs, fenceMarginMs, requestTimeoutMs } = this.cfg;
     // After a rewind, the etcd answering may be a restored one: its binding decides (another cluster ID refuses).
     if (this.untrustedSinceWall !== undefined) await this.checkBinding();
 
@@ -479,188 +488,207 @@ class EtcdWorkerLease implements WorkerLease {
     this.armFence(s);
 
     try {
-      // Claim: one transaction per candidate, create-if-absent, reading last-ms in the same transaction. The home range
-      // first; a borrower whose home range is full then tries the spare codes lent to its region (docs/design.md §7).
-      const holders: SlotHolder[] = [];
-      const refused: string[] = [];
-      let claimed:
-        | { region: number; worker: number; last: LastMsRecord | undefined; revision: string; spare?: SpareGuard }
-        | undefined;
-      let tried = 0;
-      const tryOne = async (
-        c: { region: number; worker: number },
-        spare?: SpareGuard,
-      ): Promise<'next' | 'claimed' | 'withdrawn'> => {
-        this.checkSession(s);
-        this.lifetime.signal.throwIfAborted(); // released meanwhile: claim nothing more
-        tried++;
-        const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
-        const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
-        const holder: WorkerRecord = {
-          nodeId,
-          kind: this.cfg.kind,
-          address: this.address,
-          startedAt: new Date(clock.nowMs()).toISOString(),
-        };
-        // A claim without an answer may have committed: ask again on the same lease, which adopts a key bound to it
-        // (or claims it now). Giving the lease up instead would leave the key bound to it until etcd hears the revoke,
-        // and a retry on a new lease meanwhile would find its own slot held. The session's deadline bounds the asking.
-        const askClaim = async (): Promise<ClaimOutcome> => {
-          for (let asked = 1; ; asked++) {
-            try {
-              return await claimSlot(
-                client,
-                lease,
-                leaseId,
-                { worker: workerKey, lastMs: lastKey },
-                JSON.stringify(holder),
-                requestTimeoutMs,
-                spare,
-                this.history,
-              );
-            } catch (e) {
-              if (!outcomeUnknown(e)) throw e;
-              this.checkSession(s);
-              this.lifetime.signal.throwIfAborted();
-              this.cfg.logger.warn(
-                { key: workerKey, leaseId, asked, err: errorText(e) },
-                'lease: no answer to the claim; asking again on the same lease',
-              );
-              await sleep(this.backoff(asked - 1), this.lifetime.signal);
-            }
-          }
-        };
-        const outcome = await askClaim();
-        const rewound = this.history.problem;
-        if (rewound !== undefined) {
-          this.distrust(rewound);
-          throw new SessionLostError(`${rewound}: no claim on this history (docs/design.md §5)`);
-        }
-        if (outcome.kind === 'withdrawn') {
-          refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
-          return 'withdrawn';
-        }
-        if (outcome.kind === 'held') {
-          holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(outcome.holder) });
-          return 'next';
-        }
-        if (outcome.kind === 'adopted') {
-          this.cfg.logger.warn(
-            { key: workerKey, leaseId },
-            'lease: adopted a worker key our own lease already held (a claim whose answer was lost)',
-          );
-        }
-        const last = outcome.lastMs;
-        try {
-          claimed = {
-            ...c,
-            last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value),
-            revision: outcome.revision,
-            ...(spare === undefined ? {} : { spare }),
-          };
-          s.lastMsRevision = last?.modRevision ?? '0';
-          return 'claimed';
-        } catch (e) {
-          // Garbage in last-ms: the floor is unknown, so this slot is refused (never guess a floor lower
-          // than the truth); give the worker key back and try the next candidate.
-          const why = errorText(e);
-          refused.push(`${c.region}/${c.worker}: ${e instanceof CorruptRecordError ? e.message : why}`);
-          this.cfg.logger.error({ key: lastKey, err: why }, 'lease: refusing a slot whose last-ms is unreadable');
-          await withTimeout(
-            client
-              .if(workerKey, 'Lease', '==', leaseId)
-              .then(client.delete().key(workerKey))
-              .options(deadlineIn(requestTimeoutMs))
-              .commit(),
-            requestTimeoutMs,
-            `giving back ${workerKey}`,
-          );
-          return 'next';
-        }
-      };
-      for (const c of this.candidates()) {
-        if ((await tryOne(c)) === 'claimed') break;
-      }
-      if (claimed === undefined && this.cfg.borrowSpare) {
-        lent: for (const code of await this.lentCodes()) {
-          for (const c of code.slots) {
-            const r = await tryOne(c, code.guard);
-            if (r === 'claimed') break lent;
-            if (r === 'withdrawn') break;
-          }
-        }
-      }
-      if (claimed === undefined) throw new NoFreeWorkerError(tried, holders, refused);
-      // The session may have ended while the claim was out (fenced at its deadline, or released): its end has
-      // cancelled its watch already, so a watch made now would never be cancelled, and etcd3 would try to
-      // reconnect it for ever after the client closes, keeping the process alive after release().
-      this.checkSession(s);
-      this.lifetime.signal.throwIfAborted();
-      // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
-      this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
-
-      s.region = claimed.region;
-      s.worker = claimed.worker;
-      if (claimed.spare !== undefined) s.spare = claimed.spare;
-      const recordFloor = computeFloor(claimed.last, {
-        ttlMs,
-        clockBoundMs: this.cfg.clockBoundMs,
-        epochMs: this.cfg.layout.epochMs,
-      });
-      // After etcd stopped being trustworthy, no record is: start above that moment + TTL + bound (docs/design.md §5).
-      const untrusted = this.untrustedSinceWall;
-      const untrustedFloor = untrusted === undefined ? recordFloor : untrusted + ttlMs + this.cfg.clockBoundMs;
-      // The start hold: no first mint before the claim's answer + TTL + bound, whatever the records say (§5).
-      const hold = startHoldFloor(clock.nowMs(), claimed.last, ttlMs, this.cfg.clockBoundMs);
-      const floorMs = Math.max(recordFloor, untrustedFloor, hold);
-      s.floorMs = floorMs;
-
-      // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
-      const written = await this.writeLastMs(s, false, requestTimeoutMs);
-      if (written !== undefined) throw new SessionLostError(`right after the claim: ${written}`);
-      s.loop = this.keepAliveLoop(s);
-      // The tenure on record before the first mint (tenure-ledger.ts), written while the floor is waited for.
-      const tenureWritten = this.recordTenureStart(s, claimed.last);
-
-      const wait = floorMs - clock.nowMs();
-      this.setState(
-        'waiting-for-floor',
-        `holding ${claimed.region}/${claimed.worker}; ` +
-          (claimed.last === undefined
-            ? 'never used before'
-            : claimed.last.released
-              ? `released cleanly at ${claimed.last.ms}`
-              : `previous holder ended uncleanly (last-ms ${claimed.last.ms})`) +
-          (wait >= 0 ? `: waiting until the clock passes ${floorMs} (${wait + 1} ms)` : '') +
-          (floorMs === hold ? ' (the start hold)' : ''),
-      );
-      await this.waitForFloor(s, floorMs);
-      const tenureProblem = await tenureWritten;
-      if (tenureProblem !== undefined) throw new SessionLostError(tenureProblem);
-
-      this.checkSession(s);
-      this.lifetime.signal.throwIfAborted();
-      if (clock.monoMs() >= s.deadline) throw new SessionLostError('the fence deadline passed before the floor');
-      this.target.assign({
-        region: claimed.region,
-        worker: claimed.worker,
-        floorMs,
-        deadlineMonoMs: s.deadline,
-        ceilingMs: this.ceilingOf(s),
-      });
-      s.assigned = true;
-      this.count(LeaseAttributes.acquired);
-      this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
-      this.cfg.logger.info({ region: claimed.region, worker: claimed.worker, floorMs, leaseId }, 'lease: alive');
-      if (this.wantRegistered) {
-        void this.putNode(s).catch((e: unknown) =>
-          this.cfg.logger.warn({ err: errorText(e) }, 'lease: registering in discovery failed'),
-        );
-      }
+      const claimed = await this.claimFreeSlot(s);
+      await this.holdAndAssign(s, claimed);
     } catch (e) {
       this.endSession(s);
       void this.revokeQuietly(lease);
       throw e;
+    }
+  }
+
+  /**
+   * Claims a slot on session `s`: one transaction per candidate, create-if-absent, reading last-ms in the same
+   * transaction. The home range first; a borrower whose home range is full then tries the spare codes lent to its
+   * region (docs/design.md §7). Throws {@link NoFreeWorkerError} when none is free.
+   */
+  private async claimFreeSlot(s: Session): Promise<ClaimedSlot> {
+    const client = this.requireClient();
+    const { clock, requestTimeoutMs, prefix, nodeId } = this.cfg;
+    const { lease, leaseId } = s;
+    const holders: SlotHolder[] = [];
+    const refused: string[] = [];
+    let claimed: ClaimedSlot | undefined;
+    let tried = 0;
+    const tryOne = async (
+      c: { region: number; worker: number },
+      spare?: SpareGuard,
+    ): Promise<'next' | 'claimed' | 'withdrawn'> => {
+      this.checkSession(s);
+      this.lifetime.signal.throwIfAborted(); // released meanwhile: claim nothing more
+      tried++;
+      const workerKey = leaseKeys.worker(prefix, c.region, c.worker);
+      const lastKey = leaseKeys.lastMs(prefix, c.region, c.worker);
+      const holder: WorkerRecord = {
+        nodeId,
+        kind: this.cfg.kind,
+        address: this.address,
+        startedAt: new Date(clock.nowMs()).toISOString(),
+      };
+      // A claim without an answer may have committed: ask again on the same lease, which adopts a key bound to it
+      // (or claims it now). Giving the lease up instead would leave the key bound to it until etcd hears the revoke,
+      // and a retry on a new lease meanwhile would find its own slot held. The session's deadline bounds the asking.
+      const askClaim = async (): Promise<ClaimOutcome> => {
+        for (let asked = 1; ; asked++) {
+          try {
+            return await claimSlot(
+              client,
+              lease,
+              leaseId,
+              { worker: workerKey, lastMs: lastKey },
+              JSON.stringify(holder),
+              requestTimeoutMs,
+              spare,
+              this.history,
+            );
+          } catch (e) {
+            if (!outcomeUnknown(e)) throw e;
+            this.checkSession(s);
+            this.lifetime.signal.throwIfAborted();
+            this.cfg.logger.warn(
+              { key: workerKey, leaseId, asked, err: errorText(e) },
+              'lease: no answer to the claim; asking again on the same lease',
+            );
+            await sleep(this.backoff(asked - 1), this.lifetime.signal);
+          }
+        }
+      };
+      const outcome = await askClaim();
+      const rewound = this.history.problem;
+      if (rewound !== undefined) {
+        this.distrust(rewound);
+        throw new SessionLostError(`${rewound}: no claim on this history (docs/design.md §5)`);
+      }
+      if (outcome.kind === 'withdrawn') {
+        refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
+        return 'withdrawn';
+      }
+      if (outcome.kind === 'held') {
+        holders.push({ region: c.region, worker: c.worker, holder: describeWorkerHolder(outcome.holder) });
+        return 'next';
+      }
+      if (outcome.kind === 'adopted') {
+        this.cfg.logger.warn(
+          { key: workerKey, leaseId },
+          'lease: adopted a worker key our own lease already held (a claim whose answer was lost)',
+        );
+      }
+      const last = outcome.lastMs;
+      try {
+        claimed = {
+          ...c,
+          last: last === undefined ? undefined : parseLastMsRecord(lastKey, last.value),
+          revision: outcome.revision,
+          ...(spare === undefined ? {} : { spare }),
+        };
+        s.lastMsRevision = last?.modRevision ?? '0';
+        return 'claimed';
+      } catch (e) {
+        // Garbage in last-ms: the floor is unknown, so this slot is refused (never guess a floor lower
+        // than the truth); give the worker key back and try the next candidate.
+        const why = errorText(e);
+        refused.push(`${c.region}/${c.worker}: ${e instanceof CorruptRecordError ? e.message : why}`);
+        this.cfg.logger.error({ key: lastKey, err: why }, 'lease: refusing a slot whose last-ms is unreadable');
+        await withTimeout(
+          client
+            .if(workerKey, 'Lease', '==', leaseId)
+            .then(client.delete().key(workerKey))
+            .options(deadlineIn(requestTimeoutMs))
+            .commit(),
+          requestTimeoutMs,
+          `giving back ${workerKey}`,
+        );
+        return 'next';
+      }
+    };
+    for (const c of this.candidates()) {
+      if ((await tryOne(c)) === 'claimed') break;
+    }
+    if (claimed === undefined && this.cfg.borrowSpare) {
+      lent: for (const code of await this.lentCodes()) {
+        for (const c of code.slots) {
+          const r = await tryOne(c, code.guard);
+          if (r === 'claimed') break lent;
+          if (r === 'withdrawn') break;
+        }
+      }
+    }
+    if (claimed === undefined) throw new NoFreeWorkerError(tried, holders, refused);
+    return claimed;
+  }
+
+  /**
+   * Holds the claimed slot until its floor (last-ms and the tenure written first, keep-alives running), then assigns
+   * it to the target and registers the node (docs/design.md §5).
+   */
+  private async holdAndAssign(s: Session, claimed: ClaimedSlot): Promise<void> {
+    const { clock, ttlMs, requestTimeoutMs, prefix } = this.cfg;
+    const { leaseId } = s;
+    // The session may have ended while the claim was out (fenced at its deadline, or released): its end has
+    // cancelled its watch already, so a watch made now would never be cancelled, and etcd3 would try to
+    // reconnect it for ever after the client closes, keeping the process alive after release().
+    this.checkSession(s);
+    this.lifetime.signal.throwIfAborted();
+    // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
+    this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
+
+    s.region = claimed.region;
+    s.worker = claimed.worker;
+    if (claimed.spare !== undefined) s.spare = claimed.spare;
+    const recordFloor = computeFloor(claimed.last, {
+      ttlMs,
+      clockBoundMs: this.cfg.clockBoundMs,
+      epochMs: this.cfg.layout.epochMs,
+    });
+    // After etcd stopped being trustworthy, no record is: start above that moment + TTL + bound (docs/design.md §5).
+    const untrusted = this.untrustedSinceWall;
+    const untrustedFloor = untrusted === undefined ? recordFloor : untrusted + ttlMs + this.cfg.clockBoundMs;
+    // The start hold: no first mint before the claim's answer + TTL + bound, whatever the records say (§5).
+    const hold = startHoldFloor(clock.nowMs(), claimed.last, ttlMs, this.cfg.clockBoundMs);
+    const floorMs = Math.max(recordFloor, untrustedFloor, hold);
+    s.floorMs = floorMs;
+
+    // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
+    const written = await this.writeLastMs(s, false, requestTimeoutMs);
+    if (written !== undefined) throw new SessionLostError(`right after the claim: ${written}`);
+    s.loop = this.keepAliveLoop(s);
+    // The tenure on record before the first mint (tenure-ledger.ts), written while the floor is waited for.
+    const tenureWritten = this.recordTenureStart(s, claimed.last);
+
+    const wait = floorMs - clock.nowMs();
+    this.setState(
+      'waiting-for-floor',
+      `holding ${claimed.region}/${claimed.worker}; ` +
+        (claimed.last === undefined
+          ? 'never used before'
+          : claimed.last.released
+            ? `released cleanly at ${claimed.last.ms}`
+            : `previous holder ended uncleanly (last-ms ${claimed.last.ms})`) +
+        (wait >= 0 ? `: waiting until the clock passes ${floorMs} (${wait + 1} ms)` : '') +
+        (floorMs === hold ? ' (the start hold)' : ''),
+    );
+    await this.waitForFloor(s, floorMs);
+    const tenureProblem = await tenureWritten;
+    if (tenureProblem !== undefined) throw new SessionLostError(tenureProblem);
+
+    this.checkSession(s);
+    this.lifetime.signal.throwIfAborted();
+    if (clock.monoMs() >= s.deadline) throw new SessionLostError('the fence deadline passed before the floor');
+    this.target.assign({
+      region: claimed.region,
+      worker: claimed.worker,
+      floorMs,
+      deadlineMonoMs: s.deadline,
+      ceilingMs: this.ceilingOf(s),
+    });
+    s.assigned = true;
+    this.count(LeaseAttributes.acquired);
+    this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
+    this.cfg.logger.info({ region: claimed.region, worker: claimed.worker, floorMs, leaseId }, 'lease: alive');
+    if (this.wantRegistered) {
+      void this.putNode(s).catch((e: unknown) =>
+        this.cfg.logger.warn({ err: errorText(e) }, 'lease: registering in discovery failed'),
+      );
     }
   }
 
