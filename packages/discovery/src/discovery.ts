@@ -111,48 +111,6 @@ export interface DiscoveryReader {
   close(): Promise<void>;
 }
 
-/** A connection being set up (a socket in its TLS handshake), as {@link trackHandshakes} sees it. */
-interface Destroyable {
-  destroy(): void;
-}
-
-/**
- * Tracks the sockets of this client's etcd connections while their TLS handshake runs, so close() can end them.
- * grpc-js 1.14 sets no time limit on a handshake: against an etcd that accepts and never answers (or is paused
- * mid-handshake) the socket stays open for ever, and holds the process open after close() (issue 22, problem 3: "over
- * https:// the process was still alive at 60 s"). Wraps each host's credentials' connector (etcd3 1.1.2's
- * `pool.hosts[].channelCredentials`, grpc-js's `_createSecureConnector`) before the first call: checked shapes only,
- * a no-op on other versions. Returns the sockets still handshaking.
- */
-function trackHandshakes(client: Etcd3): Set<Destroyable> {
-  const handshaking = new Set<Destroyable>();
-  const hosts = (client as unknown as { pool?: { hosts?: unknown } }).pool?.hosts;
-  if (!Array.isArray(hosts)) return handshaking;
-  type Connector = { connect?: (socket: Destroyable) => Promise<unknown> };
-  type Credentials = { _createSecureConnector?: (...args: unknown[]) => Connector };
-  const wrapped = new Set<Credentials>();
-  for (const host of hosts as { channelCredentials?: Credentials }[]) {
-    const creds = host.channelCredentials;
-    const create = creds?._createSecureConnector;
-    if (creds === undefined || typeof create !== 'function' || wrapped.has(creds)) continue;
-    wrapped.add(creds);
-    creds._createSecureConnector = (...args: unknown[]): Connector => {
-      const connector = create.apply(creds, args);
-      const connect = connector.connect;
-      if (typeof connect !== 'function') return connector;
-      connector.connect = (socket: Destroyable) => {
-        handshaking.add(socket);
-        const done = (): void => void handshaking.delete(socket);
-        const p = connect.call(connector, socket);
-        p.then(done, done);
-        return p;
-      };
-      return connector;
-    };
-  }
-  return handshaking;
-}
-
 /** Creates a {@link DiscoveryReader}; validates the options before any I/O. */
 export function createDiscoveryReader(options: DiscoveryReaderOptions): DiscoveryReader {
   const { endpoints, prefix: rawPrefix } = resolveConnection(options);
@@ -171,7 +129,6 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
     auth: options.auth,
     retryReads: true,
   });
-  const handshaking = trackHandshakes(client);
   const watchers = new Set<Watcher>();
   /** Cancels of unsubscribed watches, awaited (within the bound) by close() before the client closes. */
   const cancels = new Map<Watcher, Promise<unknown>>();
@@ -315,10 +272,9 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
         }),
       );
       cancels.clear();
+      // A TLS handshake etcd never finishes holds no process open: @idgen/lease's etcd-tls.ts unrefs the socket
+      // until the handshake is done, and destroys it after 10 s.
       c?.close();
-      // A TLS handshake etcd never finishes would keep its socket, and the process, alive (see trackHandshakes).
-      for (const socket of handshaking) socket.destroy();
-      handshaking.clear();
     },
   };
 }
