@@ -363,11 +363,17 @@ describe('no state write and no ceiling raise without a lock proven held within 
 
 describe('every state write: written, fsynced, renamed, its directory fsynced (issue 21)', () => {
   /** node:fs/promises, with each write-path call logged (temporary names shown as <tmp>) and fsync breakable. */
-  function recordingIo(dir: string, log: string[], failSync: (name: string) => boolean): StandaloneIo {
+  function recordingIo(
+    dir: string,
+    log: string[],
+    failSync: (name: string) => boolean,
+    beforeOpen: (name: string) => Promise<void> = async () => undefined,
+  ): StandaloneIo {
     const name = (p: string): string => (p === dir ? '<dir>' : basename(p).replace(/\.[0-9a-f]{16}\.tmp$/, '.<tmp>'));
     return {
       ...nodeStandaloneIo,
       open: async (path, flags, mode) => {
+        await beforeOpen(name(path));
         const fh = await nodeStandaloneIo.open(path, flags, mode);
         log.push(`open ${flags} ${name(path)}`);
         return {
@@ -449,8 +455,21 @@ describe('every state write: written, fsynced, renamed, its directory fsynced (i
     const file = stateFile();
     const log: string[] = [];
     let failing = false;
+    // Between two writes, held before the next one opens its temporary file: the moment to look for leftovers.
+    let held: { reached: () => void; release: Promise<void> } | undefined;
     const clock = createTestClock(T);
-    const io = recordingIo(dirname(file), log, (n) => failing && n === 'state.json.<tmp>');
+    const io = recordingIo(
+      dirname(file),
+      log,
+      (n) => failing && n === 'state.json.<tmp>',
+      async (n) => {
+        if (n !== 'state.json.<tmp>' || held === undefined) return;
+        const h = held;
+        held = undefined;
+        h.reached();
+        await h.release;
+      },
+    );
     const { lease, target } = open(file, clock, undefined, 0, { stateIntervalMs: 10 }, io);
     await lease.start();
     const ceiling = T + STANDALONE_STATE_TTL_MS - STANDALONE_STATE_MARGIN_MS;
@@ -459,15 +478,20 @@ describe('every state write: written, fsynced, renamed, its directory fsynced (i
     failing = true;
     clock.advance(500); // a write that landed would now raise the ceiling
     await until('a failed write', () => /writing the state file failed: Error: EIO/.test(lease.snapshot().message));
-    await sleep(50);
+    let release = (): void => undefined;
+    await new Promise<void>((reached) => {
+      held = { reached, release: new Promise<void>((r) => (release = r)) };
+    });
     expect(log).toContain('sync state.json.<tmp>: EIO');
+    expect(log).toContain('unlink state.json.<tmp>');
     expect(log).not.toContain('rename state.json.<tmp> state.json');
     expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ ms: T });
     expect(target.ceiling).toBe(ceiling);
-    expect(readdirSync(dirname(file)).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect(readdirSync(dirname(file)).filter((n) => n.endsWith('.tmp'))).toEqual([]); // each failed one removed
     expect(lease.snapshot().state).toBe('alive'); // within the deadline (the guard stops at the ceiling meanwhile)
 
     failing = false;
+    release();
     await target.waitFor((e) => e.kind === 'extend' && e.ceiling === ceiling + 500);
     expect(JSON.parse(readFileSync(file, 'utf8'))).toMatchObject({ ms: T + 500 });
     await until('the message back', () => !/failed/.test(lease.snapshot().message));
