@@ -19,7 +19,11 @@ module.exports = function preset(dir, overrides = {}) {
           sourceMaps: 'inline',
         },
       ],
+      '/node_modules/commander/.+\\.js$': ['@swc/jest', { jsc: { target: 'es2022' }, module: { type: 'commonjs' } }],
     },
+    // commander 15 ships ES modules only. Node 24 require()s them (so do the built CommonJS packages), but Jest's
+    // CommonJS runtime cannot without --experimental-vm-modules: swc turns it into CommonJS for the specs alone.
+    transformIgnorePatterns: ['/node_modules/(?!commander/)'],
     moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
     testMatch: ['<rootDir>/src/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
     moduleFileExtensions: ['ts', 'js', 'json'],

@@ -85,7 +85,7 @@ describe('defineFlags', () => {
     [['--name', 'Bob'], '--name must be lower-case letters, got "Bob"'],
     [['--bogus'], "unknown option '--bogus'"],
     [['--count'], "option '--count <n>' argument missing"],
-    [['extra'], 'too many arguments. Expected 0 arguments but got 1.'],
+    [['extra'], 'too many arguments. Expected 0 arguments but got 1: extra.'],
   ])('refuses %j: %s', (argv, message) => {
     expect(error(argv)).toBe(message);
   });

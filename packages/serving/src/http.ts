@@ -176,9 +176,17 @@ function grpcFailureHeaders(contentType: string, reason: unknown): Record<string
 }
 
 /**
+ * `writeHead` on either response type. Both take `(status, headers)`; @types/node 24's overloads of the two do not
+ * unify into a callable union, so the HTTP/1.1 one's signature stands for both (no runtime branch).
+ */
+function writeHead(res: NodeServerResponse, status: number, headers?: Record<string, string | number>): void {
+  (res as ServerResponse).writeHead(status, headers);
+}
+
+/**
  * `connection: close` for an HTTP/1.1 request answered without reading its body, if it has one: node:http then
  * closes the connection after the answer instead of reading the body to its end, which a caller can make endless
- * (a chunked body to /healthz read 6.2 GB in 5 s, issue 13). HTTP/2 needs nothing: the stream window bounds it.
+ * (a chunked body to /healthz read 6.2 GB in 5 s). HTTP/2 needs nothing: the stream window bounds it.
  */
 function closeIfBody(req: NodeServerRequest): Record<string, string> {
   if (req.httpVersionMajor !== 1) return {};
@@ -189,7 +197,7 @@ function closeIfBody(req: NodeServerRequest): Record<string, string> {
 
 /**
  * A socket with output waiting that the peer has not taken a byte of for this long is destroyed: a client that
- * sends requests and never reads the answers (an HTTP/1.1 slowloris) must not hold a connection (issue 13). The
+ * sends requests and never reads the answers (an HTTP/1.1 slowloris) must not hold a connection and its buffers. The
  * same bound as @idgen/h2's stalled writer.
  */
 export const STALLED_WRITER_MS = 10_000;
@@ -197,8 +205,8 @@ export const STALLED_WRITER_MS = 10_000;
 /**
  * Most HTTP/1.1 requests one connection may have answered in one turn of the event loop (pipelined in what one
  * read brought). A client sending requests by the megabyte without reading the answers had node:http parse and
- * answer ~1,800 of them per 64 KB read on each of its connections, the loop late by seconds for everyone else
- * (issue 13); no real client pipelines this deep (browsers and undici do not pipeline at all by default). One
+ * answer ~1,800 of them per 64 KB read on each of its connections, the loop late by seconds for everyone else;
+ * no real client pipelines this deep (browsers and undici do not pipeline at all by default). One
  * over: the connection is destroyed (counted as `http1-pipelining`).
  */
 export const MAX_PIPELINED_PER_TURN = 64;
@@ -234,7 +242,7 @@ export function openFilesLimit(limitsText?: string): number | undefined {
 /**
  * The connection cap the serving port can keep: `configured`, lowered to the open-files limit less
  * {@link DESCRIPTOR_HEADROOM} (at least 1), so clients holding connections cannot take the descriptors etcd and
- * chronyc need (issue 13: 1,004 idle connections at `ulimit -n 1024` made `spawn chronyc` fail with EMFILE, and
+ * chronyc need (1,004 idle connections at `ulimit -n 1024` made `spawn chronyc` fail with EMFILE, and
  * the node fenced itself on its time source).
  */
 export function connectionCap(
@@ -268,9 +276,9 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     readMaxBytes: options.maxBodyBytes,
     writeMaxBytes: 4 * 1024 * 1024,
     // No maxTimeoutMs: connect-es would refuse a longer deadline (INVALID_ARGUMENT; a 30 s gRPC default is
-    // common). The server's own request timer below caps every request at requestTimeoutMs instead (issue 13).
+    // common). The server's own request timer below caps every request at requestTimeoutMs instead.
     // No shutdownSignal either: connect-es adds a listener to it for every call, and one signal holding tens of
-    // thousands of listeners made each removal cost ~270 µs (issue 13, held calls). Each call already has a
+    // thousands of listeners made each removal cost ~270 µs with calls held open. Each call already has a
     // signal of its own (its request's); close() aborts the calls still open (`connectCalls`, sockets destroyed).
     acceptCompression: [compressionGzip, compressionBrotli],
   });
@@ -279,14 +287,14 @@ export function createServingServer(options: ServingServerOptions): ServingServe
   const connect = (req: NodeServerRequest, res: NodeServerResponse, path: string): void => {
     const handler = handlers.get(path);
     if (handler === undefined) {
-      res.writeHead(404, { 'content-length': 0, ...closeIfBody(req) });
+      writeHead(res, 404, { 'content-length': 0, ...closeIfBody(req) });
       res.end();
       return;
     }
     if (req.httpVersionMajor === 2) {
       // As on @idgen/h2 (onH2Stream): connect-es gets an HTTP/2 call once its body is complete, collected here until
       // then, so calls held open without a body cost node:http2's stream until the request deadline, not connect-es's
-      // machinery (issue 13: 38,400 held GetStatus calls took 1.55 GB on node:http2 before).
+      // machinery (38,400 held GetStatus calls took 1.55 GB on node:http2 before).
       const body: Buffer[] = [];
       let bodyBytes = 0;
       const stream = (req as Http2ServerRequest).stream;
@@ -327,8 +335,8 @@ export function createServingServer(options: ServingServerOptions): ServingServe
         options.onHandlerError?.(reason);
         if (!res.headersSent) {
           if (contentType?.startsWith('application/grpc') === true)
-            res.writeHead(200, grpcFailureHeaders(contentType, reason));
-          else res.writeHead(500);
+            writeHead(res, 200, grpcFailureHeaders(contentType, reason));
+          else writeHead(res, 500);
         }
         res.end();
       });
@@ -459,7 +467,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     const path = pathOf(req.url);
     if (path === HEALTHZ_PATH || path === READYZ_PATH) {
       const answer = probe(req.method, path);
-      res.writeHead(answer.status, { ...answer.headers, ...closeIfBody(req) });
+      writeHead(res, answer.status, { ...answer.headers, ...closeIfBody(req) });
       res.end(answer.body);
       return;
     }
@@ -601,7 +609,7 @@ export function createServingServer(options: ServingServerOptions): ServingServe
     // body is complete, collected here until then (up to the body limit plus a frame's worth, as the body queue of
     // h2-universal.ts allows). A call held open without a body then costs its stream until the request deadline,
     // not connect-es's machinery: 38,400 held GetStatus calls (300 connections × 128) took 1.6 GB inside connect-es
-    // and starved the event loop (issue 13).
+    // and starved the event loop.
     let body: Buffer[] | undefined;
     let bodyBytes = 0;
     stream.ondata = (chunk) => {

@@ -20,18 +20,22 @@ export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: st
   { name: '@idgen/cli', dir: 'apps/cli' },
 ];
 
-/** Node 24 LTS: the runtime (issue 23): the server, the CLI and the workspace declare `"node": ">=24"`. */
+/** Node 24 LTS: the runtime: the server, the CLI and the workspace declare `"node": ">=24"`. */
 export const RUNTIME_NODE_MAJOR = 24;
 
 /**
- * Node 22: the floor of the published libraries while it is maintained (issue 23), `"node": ">=22"`; registry.spec.ts
+ * Node 22: the floor of the published libraries while it is maintained, `"node": ">=22"`; registry.spec.ts
  * installs and runs them on it as well as on {@link RUNTIME_NODE_MAJOR}.
  */
 export const LIBRARY_NODE_MAJOR = 22;
 
-/** The `engines` a public package publishes: the CLI is a command on the runtime, the rest are libraries. */
+/**
+ * The `engines` a public package publishes: the CLI is a command on the runtime, the rest are libraries; `@idgen/flags`
+ * wants 22.12, where Node `require()`s ES modules unflagged (its commander 15 ships ES modules only).
+ */
 export function expectedEngines(name: string): { node: string } {
-  return { node: `>=${name === '@idgen/cli' ? RUNTIME_NODE_MAJOR : LIBRARY_NODE_MAJOR}` };
+  if (name === '@idgen/cli') return { node: `>=${RUNTIME_NODE_MAJOR}` };
+  return { node: name === '@idgen/flags' ? `>=${LIBRARY_NODE_MAJOR}.12` : `>=${LIBRARY_NODE_MAJOR}` };
 }
 
 /**
