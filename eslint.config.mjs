@@ -1,4 +1,4 @@
-// Lint for every project. The layering is enforced here, not just declared (STYLE.md "The house"):
+// Lint for every project. The layering is enforced here, not just declared (docs/style.md "Layers"):
 //   type:core    depends on nothing
 //   type:lib     depends on core and libs (and the test harness, for its specs)
 //   type:app     composes core and libs; nothing depends on an app
@@ -70,7 +70,10 @@ export default [
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'no-restricted-syntax': [
         'error',
-        { selector: 'ExportAllDeclaration', message: 'Name each export (STYLE.md: no `export *`).' },
+        {
+          selector: 'ExportAllDeclaration',
+          message: 'Name each export (docs/style.md "Public surface": no `export *`).',
+        },
         {
           selector: 'CallExpression[callee.object.name=/^(it|test|describe)$/][callee.property.name=/^(skip|only)$/]',
           message: 'No skipped or focused tests on main.',

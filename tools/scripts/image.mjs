@@ -1,4 +1,4 @@
-// `npm run image` (issue 23): builds deploy/Dockerfile with Debian's buildah (`--isolation chroot`, no daemon, no
+// `npm run image`: builds deploy/Dockerfile with Debian's buildah (`--isolation chroot`, no daemon, no
 // image registry) on a base image it makes itself (debootstrap --variant=minbase bookworm, plus Node 24 from the
 // npm registry via tools/scripts/node24.sh and that Node's npm), then runs the image as its non-root user and
 // checks what an orchestrator relies on: /readyz on the metrics port, the HEALTHCHECK command with TLS serving

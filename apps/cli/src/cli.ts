@@ -443,7 +443,8 @@ async function runDecode(args: string[], flags: DecodeFlags, io: CliIo, state: {
 
 /**
  * How long past its own deadlines a verb may run before the CLI gives up on it: a library call that ignored its
- * deadline (etcd3's reconnects, grpc-js handshakes) must not hold the command (issue 22: "every verb exits").
+ * deadline (etcd3's reconnects, grpc-js handshakes) must not hold the command: every verb
+ * exits.
  */
 export const DEADLINE_GRACE_MS = 1000;
 

@@ -36,7 +36,8 @@ type Stage = 'tcp' | 'tls' | 'h2';
  * no TLS handshake in time (a paused or silent server), an untrusted certificate, "this etcd wants a client
  * certificate", "this node speaks TLS". The CLI dials first so that a dead endpoint is found within the dial
  * timeout by a socket it owns and always destroys: grpc-js has no handshake timeout and does not destroy a socket
- * whose handshake is pending when its channel closes, so that socket kept `idgen` alive (issue 22, problem 2).
+ * whose handshake is pending when its channel closes, so that socket kept `idgen` alive
+ * past its deadline.
  */
 export async function dialCheck(
   url: string,

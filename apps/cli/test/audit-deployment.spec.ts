@@ -1,4 +1,4 @@
-// idgen audit over a real deployment (issue 21, "done when"): five regions from @idgen/testing's startDeployment, each its
+// idgen audit over a real deployment: five regions from @idgen/testing's startDeployment, each its
 // own etcd with TLS, users and roles, bound with idgen region init, a TLS node serving in each and an embedded caller
 // minting in region 2; spare code 5 lent to region 2 through the registry (region 0's etcd), reclaimed, and adopted by
 // a sixth etcd bound to 5. The audit reads all six as the operator and reports clean; then each planted violation (a

@@ -1,4 +1,4 @@
-// Every verb ends within its deadlines (issue 22, problem 2 and the first "done when" bullet): the BUILT idgen, run as
+// Every verb ends within its deadlines, so no broken endpoint can hang a script: the BUILT idgen, run as
 // a process, against an endpoint that fails in one way per spec (a port that accepts and never answers, a TLS
 // handshake that never finishes, a paused real etcd, a connection reset, a wrong CA, a missing client certificate),
 // prints one line naming the failure and exits with the documented code (3: could not reach etcd or the node).
@@ -61,7 +61,7 @@ function idgen(args: readonly string[]): Promise<Run> {
 /** Expects every run to have exited with `code` and one stderr line matching `line`. */
 function expectEnded(runs: readonly Run[], code: number, line: RegExp): void {
   for (const r of runs) {
-    // grpc-js names an etcd given by IP as the TLS server name, which Node 24 warns about (DEP0123, issue 23).
+    // grpc-js names an etcd given by IP as the TLS server name, which Node 24 warns about (DEP0123).
     const stderr = r.stderr
       .split('\n')
       .filter((l) => l !== '' && !/DEP0123|--trace-deprecation/.test(l))
@@ -177,7 +177,7 @@ describe('idgen ends within its deadlines', () => {
   it("an etcd that answers the CLI's dial, then goes silent for the gRPC client's own connection: exit 3", async () => {
     // The first connection (the CLI's dial) is piped to a real TLS etcd; every later one (etcd3's channel) is held
     // silent, so grpc-js's TLS handshake never finishes and its socket outlives the client's close(): the verb ends
-    // on its deadline and the process must still exit (main's bound after the verb, issue 22 problem 2).
+    // on its deadline and the process must still exit (main's bound after the verb).
     const etcd = await startEtcd({ tls: { pki } });
     try {
       const [host, port] = etcd.endpoint.split(':');

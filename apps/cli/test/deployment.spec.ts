@@ -1,4 +1,4 @@
-// Every verb of the BUILT idgen against a TLS deployment (issue 22, "what to build" 2): @idgen/testing's
+// Every verb of the BUILT idgen against a TLS deployment: @idgen/testing's
 // startDeployment (two regions here: each its own etcd with TLS, client certificates, users and roles from
 // deploy/etcd/roles.sh, bound with idgen region init; two idgen-server nodes each, serving TLS with mTLS). The operator
 // reads as idgen-operator, given by flags, by IDGEN_* variables, and by etcdctl's ETCDCTL_* variables; the nodes are

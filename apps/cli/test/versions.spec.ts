@@ -1,5 +1,5 @@
-// `idgen status` says what each node runs (issue 22 item 7): a VERSION column (release and short commit), a line
-// per region that runs more than one, and both fields in `--json`. Real etcd, three real `idgen-server`
+// `idgen status` says what each node runs, so a mixed-version region shows: a VERSION column (release and short
+// commit), a line per region that runs more than one, and both fields in `--json`. Real etcd, three real `idgen-server`
 // processes started with different IDGEN_COMMIT, the built `idgen`.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';

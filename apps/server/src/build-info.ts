@@ -1,7 +1,7 @@
 /**
- * What this node runs (issue 22 item 7): the server package's version and the source commit, for GetStatus
- * (fields 25-26) and `target_info` (`service.version`, `idgen.commit`). Read once at start; nothing here runs a
- * shell or a child process.
+ * What this node runs, so a region running mixed versions shows it: the server package's version and the source commit,
+ * for GetStatus (fields 25-26) and `target_info` (`service.version`, `idgen.commit`). Read once at start; nothing here
+ * runs a shell or a child process.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { dirname, isAbsolute, join, sep } from 'node:path';

@@ -1,9 +1,9 @@
 /**
- * When the serving port's certificates expire (issue 22 item 7), for the `idgen.tls.certificate.not_after` gauge
- * and the `IdgenCertificateExpiresSoon` alert. Read from the files the serving port loads, and read again when
- * they change, as the port reloads them (on change and SIGHUP): a new file set the port would refuse (a key
- * that does not fit, a certificate not valid now) keeps the previous values, as the port keeps its previous
- * certificates.
+ * When the serving port's certificates expire, so an operator renews them in time: for the
+ * `idgen.tls.certificate.not_after` gauge and the `IdgenCertificateExpiresSoon` alert. Read from the files the serving
+ * port loads, and read again when they change, as the port reloads them (on change and SIGHUP): a new file set the port
+ * would refuse (a key that does not fit, a certificate not valid now) keeps the previous values, as the port keeps its
+ * previous certificates.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync, statSync } from 'node:fs';

@@ -321,7 +321,8 @@ function compose(
             },
           }
         : {
-            // A node that finds every slot held is a spare: it waits, not ready, until one frees up (issue 7).
+            // A node that finds every slot held is a spare: it waits, not ready, until one frees up (a
+            // standby that takes over a slot a failed node leaves).
             etcd: { ...etcd, region, workers, nodeId, ttlSeconds, fenceMarginMs, waitForFreeSlot: true, layout },
           },
     guard: { region, maxRollbackMs: set(table.maxRollbackMs), maxFenceMs: set(table.maxFenceMs) },

@@ -40,7 +40,7 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
     level: config.logLevel,
     base: { service: 'idgen-server', nodeId: config.nodeId, region: config.region },
     timestamp: pino.stdTimeFunctions.isoTime,
-    // `"level":"info"`, not pino's 30: the name is what log pipelines match on (issue 23).
+    // `"level":"info"`, not pino's 30: the name is what log pipelines match on.
     formatters: { level: (label) => ({ level: label }) },
   });
   const exit = (code: number, why: string, fields: Record<string, unknown> = {}): never => {
@@ -55,7 +55,8 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
   const build = readBuildInfo(env, join(__dirname, '..'));
   if (build.problem !== undefined) logger.warn({ variable: 'IDGEN_COMMIT' }, build.problem);
   const { telemetry } = config;
-  // An OTEL_* variable this node does not act on is said once, never dropped silently (issue 23).
+  // An OTEL_* variable this node does not act on is said once, never dropped silently: an operator who
+  // set it would otherwise believe it applied.
   for (const variable of telemetry.ignored)
     logger.warn({ variable }, `${variable} is not honoured by idgen-server: ignored`);
   const metrics = createServerMetrics({

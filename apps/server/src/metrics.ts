@@ -156,7 +156,7 @@ export interface ServerMetricsHandle extends Omit<ServingMetrics, 'latencies'> {
 }
 
 /**
- * Creates the OpenTelemetry SDK meter provider with a Prometheus exporter (apps own the SDK: STYLE.md),
+ * Creates the OpenTelemetry SDK meter provider with a Prometheus exporter (apps own the SDK: docs/style.md "Layers"),
  * and installs it as the global provider so packages that use the API's global meter report here too.
  */
 export function createServerMetrics(options: ServerMetricsOptions): ServerMetricsHandle {
@@ -255,7 +255,8 @@ function observeCertificates(meter: Meter, reader: CertificateExpiryReader): voi
 }
 
 /**
- * Runtime metrics from OpenTelemetry's maintained Node instrumentation, not hand-rolled (issue 16):
+ * Runtime metrics from OpenTelemetry's maintained Node instrumentation, not hand-rolled (its
+ * names follow OpenTelemetry's semantic conventions, which a hand-rolled copy would drift from):
  * `instrumentation-runtime-node` (event-loop delay percentiles, utilization and time; GC duration by kind;
  * heap spaces; active handles) and `host-metrics`' process groups (CPU time and utilization, RSS); plus the
  * open-descriptor count neither has. Returns a function that stops them.

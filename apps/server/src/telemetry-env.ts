@@ -2,7 +2,8 @@
  * OpenTelemetry's environment variables (the SDK configuration spec), as the generator node honours them: the
  * service name and resource attributes, which metrics exporters run, and where OTLP goes. Parsed with the flags,
  * before any I/O (docs/design.md §5 boot step 1): a bad value is a configuration error (exit 2), and a variable
- * the node does not honour is named once in the log at start, never dropped silently (issue 23).
+ * the node does not honour is named once in the log at start, never dropped silently (an operator who set
+ * it would otherwise believe it applied).
  */
 
 /** The metrics exporters `OTEL_METRICS_EXPORTER` may list (comma-separated; `none` alone turns both off). */

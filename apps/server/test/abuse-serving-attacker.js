@@ -1,4 +1,4 @@
-// Child process for abuse-serving.spec.ts: attacks on the serving path above the frame level (issue 13), from a
+// Child process for abuse-serving.spec.ts: attacks on the serving path above the frame level, from a
 // process of its own (the test's probe client must not share its event loop). Runs one named attack against
 // 127.0.0.1:PORT for DURATION ms with PARALLEL connections at once, each reopened whenever the server cuts it,
 // then prints one JSON line ({"connections":N,...}) and exits.

@@ -1,4 +1,4 @@
-// Attacks on the serving path above the frame level (issue 13) against a real idgen-server process: an HTTP/1.1
+// Attacks on the serving path above the frame level against a real idgen-server process: an HTTP/1.1
 // slowloris that never reads its answers, an endless chunked body to /healthz, and GetStatus calls held open by
 // the thousand. Each runs from a process of its own (abuse-serving-attacker.js) for a bounded time while a probe
 // client makes one NextIds call every 250 ms on a connection of its own. Each must leave the server's RSS under

@@ -1,4 +1,4 @@
-// The certificate-expiry gauge (issue 22 item 7): on a TLS node, `idgen_tls_certificate_not_after` is the serving
+// The certificate-expiry gauge: on a TLS node, `idgen_tls_certificate_not_after` is the serving
 // certificate's and the client CA's notAfter (as openssl reads them), and follows a renewed certificate the node
 // reloads. A real server process, certificates made with openssl.
 import { execFileSync } from 'node:child_process';

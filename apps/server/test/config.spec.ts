@@ -119,7 +119,7 @@ describe('parseConfig', () => {
     expect(failure(['--etcd', 'http://127.0.0.1:2379', '--region', '2', '--state-file', '/x'], {}, true)).toMatch(
       /applies only with --standalone/,
     );
-    // A directory that survives a reboot, not the temp directory (issue 21): @idgen/lease's default, by region.
+    // A directory that survives a reboot, not the temp directory: @idgen/lease's default, by region.
     expect(config(['--region', '2'], { IDGEN_STANDALONE: '1' }).standalone?.stateFile).toBe(
       defaultStandaloneStateFile(2),
     );
@@ -130,7 +130,8 @@ describe('parseConfig', () => {
       stateFile: '/s.json',
     });
     expect(config(['--etcd', 'http://127.0.0.1:2379', '--region', '2']).standalone).toBeUndefined();
-    // Starting over on an untrustworthy state file is asked for by name too (issue 21), and only in standalone mode.
+    // Starting over on an untrustworthy state file is asked for by name too (it discards the record that keeps a
+    // restart from going back), and only in standalone mode.
     expect(config(['--standalone', '--state-file', '/s.json', '--fresh-state']).standalone).toEqual({
       stateFile: '/s.json',
       freshState: true,

@@ -2,8 +2,8 @@
 // every kustomize overlay (one per region) rendered with `kubectl kustomize` and validated against the Kubernetes
 // schemas, and its flags, variables, ports, probes and selectors checked against the parser; the Dockerfile's
 // base argument, user, entrypoint and health check; the systemd unit under `systemd-analyze verify` in a root
-// holding its paths, its readiness wait against a real node; `npm start` hands SIGTERM to the node (issue 15).
-// The image itself is built and run by `npm run image` (tools/scripts/image.mjs, issue 23).
+// holding its paths, its readiness wait against a real node; `npm start` hands SIGTERM to the node.
+// The image itself is built and run by `npm run image` (tools/scripts/image.mjs).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';

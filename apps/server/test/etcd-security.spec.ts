@@ -1,4 +1,4 @@
-// A secured etcd (issue 15, docs/design.md §5 "root of trust"): client TLS with client certificates, and
+// A secured etcd (docs/design.md §5 "root of trust"): client TLS with client certificates, and
 // authentication with a role that may read and write only the deployment's prefix. Real etcd, real node
 // processes, certificates made in the test with openssl.
 import { writeFileSync } from 'node:fs';

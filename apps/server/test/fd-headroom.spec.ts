@@ -1,4 +1,4 @@
-// Descriptor headroom (issue 13): a node under a low open-files limit caps its serving port's connections below
+// Descriptor headroom: a node under a low open-files limit caps its serving port's connections below
 // that limit, so clients holding connections cannot take the descriptors chronyc (and etcd) need. Measured before:
 // at `ulimit -n 1024`, 1,004 idle connections made `spawn chronyc` fail with EMFILE and the node fenced itself on
 // its time source. Here: `ulimit -n 512`, a chronyc stub on PATH, 600 idle HTTP/2 connections held across several

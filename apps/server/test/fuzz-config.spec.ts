@@ -1,4 +1,4 @@
-// Configuration fuzzing (issue 7, docs/design.md §5 boot step 1 and §8 rule 3): generated flag and environment values
+// Configuration fuzzing (docs/design.md §5 boot step 1 and §8 rule 3): generated flag and environment values
 // for the built server. Each run either starts (then SIGTERM, exit 0) or exits 2 within seconds with exactly
 // one clear line on stderr, nothing on stdout (no I/O before validation) and no stack trace. Each generated
 // value also says whether it is valid, so a bad value that is silently accepted (or a good one refused) fails.

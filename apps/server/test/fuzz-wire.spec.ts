@@ -1,4 +1,4 @@
-// Input fuzzing of the serving port (issue 7, docs/design.md §8 rule 3: no crash, hang or leak on any input).
+// Input fuzzing of the serving port (docs/design.md §8 rule 3: no crash, hang or leak on any input).
 // One live standalone node gets thousands of generated requests over real HTTP/1.1, h2c and raw TCP
 // connections (fuzz-wire-cases.ts); every answer must be a proper protocol answer or a valid response
 // (fuzz-wire-judge.ts). Afterwards the node must still serve, be ready, and hold no more memory or file

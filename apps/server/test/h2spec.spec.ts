@@ -22,7 +22,7 @@ const CASES = [
   ['/idgen.v1.IdGenerator/GetStatus', true],
 ] as const;
 
-// h2c, then over TLS (issue 15): HTTP/2 by ALPN on the same port, served by @idgen/h2 as for h2c. No sniffing
+// h2c, then over TLS: HTTP/2 by ALPN on the same port, served by @idgen/h2 as for h2c. No sniffing
 // over TLS, so the invalid preface is answered as HTTP/2 there and every case passes.
 describe.each([
   { transport: 'h2c', tls: false, failing: [SNIFFED_PREFACE] },

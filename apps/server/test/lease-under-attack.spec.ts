@@ -1,4 +1,4 @@
-// No client can cost a node its lease (issue 13, docs/design.md §8 item 4): a real etcd with the default lease TTL
+// No client can cost a node its lease (docs/design.md §8 item 4): a real etcd with the default lease TTL
 // (6 s), one node, and each attack of abuse-attacker.js in turn, plus a NextIds(4096) burst for 30 s, while
 // /readyz is polled every 250 ms. The node must keep its slot throughout: no `lease` fence, no lease churn,
 // /readyz 200 at every poll, and a probe's NextIds(1) served during the burst.

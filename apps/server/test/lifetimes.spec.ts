@@ -1,4 +1,4 @@
-// Connection lifetimes are flags (issue 13): --idle-timeout-ms and --preface-timeout-ms reach the serving port.
+// Connection lifetimes are flags: --idle-timeout-ms and --preface-timeout-ms reach the serving port.
 // With them set short, an idle HTTP/2 connection and one stuck in its preface are closed by the server well
 // before the defaults (30 s, 4 s) would; the wait is bounded, and nothing else closes these connections.
 import { connect, type Socket } from 'node:net';

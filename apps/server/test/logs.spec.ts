@@ -1,4 +1,4 @@
-// The node's log as a pipeline reads it (issue 23 item 7): pino's level names, and a production start (etcd with
+// The node's log as a pipeline reads it: pino's level names, and a production start (etcd with
 // client TLS, serving mTLS, the chrony time source, as the README's production set-up) that logs no warning from
 // start to a clean stop. Real etcd, a real node process, certificates made with openssl.
 import { delimiter } from 'node:path';

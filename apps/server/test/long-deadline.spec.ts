@@ -1,4 +1,4 @@
-// A client's deadline above --request-timeout-ms is capped by the server, never refused (issue 13): a 30 s
+// A client's deadline above --request-timeout-ms is capped by the server, never refused: a 30 s
 // deadline, a common gRPC client default, on every route over gRPC and Connect.
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';

@@ -1,4 +1,4 @@
-// What a live node exports on /metrics (issue 16 items 3 and 5), against what the repository says it exports:
+// What a live node exports on /metrics, against what the repository says it exports:
 // the README's metrics table, every metric the Prometheus rules use, every metric a Grafana panel queries.
 // A name that drifts in the code, the README, the rules or the dashboard fails here.
 import { delimiter, join } from 'node:path';
@@ -99,7 +99,7 @@ function rules(): { exprs: string[]; recorded: Set<string> } {
     }
     exprs.push(expr);
   }
-  // The deployment's half (the wanted serving nodes per region, issue 23) is the operator's file: its example records too.
+  // The deployment's half (the wanted serving nodes per region) is the operator's file: its example records too.
   const deployment = readFileSync(join(REPO, 'deploy', 'prometheus', 'idgen.wanted.example.yml'), 'utf8');
   const recorded = new Set([...`${text}\n${deployment}`.matchAll(/^\s*- record:\s*(\S+)/gm)].map((m) => m[1] ?? ''));
   return { exprs, recorded };

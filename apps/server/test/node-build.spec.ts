@@ -1,6 +1,6 @@
-// Nodes say what they run (issue 22 item 7): the version and commit in GetStatus (fields 25-26), on `target_info`
-// and in the `ready` line, from IDGEN_COMMIT or the git checkout the server runs from. Real server processes and
-// real git repositories in temporary directories.
+// Nodes say what they run, so a mixed-version region shows: the version and commit in GetStatus (fields 25-26), on
+// `target_info` and in the `ready` line, from IDGEN_COMMIT or the git checkout the server runs from. Real server
+// processes and real git repositories in temporary directories.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,4 +1,4 @@
-// Readiness that says why (issue 16 item 2), on real processes: /readyz's body, Health/Check's headers,
+// Readiness that says why, on real processes: /readyz's body, Health/Check's headers,
 // GetStatus fields 19-23 and the `readiness:` log line agree on the reason a node is not ready.
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';

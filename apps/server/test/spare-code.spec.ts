@@ -1,4 +1,4 @@
-// docs/design.md §7 (issue 17): a node refuses to start on a region code its etcd records as lent out, or on a spare
+// docs/design.md §7: a node refuses to start on a region code its etcd records as lent out, or on a spare
 // code its etcd never adopted, with exit 2 and one line; on an adopted code it starts. Real etcd, real node processes.
 // One prefix serves one region code (docs/design.md §5, region binding): each code here has its own prefix, bound to it
 // by idgen region init, except the lender's, bound to region 2.

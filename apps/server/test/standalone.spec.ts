@@ -32,7 +32,7 @@ describe('configuration errors (docs/design.md §5 step 1)', () => {
     [['--standalone', '--region', '9'], {}, /^idgen-server: --region must be an integer from 0 to 7, got "9"/],
     [['--standalone', '--time-source', 'sundial'], {}, /^idgen-server: --time-source must be one of chrony, none/],
     [['--etcd', 'http://127.0.0.1:2379'], {}, /^idgen-server: --region is required with --etcd/],
-    // Standalone only by name (issue 12): no etcd and no --standalone is a production manifest missing IDGEN_ETCD.
+    // Standalone only by name: no etcd and no --standalone is a production manifest missing IDGEN_ETCD.
     [['--time-source', 'none'], {}, /^idgen-server: give --etcd <urls> \(production\) or --standalone/],
     [
       ['--standalone', '--etcd', 'http://127.0.0.1:2379', '--region', '1'],

@@ -1,4 +1,4 @@
-// GetStatus reveals only what an operator needs to a caller the node has not authenticated (issue 15): the lease
+// GetStatus reveals only what an operator needs to a caller the node has not authenticated: the lease
 // id, fence deadline, floor and last minted millisecond go only to callers over mTLS, or everyone with
 // --status-details full (a node behind a mesh sidecar that authenticates callers). /readyz keeps its reason.
 import { createClient } from '@connectrpc/connect';

@@ -1,4 +1,4 @@
-// OpenTelemetry's conventions (issue 23 item 5): a real node takes its service name and resource attributes from
+// OpenTelemetry's conventions: a real node takes its service name and resource attributes from
 // OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES, exports the same idgen series over OTLP/HTTP (protobuf) beside or
 // instead of Prometheus, names every OTEL_* variable it does not honour once, and refuses a bad value (exit 2).
 import { parseConfig } from '../src/config.js';

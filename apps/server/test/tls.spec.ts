@@ -1,4 +1,4 @@
-// TLS and mTLS on the serving port (issue 15): HTTP/2 and HTTP/1.1 by ALPN on one port, served by the same
+// TLS and mTLS on the serving port: HTTP/2 and HTTP/1.1 by ALPN on one port, served by the same
 // implementation as h2c; Connect, gRPC and gRPC-Web to an allowed client; every other client refused;
 // certificates reloaded without a restart; a bad certificate at start is exit 2. Real processes, openssl.
 import { execFileSync } from 'node:child_process';

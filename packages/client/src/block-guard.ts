@@ -16,7 +16,8 @@ export interface BlockRefusal {
 }
 
 /**
- * The client's checks on what a node sends, per block and never per ID (issue 22, problem 5):
+ * The client's checks on what a node sends, per block and never per ID (a check per ID
+ * would cost every buffered `nextId()`):
  *
  * - region: every block's IDs carry the home region or a configured fallback region. A node serving
  *   another region (a wrong `--region`, a mis-pointed address) would hand out IDs the caller did not ask

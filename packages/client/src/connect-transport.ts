@@ -57,8 +57,8 @@ export function createConnectTransport(target: NodeTarget, options: ConnectTrans
     if (tls.ca !== undefined) nodeOptions.ca = tls.ca as http2.SecureClientSessionOptions['ca'];
     if (tls.cert !== undefined) nodeOptions.cert = tls.cert;
     if (tls.key !== undefined) nodeOptions.key = tls.key;
-    // An explicit name wins; else the name discovery resolved (issue 22: the certificate is checked against the
-    // DNS name, not the pod IP the name resolved to).
+    // An explicit name wins; else the name discovery resolved: the certificate is checked against the DNS
+    // name, not the pod IP the name resolved to, which a certificate rarely names.
     const servername = tls.servername ?? target.servername;
     if (servername !== undefined) nodeOptions.servername = servername;
     if (tls.rejectUnauthorized !== undefined) nodeOptions.rejectUnauthorized = tls.rejectUnauthorized;

@@ -137,7 +137,7 @@ export const MAX_NEXT_IDS = 65_536;
 
 /**
  * Ceiling of `bufferSize` and `maxBatch`: the servers' largest `--max-count`. A bigger buffer only pulls IDs
- * from the region to discard them (issue 22: `bufferSize: 1_000_000` took 1,007,616 IDs for two calls).
+ * from the region to discard them (`bufferSize: 1_000_000` took 1,007,616 IDs for two calls).
  */
 export const MAX_BUFFER_SIZE = 65_536;
 
@@ -232,7 +232,7 @@ class BufferedIdClient implements IdClient {
   private closed = false;
   private refills = 0;
 
-  // Demand estimate (issue 6: "sized to the demand it sees"): IDs asked for per ms, smoothed.
+  // Demand estimate, so a refill is sized to the demand the client sees: IDs asked for per ms, smoothed.
   private demanded = 0;
   private demandSampleMs: number | undefined;
   private demandSampleCount = 0;
@@ -243,7 +243,7 @@ class BufferedIdClient implements IdClient {
   constructor(options: IdClientOptions) {
     this.clock = options.clock ?? systemClientClock;
     const layout = options.layout ?? DEFAULT_LAYOUT;
-    // Every option has a range and the message names it (issue 22: nothing out of range is taken silently).
+    // Every option has a range and the message names it (nothing out of range is taken silently).
     this.bufferSize = integerIn('bufferSize', options.bufferSize ?? 100, 1, MAX_BUFFER_SIZE);
     this.lowWater = integerIn('lowWater', options.lowWater ?? Math.floor(this.bufferSize / 2), 0, this.bufferSize - 1);
     this.maxAgeMs = durationMs('maxAgeMs', options.maxAgeMs ?? 1000);
@@ -510,7 +510,8 @@ class BufferedIdClient implements IdClient {
   private unavailableError(w: Waiter): IdsUnavailableError {
     const waitedMs = Math.round(this.clock.monoMs() - w.startedMs);
     const regions = this.regions.map((r) => {
-      // Discovery's own trouble (etcd not answering) is the likelier cause: say so (issue 22, problem 3).
+      // Discovery's own trouble (etcd not answering) is the likelier cause: say so, or the
+      // caller blames the nodes.
       const problem = discoveryProblem(r.discovery);
       const why = problem === undefined ? '' : `; discovery: ${problem}`;
       const nodes = r.group.list();
@@ -519,7 +520,8 @@ class BufferedIdClient implements IdClient {
       const last = failed.map((n) => `${n.url} ${n.lastFailure?.code}`).join(', ');
       return `region ${r.group.region}: ${failed.length}/${nodes.length} nodes failing${last ? ` (${last})` : ''}${why}`;
     });
-    // A refused answer says more than its code: name the node and the region it served (issue 22).
+    // A refused answer says more than its code: name the node and the region it served, so
+    // the operator knows where to look.
     const refused = [...this.recentFailures]
       .reverse()
       .find((f) => f.code === 'foreign_region' || f.code === 'replayed_block');
@@ -703,7 +705,8 @@ class BufferedIdClient implements IdClient {
         if (this.recentFailures.length > FAILURES_KEPT) this.recentFailures.shift();
       }
       if (c.kind === 'request') {
-        // Every node would say the same: not retried elsewhere (issue 6), the callers get the reason.
+        // Every node would say the same: not retried elsewhere (a bad request would
+        // only load the whole region), the callers get the reason.
         return {
           kind: 'rejected',
           error: new IdClientError(
@@ -727,7 +730,7 @@ class BufferedIdClient implements IdClient {
   }
 
   /**
-   * The per-block checks (issue 22, problem 5), before any ID of the response reaches the buffer: a refused
+   * The per-block checks (block-guard.ts), before any ID of the response reaches the buffer: a refused
    * response counts its blocks, and throws so the node is marked failed and the next node tried.
    */
   private refuseWrongBlocks(blocks: readonly IdBlock[], node: NodeState): void {

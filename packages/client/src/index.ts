@@ -26,6 +26,7 @@ export type { DnsDiscovery, DnsDiscoveryOptions, DnsTarget } from './dns-discove
 export type { IdBlock } from './id-buffer.js';
 export { CLIENT_METRIC_ATTRIBUTES, CLIENT_METRIC_NAMES } from './metrics.js';
 export type { BlockRefusalReason } from './block-guard.js';
-// Where a client user looks for it (issue 22): the fields of an ID, over the default layout's decompose.
+// Where a client user looks for it, so decoding takes no second import: the fields of an ID, over the default
+// layout's decompose.
 export { decodeId } from '@idgen/core';
 export type { IdFields } from '@idgen/core';

@@ -1,9 +1,10 @@
 import type { Counter, Histogram, Meter, ObservableCounter } from '@opentelemetry/api';
 
 /**
- * Metric names of `@idgen/client` (STYLE.md "Metrics": `as const`, dot-namespaced, one file).
+ * Metric names of `@idgen/client` (docs/style.md "Metrics": `as const`, dot-namespaced, one file).
  * The buffer counters are observable counters read from plain fields at collection time, so a
- * buffered `nextId()` pays no metrics call on its hot path (issue 6: well under a microsecond).
+ * buffered `nextId()` pays no metrics call on its hot path (which must stay well
+ * under a microsecond).
  */
 export const CLIENT_METRIC_NAMES = {
   /** IDs handed out straight from the buffer. */
@@ -19,7 +20,7 @@ export const CLIENT_METRIC_NAMES = {
   /** Time from sending a refill request to its IDs landing in the buffer (successful attempts). */
   refillLatency: 'idgen.client.refill.latency',
   /**
-   * Blocks refused by the client's checks (issue 22): IDs of a region that is neither home nor a fallback
+   * Blocks refused by the client's checks (block-guard.ts): IDs of a region that is neither home nor a fallback
    * (`idgen.refusal` `foreign-region`), or a block not above the last one taken from its worker (`replayed`).
    */
   blocksRefused: 'idgen.client.blocks.refused',

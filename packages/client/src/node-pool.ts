@@ -67,7 +67,7 @@ export function toBaseUrl(address: string, tls: boolean): string {
 
 /**
  * The nodes of one region with their health, and the balancing policy: round-robin over the healthy
- * nodes, starting at a random node per client. With one refill in flight per client (issue 6), a
+ * nodes, starting at a random node per client. With one refill in flight per client, a
  * client never has more than one request outstanding, so least-outstanding would see all zeros and
  * degenerate to "always the first node"; round-robin spreads each client's refills over the pool, and
  * the random start spreads a fleet of clients. A retry within one refill never repeats a node.

@@ -1,5 +1,6 @@
 /**
- * `@idgen/client/testing`: a deterministic stand-in for the client in a team's unit tests (issue 22, problem 6).
+ * `@idgen/client/testing`: a deterministic stand-in for the client in a team's unit tests, which
+ * must not depend on a running node or on timing.
  * No node, no network, no timers: IDs come from one chosen region and worker in increasing order, and the
  * failures a caller must handle happen when the test asks for them.
  *

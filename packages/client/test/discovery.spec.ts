@@ -12,7 +12,7 @@ import {
 } from './harness.js';
 
 // Against a real etcd and real idgen-server processes: the client follows the region's serving
-// nodes as @idgen/discovery's reader lists them (issue 6, docs/design.md §5 "nodes" keys).
+// nodes as @idgen/discovery's reader lists them (docs/design.md §5 "nodes" keys).
 jest.setTimeout(90_000);
 
 let etcd: EtcdServer;

@@ -1,4 +1,4 @@
-// DNS discovery (issue 22, problem 4) against the TLS deployment fixture: three real nodes of region 2 with mTLS, a
+// DNS discovery against the TLS deployment fixture: three real nodes of region 2 with mTLS, a
 // real resolver (node:dns) asking a DNS server the test starts on loopback, and three "pod IPs" (127.0.0.11-13 on
 // one port, as a headless Service lists pods) forwarding to the nodes. The certificate covers the DNS name and
 // 127.0.0.1, not the pod IPs: a client that got IDs checked the name.

@@ -12,7 +12,7 @@ import {
   type ServerNode,
 } from './harness.js';
 
-// Node and region faults against real idgen-server processes and a real etcd (issue 6):
+// Node and region faults against real idgen-server processes and a real etcd:
 // region 1 has three nodes found through discovery, region 2 one node given statically. One etcd serves both, each
 // region under its own prefix bound to its code (one prefix serves one region code, docs/design.md §5).
 // The tests run in order and each leaves fewer nodes alive, down to none, then one comes back.

@@ -4,7 +4,7 @@ import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
 import { IdLedger, regionOf, requireServerBuild, startServer, type ServerNode } from './harness.js';
 
 // The README opens with a runnable example: run it, as written, against a real idgen-server process,
-// so the docs cannot rot (STYLE.md: "A README snippet that a test runs").
+// so the docs cannot rot (docs/style.md "Tests": a README snippet that a test runs).
 jest.setTimeout(60_000);
 
 let server: ServerNode;

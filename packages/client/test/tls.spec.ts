@@ -1,4 +1,4 @@
-// The client against a real node serving TLS with mTLS (issue 15): a CA, a client certificate and a server name
+// The client against a real node serving TLS with mTLS: a CA, a client certificate and a server name
 // are all a team needs to give it; a certificate the node does not accept gets the typed error, never an ID.
 import { cleanupAll, makeTestPki } from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';

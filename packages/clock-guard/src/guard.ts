@@ -225,7 +225,7 @@ export class GuardedMinter {
    * Mints up to `count` IDs (1 … 65,536) without waiting for a millisecond: what the clock allows now. Returns
    * the blocks minted, fewer IDs than asked (possibly none) when the current millisecond's sequence is spent;
    * the caller asks again for the rest from a timer (createMintScheduler), so a burst of large requests never
-   * holds the event loop (issue 13: the lease's keep-alives run between milliseconds). Throws
+   * holds the event loop (the lease's keep-alives run between milliseconds). Throws
    * {@link FencedError} like {@link nextBlock}. A rollback or floor within `maxRollbackMs` is still waited out
    * here (bounded, and only on a clock event).
    */

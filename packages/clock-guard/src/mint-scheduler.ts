@@ -31,7 +31,8 @@ interface Line {
 }
 
 /**
- * Hands out IDs without ever holding the event loop for a millisecond (issue 13). A request the current
+ * Hands out IDs without ever holding the event loop for a millisecond (the lease's
+ * keep-alives and every other connection run on the same loop). A request the current
  * millisecond can serve is answered at once, synchronously, as before; the rest of one it cannot serve waits,
  * in order, for the next millisecond, checked once per turn of the event loop (and whenever a request
  * arrives), so the lease's keep-alives, other connections and the clock checks run in between. Waiting requests are served round robin between owners (a connection, say), one

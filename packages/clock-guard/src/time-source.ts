@@ -117,7 +117,8 @@ export function judgeTracking(t: ChronyTracking, maxOffsetMs = DEFAULT_MAX_OFFSE
 /**
  * Waits before each retry of a chronyc that could not be started for want of a resource (descriptors, processes,
  * memory: {@link TRANSIENT_SPAWN_ERRORS}). Together 1.4 s, within the 5 s check interval: one EMFILE while clients
- * hold many connections must not fence the node on its time source (issue 13).
+ * hold many connections must not fence the node on its time source (a
+ * spawn that fails for want of a descriptor says nothing about the clock).
  */
 export const SPAWN_RETRY_DELAYS_MS: readonly number[] = [100, 300, 1_000];
 /** Errors of starting a process that say the machine is short of something for now, not that chronyc is broken. */

@@ -2,7 +2,7 @@ import { parseId } from './id.js';
 import { DEFAULT_LAYOUT, type IdFields, type Layout } from './layout.js';
 
 /**
- * The fields of an ID: `DEFAULT_LAYOUT.decompose` under the name a user looks for (issue 22). Takes the ID as
+ * The fields of an ID: `DEFAULT_LAYOUT.decompose` under the name a user looks for. Takes the ID as
  * a `bigint` (what `@idgen/client` hands out) or in its canonical decimal form (what JSON and logs carry,
  * parsed with {@link parseId}). `timestampMs` counts from the layout's epoch: `layout.unixMsOf(id)` gives Unix
  * milliseconds.

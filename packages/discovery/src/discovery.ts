@@ -46,9 +46,9 @@ const GRPC_CANCELLED = 1;
 /**
  * Ends a watch whose cancel got no answer from etcd before close()'s bound (a paused etcd, a TLS handshake that
  * never finishes): etcd3 1.1.2 waits for etcd's reply for ever and keeps the stream open and, with the watcher still
- * attached, reconnects on timers for ever, so the process could never exit (issue 22, problem 3; the project's
- * rule: every close() ends). Reaches into its watch manager (`watchers`, `expectedClosers`, `stream`): checked
- * shapes only, a no-op on any other version.
+ * attached, reconnects on timers for ever, so the process could never exit (the
+ * project's rule: every close() ends). Reaches into its watch manager (`watchers`, `expectedClosers`, `stream`):
+ * checked shapes only, a no-op on any other version.
  */
 function forceEndWatch(watcher: Watcher): void {
   const manager = (watcher as unknown as { manager?: unknown }).manager as
@@ -152,8 +152,8 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
       const call = next(o);
       if (client === undefined) {
         // A retry etcd3 starts after close() (`retryReads` takes the CANCELLED of close() as recoverable) holds a
-        // connection to a hung etcd, and the process, until the list's deadline (issue 22: exit 4 s after close()
-        // over http): cancelled as soon as it has started, as close() cancelled the first attempt.
+        // connection to a hung etcd, and the process, until the list's deadline (the process exited 4 s after
+        // close() over http): cancelled as soon as it has started, as close() cancelled the first attempt.
         setImmediate(() => call.cancelWithStatus(GRPC_CANCELLED, 'discovery reader closed'));
         return call;
       }

@@ -4,7 +4,7 @@ import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServe
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
 
-// borrowSpare (docs/design.md §7, issue 17): an embedded source whose range is full borrows a slot under a spare code
+// borrowSpare (docs/design.md §7): an embedded source whose range is full borrows a slot under a spare code
 // its region's etcd records as lent to it, mints IDs carrying that code, and gives the slot back when it is reclaimed.
 jest.setTimeout(120_000);
 

@@ -4,7 +4,7 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, readmeExample, runTsExample, startEtcd, type EtcdServer } from '@idgen/testing';
 
 // The README opens with a runnable example: run it, as written, against a real etcd, so the docs cannot rot
-// (STYLE.md: "A README snippet that a test runs").
+// (docs/style.md "Tests": a README snippet that a test runs).
 jest.setTimeout(60_000);
 
 let etcd: EtcdServer;

@@ -2,8 +2,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
 
-// The README opens with an example tool: run it, as written, in a child process (STYLE.md: "A README snippet that a
-// test runs"), with a variable it reads and with one it refuses, and compare with what the README says it prints.
+// The README opens with an example tool: run it, as written, in a child process (docs/style.md "Tests": a README
+// snippet that a test runs), with a variable it reads and with one it refuses, and compare with what the README says it prints.
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());
 

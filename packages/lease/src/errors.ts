@@ -1,4 +1,4 @@
-/** What went wrong, as a closed set (STYLE.md: errors as a small family with a `code`). */
+/** What went wrong, as a closed set (docs/style.md "Errors": a small family with a `code`). */
 export type LeaseErrorCode =
   /** A configuration value is invalid; found before any I/O (docs/design.md §5 boot step 1). */
   | 'config'

@@ -25,7 +25,7 @@ const WATCH_BACKOFF_MAX_MS = 2_000;
  *
  * Retries are decided by the caller, not by the library: etcd3's default global policy re-sends any call
  * that failed with a recoverable error, including a transaction that committed and whose answer was lost.
- * A re-sent claim then finds its own key and claims a second slot (issue 12). So the client retries nothing
+ * A re-sent claim then finds its own key and claims a second slot: one node holding two. So the client retries nothing
  * unless `retryReads` says every call made through it is a read (discovery, the CLI); the lease retries in
  * its own loops, where each write is idempotent or guarded by a compare.
  */

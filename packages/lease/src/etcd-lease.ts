@@ -182,7 +182,7 @@ class EtcdWorkerLease implements WorkerLease {
       unit: 's',
     });
     this.age.addCallback(this.observeAge);
-    // Every series exists from the start, at 0 (issue 16): `rate()` and `increase()` have a baseline, and an
+    // Every series exists from the start, at 0: `rate()` and `increase()` have a baseline, and an
     // alert on the first keep-alive failure or the first lost slot fires.
     for (const event of [LeaseAttributes.acquired, LeaseAttributes.lost, LeaseAttributes.released])
       this.churn.add(0, { [LeaseAttributes.event]: event });

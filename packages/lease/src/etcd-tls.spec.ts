@@ -1,4 +1,4 @@
-// TLS to an etcd given by IP address (issue 23 item 7): no TLS server name for an IP (grpc-js sent the IP, Node 24's
+// TLS to an etcd given by IP address: no TLS server name for an IP (grpc-js sent the IP, Node 24's
 // DEP0123 on every start), while the certificate is still checked against the address: a real etcd with client
 // TLS, certificates made with openssl, and a loopback relay on an address the certificate does not name.
 import { createServer, connect, type Server } from 'node:net';

@@ -22,7 +22,7 @@ const HANDSHAKE_TIMEOUT_MS = 10_000;
 /**
  * TLS to etcd as grpc-js does it, less one thing: no server name (SNI) when etcd is given by IP address.
  * grpc-js always sends the target's host as the server name, an IP when etcd is given by IP, which RFC 6066
- * forbids and Node 24 reports as DEP0123 on every start (issue 23). The certificate is checked as before:
+ * forbids and Node 24 reports as DEP0123 on every start. The certificate is checked as before:
  * against the CA, and its name against the host (Node's `checkServerIdentity` on `host`, so an IP address must
  * be among the certificate's IP SANs); only the SNI extension is left out for an IP.
  */
@@ -46,7 +46,7 @@ class EtcdTlsCredentials extends ChannelCredentials {
       connect: (socket: Socket) =>
         new Promise<{ socket: Socket; secure: boolean }>((resolve, reject) => {
           // grpc-js sets no limit on a handshake, and a socket in one holds the process open after close() (an etcd
-          // that accepts and never answers, or paused mid-handshake: issue 22). Until the handshake is done the
+          // that accepts and never answers, or paused mid-handshake). Until the handshake is done the
           // socket does not keep the process alive (unref), and it is destroyed after HANDSHAKE_TIMEOUT_MS.
           socket.unref();
           const tlsSocket = tlsConnect(

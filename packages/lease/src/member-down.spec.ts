@@ -22,7 +22,8 @@ afterAll(async () => {
 
 const TTL_MS = 3000;
 const MARGIN_MS = 500;
-/** Acknowledged keep-alives to wait for with the member out: a minute of holding at one a second (issue 21 case 8). */
+/** Acknowledged keep-alives to wait for with the member out: a minute of holding at one a second, long enough to
+ * span many TTLs. */
 const KEEP_ALIVES = 60;
 
 async function follower(): Promise<EtcdMember> {

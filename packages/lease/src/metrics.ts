@@ -1,4 +1,4 @@
-/** Metric names of `@idgen/lease` (STYLE.md: one file, `as const`, dot-namespaced). */
+/** Metric names of `@idgen/lease` (docs/style.md "Metrics": one file, `as const`, dot-namespaced). */
 export const LeaseMetrics = {
   /** Counter: lease churn, attribute `event`. */
   churn: 'idgen.lease.churn',

@@ -9,7 +9,7 @@ import { uniquePrefix } from './recording-target.test-helper.js';
 
 jest.setTimeout(60_000);
 
-// docs/design.md §5, root of trust (issue 15): whoever may write the prefix can forge a release. Two etcdctl commands
+// docs/design.md §5, root of trust: whoever may write the prefix can forge a release. Two etcdctl commands
 // (delete the worker key, put last-ms {"ms":0,"released":true}) let a second node mint at once. The holder
 // watches its own worker key and fences on the change, not at its next refresh (up to a keep-alive interval).
 

@@ -9,7 +9,7 @@ import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transaction
 
 jest.setTimeout(60_000);
 
-// The transactions the lease's safety rests on, against a real etcd (docs/design.md §5, issue 12). The lease itself
+// The transactions the lease's safety rests on, against a real etcd (docs/design.md §5). The lease itself
 // is tested end to end elsewhere; here each rule is driven to the exact interleaving that broke it.
 
 let etcd: EtcdServer;

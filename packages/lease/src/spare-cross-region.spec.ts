@@ -13,7 +13,7 @@ import type { WorkerLease } from './types.js';
 
 jest.setTimeout(180_000);
 
-// docs/design.md §7, issue 17: a spare code lent to region 2 (its own etcd), borrowed by region 2's embedded callers,
+// docs/design.md §7: a spare code lent to region 2 (its own etcd), borrowed by region 2's embedded callers,
 // reclaimed, handed over and adopted by a new region with its own etcd, each step decided in the spare-code registry
 // first. Two real etcd servers, real leases and
 // guards; only the clock of the borrower that runs ahead is injected.

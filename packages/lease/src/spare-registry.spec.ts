@@ -24,7 +24,7 @@ import {
   type RegistryIo,
 } from './spare-registry.js';
 
-// docs/design.md §7, issue 21 case 2: one registry for the spare codes. Three real etcd servers: the deployment's
+// docs/design.md §7: one registry for the spare codes. Three real etcd servers: the deployment's
 // spare-code registry, region 2's and region 3's (each bound to its code as idgen region init does); a fourth is the
 // new region's (bound to 5). Before the registry, a code could be lent once per etcd: to region 2 in region 2's etcd
 // and to region 3 in region 3's, and both regions' borrowers minted under it.

@@ -9,7 +9,7 @@ import { STANDALONE_STATE_TTL_MS, createStandaloneLease } from './standalone-lea
 import type { StandaloneLeaseOptions } from './standalone-lease.js';
 import type { WorkerLease } from './types.js';
 
-// Standalone holders in real processes (issue 21): paused with SIGSTOP, their clocks stepped with libfaketime, killed.
+// Standalone holders in real processes: paused with SIGSTOP, their clocks stepped with libfaketime, killed.
 jest.setTimeout(90_000);
 
 const CHILD = join(__dirname, '..', 'test', 'standalone-holder.ts');

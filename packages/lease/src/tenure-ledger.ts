@@ -7,7 +7,7 @@ import { leaseKeys, parseJsonObject } from './records.js';
 import type { LastMsRecord } from './records.js';
 
 /**
- * The tenure ledger (docs/design.md §5, issue 21): every holder's tenure of a worker slot, on record in etcd as it
+ * The tenure ledger (docs/design.md §5): every holder's tenure of a worker slot, on record in etcd as it
  * starts and ends, in one bounded record per slot, `{prefix}/regions/{code}/tenures/{worker}`:
  * `{"tenures": [...the last TENURE_KEEP], "compacted": {"count", "maxLastMs"}}`. Older tenures are folded into
  * `compacted` (how many, and the highest millisecond any of them may have minted), so the record never grows without

@@ -1,4 +1,4 @@
-// Every slot tenure on record (issue 21, tenure-ledger.ts), on a real etcd: a claim opens a tenure at floor + 1, a
+// Every slot tenure on record (tenure-ledger.ts), on a real etcd: a claim opens a tenure at floor + 1, a
 // release closes it at the final released millisecond, a crashed holder's tenure is closed `expired` by the next
 // holder with the bound of what it may have minted (and the next one starts above it), and 40 tenures on one slot
 // keep the record at K entries with `compacted` counting the rest.

@@ -10,7 +10,7 @@ import type { WorkerLease } from './types.js';
 
 jest.setTimeout(120_000);
 
-// docs/design.md §5 "wall ceiling" (issue 12): a holder whose wall clock runs ahead of its monotonic clock while it is
+// docs/design.md §5 "wall ceiling": a holder whose wall clock runs ahead of its monotonic clock while it is
 // cut off from etcd must not mint above the floor its successor computes from last-ms. Real etcd, real leases
 // and guards; only the holder's clock is injected, because a frozen VM cannot be driven from a test.
 

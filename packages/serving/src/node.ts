@@ -92,7 +92,8 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
       nowMs: Date.now(),
     });
   // One scheduler for every path that mints: requests that need a later millisecond wait on a timer, fairly
-  // between connections, never spinning on the loop the lease's keep-alives run on (issue 13).
+  // between connections, never spinning on the loop the lease's keep-alives run on (a
+  // keep-alive that waits behind a spin fails, and the node fences).
   const port = createServingPort({
     ...portOptions,
     guard,
@@ -123,8 +124,8 @@ export function createIdgenNode(options: IdgenNodeOptions): IdgenNode {
       waitMs: r.waitMs,
       previous: previous?.reason,
     };
-    // Boot's own steps and a shutdown's drain are the node's normal course, not a warning (issue 23: a normal start
-    // logs none); every other reason is something an operator must see.
+    // Boot's own steps and a shutdown's drain are the node's normal course, not a warning (a normal start logs
+    // no warning); every other reason is something an operator must see.
     if (r.ready) logger.info(fields, 'readiness: ready');
     else if (NORMAL_COURSE.has(r.reason)) logger.info(fields, `readiness: not ready, ${describeReadiness(r)}`);
     else logger.warn(fields, `readiness: not ready, ${describeReadiness(r)}`);

@@ -3,7 +3,7 @@ import type { LeaseSnapshot, LeaseState } from '@idgen/lease';
 import type { Phase } from './service.js';
 
 /**
- * Why a node may or may not mint now (issue 16): one answer for `/readyz`'s body, the
+ * Why a node may or may not mint now: one answer for `/readyz`'s body, the
  * `grpc.health.v1.Health/Check` response headers, GetStatus (`readiness_*`, fields 19-23) and the
  * `readiness:` log lines, so an operator reads the cause where they look first instead of in the log.
  * - `ready`: may mint;

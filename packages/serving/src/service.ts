@@ -55,12 +55,12 @@ export interface ServiceDeps {
   readonly onUnexpected?: (e: unknown) => void;
   /**
    * `redacted`: GetStatus leaves out the lease id, the fence deadline, the floor and the last minted millisecond
-   * (issue 15: what an unauthenticated caller does not need). Default `full`.
+   * (what an unauthenticated caller does not need). Default `full`.
    */
   readonly statusDetails?: 'full' | 'redacted';
   /** The node's one mint scheduler (shared by every path that mints); default one of its own over `guard`. */
   readonly mints?: MintScheduler;
-  /** What the node runs, for GetStatus fields 25-26 (issue 22: a mixed-version region must show); default empty. */
+  /** What the node runs, for GetStatus fields 25-26 (so a region running mixed versions shows it); default empty. */
   readonly build?: NodeBuild;
 }
 

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
 
 // The README opens with an example that embeds the serving port in a process of its own: run it, as written,
-// in a child process, so the docs cannot rot (STYLE.md: "A README snippet that a test runs").
+// in a child process, so the docs cannot rot (docs/style.md "Tests": a README snippet that a test runs).
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());
 

@@ -1,5 +1,5 @@
-// HTTP/1.1 clients that do not read their answers (issue 13), on the real serving stack in this process. One that
-// keeps sending RPCs (never more than the pipelining bound at a time) is cut by the request deadline of the calls
+// HTTP/1.1 clients that do not read their answers (a slowloris must not hold a connection), on the real serving
+// stack in this process. One that keeps sending RPCs (never more than the pipelining bound at a time) is cut by the request deadline of the calls
 // waiting behind the unread answers (or node:http's on the request it stopped parsing: the 400 it used to be sent
 // waited forever behind the unread answers, held > 150 s); one that sent probe requests, answered at once and so
 // under no request deadline, and reads nothing is cut once the server has had output waiting that it took nothing

@@ -1,4 +1,4 @@
-// deploy/grafana/idgen.json (issue 16 item 5): the panels the on-call engineer looks for are there, each
+// deploy/grafana/idgen.json: the panels the on-call engineer looks for are there, each
 // queries Prometheus through the dashboard's datasource variable, and every recording rule a panel reads is
 // defined in deploy/prometheus/idgen.rules.yml. Whether every metric a panel queries is one a node exports
 // is checked against a live node in apps/server/test/metrics.spec.ts.
@@ -28,7 +28,7 @@ interface Dashboard {
 }
 
 const dashboard = JSON.parse(readFileSync(join(REPO, 'deploy', 'grafana', 'idgen.json'), 'utf8')) as Dashboard;
-// With the deployment's half (the wanted serving nodes per region: the operator's file, issue 23), as its example has it.
+// With the deployment's half (the wanted serving nodes per region: the operator's file), as its example has it.
 const rules = ['idgen.rules.yml', 'idgen.wanted.example.yml']
   .map((f) => readFileSync(join(REPO, 'deploy', 'prometheus', f), 'utf8'))
   .join('\n');

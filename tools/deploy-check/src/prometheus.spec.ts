@@ -1,4 +1,4 @@
-// deploy/prometheus and docs/runbook.md (issue 16 item 4): promtool accepts the rules and passes their unit
+// deploy/prometheus and docs/runbook.md: promtool accepts the rules and passes their unit
 // tests; every alert has a runbook section, a test that fires it and a test that does not. Whether every
 // metric a rule uses is one a node exports is checked against a live node in apps/server/test/metrics.spec.ts.
 import { spawnSync } from 'node:child_process';
@@ -11,7 +11,7 @@ const RULES = join(RULES_DIR, 'idgen.rules.yml');
 const RULE_TESTS = join(RULES_DIR, 'idgen.rules.test.yml');
 const RUNBOOK = join(REPO, 'docs', 'runbook.md');
 
-/** `promtool` on PATH, or a failure that says what to install (nothing is skipped: STYLE.md). */
+/** `promtool` on PATH, or a failure that says what to install (nothing is skipped: docs/style.md "Tests"). */
 function promtool(): string {
   for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
     if (dir === '') continue;
@@ -89,7 +89,8 @@ describe('deploy/prometheus/idgen.rules.yml', () => {
         .map((s) => [(s.split('\n')[0] ?? '').trim(), s] as const),
     );
     for (const { name, runbook: url } of alerts()) {
-      // Absolute: the runbook's URL is the deployment's external label `idgen_runbook_url` (issue 23).
+      // Absolute: the runbook's URL is the deployment's external label `idgen_runbook_url`, so each deployment
+      // points at its own copy of the runbook.
       expect([name, url]).toEqual([name, `"{{$externalLabels.idgen_runbook_url}}#${name.toLowerCase()}"`]);
       const section = sections.get(name);
       if (section === undefined) throw new Error(`docs/runbook.md has no "## ${name}" section`);

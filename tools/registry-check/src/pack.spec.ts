@@ -76,7 +76,7 @@ describe.each(PUBLIC_PACKAGES.map((p) => [p.name, p] as const))('%s', (name, pkg
     expect(text).not.toContain('@idgen/source');
     expect(m['nx']).toBeUndefined();
     expect(m['license']).toBe('MIT');
-    expect(m['engines']).toEqual(expectedEngines(name)); // libraries >=22, the CLI >=24 (issue 23)
+    expect(m['engines']).toEqual(expectedEngines(name)); // libraries >=22, the CLI >=24
     expect(m['repository']).toBeDefined();
     const deps = {
       ...(m['dependencies'] as Record<string, string> | undefined),

@@ -27,7 +27,7 @@ import {
 // @idgen/core from it (third-party packages come from the default registry; `@idgen` only from ours),
 // and an ESM script, a CommonJS script and a `tsc --strict` TypeScript file take IDs from a real
 // standalone idgen-server. The READMEs' examples then run from a registry install too. Every library program runs on
-// Node 24 (the runtime) and again on Node 22 (the libraries' floor, issue 23), both fetched by tools/scripts/node.sh
+// Node 24 (the runtime) and again on Node 22 (the libraries' floor), both fetched by tools/scripts/node.sh
 // (no binary, no round trip: it fails), and installs run with `--engine-strict`, so an `engines` (ours or a
 // dependency's) that refuses Node 22 fails the install.
 jest.setTimeout(900_000);
