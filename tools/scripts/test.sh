@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The root `npm test`: formatting, then build, lint and type-check, then every project's specs, then one closing line
+# over them all (tools/scripts/test-summary.mjs), which names every failed test. A failing step does not stop the
+# next (every failure is reported in one run); the exit status is non-zero if any failed.
+#
+# On this kind of machine (2 cores) most projects' specs wait on real processes (etcd TTLs, lease deadlines, server
+# starts) far more than they compute, so two projects run side by side; @idgen/server's suites load the machine
+# themselves (the abuse and fuzz suites, hundreds of server starts) and run alone, last. Ports come from
+# @idgen/testing's freePort, which reserves each one machine-wide, so projects side by side never share one.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .jest-results
+npx prettier --check . || exit 1
+status=0
+npx nx run-many -t build lint typecheck --parallel=2 --output-style=stream || status=1
+npx nx run-many -t test --exclude=@idgen/server --parallel=2 --output-style=stream || status=1
+npx nx run-many -t test -p @idgen/server --output-style=stream || status=1
+node tools/scripts/test-summary.mjs || status=1
+exit "$status"
