@@ -113,44 +113,59 @@ export interface DiscoveryReader {
 
 /** Creates a {@link DiscoveryReader}; validates the options before any I/O. */
 export function createDiscoveryReader(options: DiscoveryReaderOptions): DiscoveryReader {
-  const { endpoints, prefix: rawPrefix } = resolveConnection(options);
-  const prefix = rawPrefix === '/' ? '' : rawPrefix;
-  if (!Number.isSafeInteger(options.region) || options.region < 0) {
-    throw new LeaseConfigError([`region must be a non-negative integer, got ${String(options.region)}`]);
-  }
-  const logger = options.logger ?? silentLogger;
-  const timeout = options.requestTimeoutMs ?? 5000;
-  const closeTimeout = options.closeTimeoutMs ?? 500;
-  const where = `etcd ${endpoints.join(',')}`;
-  const dir = leaseKeys.nodes(prefix, options.region);
-  let client: Etcd3 | undefined = createEtcdClient({
-    endpoints,
-    tls: options.tls,
-    auth: options.auth,
-    retryReads: true,
-  });
-  const watchers = new Set<Watcher>();
-  /** Cancels of unsubscribed watches, awaited (within the bound) by close() before the client closes. */
-  const cancels = new Map<Watcher, Promise<unknown>>();
-  /** gRPC calls of lists in flight, cancelled by close(): a call etcd never answers would hold the process open. */
-  const calls = new Set<CancellableCall>();
-  let rejectClosed: (e: Error) => void = () => undefined;
-  const closed = new Promise<never>((_, reject) => {
-    rejectClosed = reject;
-  });
-  closed.catch(() => undefined);
-  // Problem state for problem(): the list's and the watches' view of etcd.
-  let listedOnce = false;
-  let listSince: number | undefined;
-  let listError: string | undefined;
-  const disconnected = new Map<Watcher, string>();
+  return new EtcdDiscoveryReader(options);
+}
 
-  const list = async (): Promise<ServingNode[]> => {
+/** A watch's re-list: none in flight, one, one with a change seen meanwhile (one more follows), or unsubscribed. */
+type RefreshState = 'idle' | 'listing' | 'listing-again' | 'stopped';
+
+/** The reader: one etcd client, its lists in flight, its watches, and what it last saw of etcd. */
+class EtcdDiscoveryReader implements DiscoveryReader {
+  private readonly logger: LeaseLogger;
+  private readonly timeoutMs: number;
+  private readonly closeTimeoutMs: number;
+  private readonly where: string;
+  private readonly dir: string;
+  /** `undefined` once closed. */
+  private client: Etcd3 | undefined;
+  private readonly watchers = new Set<Watcher>();
+  /** Cancels of unsubscribed watches, awaited (within the bound) by close() before the client closes. */
+  private readonly cancels = new Map<Watcher, Promise<unknown>>();
+  /** gRPC calls of lists in flight, cancelled by close(): a call etcd never answers would hold the process open. */
+  private readonly calls = new Set<CancellableCall>();
+  private rejectClosed: (e: Error) => void = () => undefined;
+  private readonly closed: Promise<never>;
+  // Problem state for problem(): the list's and the watches' view of etcd.
+  private listedOnce = false;
+  private listSince: number | undefined;
+  private listError: string | undefined;
+  private readonly disconnected = new Map<Watcher, string>();
+
+  constructor(private readonly options: DiscoveryReaderOptions) {
+    const { endpoints, prefix: rawPrefix } = resolveConnection(options);
+    const prefix = rawPrefix === '/' ? '' : rawPrefix;
+    if (!Number.isSafeInteger(options.region) || options.region < 0) {
+      throw new LeaseConfigError([`region must be a non-negative integer, got ${String(options.region)}`]);
+    }
+    this.logger = options.logger ?? silentLogger;
+    this.timeoutMs = options.requestTimeoutMs ?? 5000;
+    this.closeTimeoutMs = options.closeTimeoutMs ?? 500;
+    this.where = `etcd ${endpoints.join(',')}`;
+    this.dir = leaseKeys.nodes(prefix, options.region);
+    this.client = createEtcdClient({ endpoints, tls: options.tls, auth: options.auth, retryReads: true });
+    this.closed = new Promise<never>((_, reject) => {
+      this.rejectClosed = reject;
+    });
+    this.closed.catch(() => undefined);
+  }
+
+  async list(): Promise<ServingNode[]> {
+    const client = this.client;
     if (client === undefined) throw new Error('discovery reader closed');
     const mine = new Set<CancellableCall>();
     const track = (o: unknown, next: (o: unknown) => CancellableCall): CancellableCall => {
       const call = next(o);
-      if (client === undefined) {
+      if (this.client === undefined) {
         // A retry etcd3 starts after close() (`retryReads` takes the CANCELLED of close() as recoverable) holds a
         // connection to a hung etcd, and the process, until the list's deadline (the process exited 4 s after
         // close() over http): cancelled as soon as it has started, as close() cancelled the first attempt.
@@ -158,123 +173,137 @@ export function createDiscoveryReader(options: DiscoveryReaderOptions): Discover
         return call;
       }
       mine.add(call);
-      calls.add(call);
+      this.calls.add(call);
       return call;
     };
-    listSince ??= Date.now();
+    this.listSince ??= Date.now();
     let all: Record<string, string>;
     try {
       all = await withTimeout(
         client
           .getAll()
-          .prefix(dir)
-          .options({ ...deadlineIn(timeout), interceptors: [track as never] })
+          .prefix(this.dir)
+          .options({ ...deadlineIn(this.timeoutMs), interceptors: [track as never] })
           .strings(),
-        timeout,
+        this.timeoutMs,
         'discovery list',
-        closed,
+        this.closed,
       );
-      listedOnce = true;
-      listError = undefined;
+      this.listedOnce = true;
+      this.listError = undefined;
     } catch (e) {
-      if (client !== undefined) listError = errorText(e);
-      throw client === undefined ? new Error('discovery reader closed') : e;
+      if (this.client !== undefined) this.listError = errorText(e);
+      throw this.client === undefined ? new Error('discovery reader closed') : e;
     } finally {
-      listSince = undefined;
-      for (const c of mine) calls.delete(c);
+      this.listSince = undefined;
+      for (const c of mine) this.calls.delete(c);
     }
+    return this.parse(all);
+  }
+
+  /** The readable node records, sorted by node id; an unreadable one is logged and skipped. */
+  private parse(all: Record<string, string>): ServingNode[] {
     const nodes: ServingNode[] = [];
     for (const [key, raw] of Object.entries(all)) {
       try {
         nodes.push(parseServingNode(key, raw));
       } catch (e) {
-        logger.warn({ key, err: errorText(e) }, 'discovery: skipping an unreadable node record');
+        this.logger.warn({ key, err: errorText(e) }, 'discovery: skipping an unreadable node record');
       }
     }
     return nodes.sort((a, b) => (a.nodeId < b.nodeId ? -1 : a.nodeId > b.nodeId ? 1 : 0));
-  };
+  }
 
-  return {
-    list,
-    watch(fn) {
-      if (client === undefined) throw new Error('discovery reader closed');
-      let stopped = false;
-      let pending = false;
-      let again = false;
-      // Re-list rather than patch: a missed event after a reconnect can then never leave a stale entry.
-      const refresh = async (): Promise<void> => {
-        if (pending) {
-          again = true;
-          return;
-        }
-        pending = true;
-        try {
-          do {
-            again = false;
-            try {
-              const nodes = await list();
-              if (!stopped) fn(nodes);
-            } catch (e) {
-              logger.warn({ err: errorText(e) }, 'discovery: listing nodes failed; the watch will retry on reconnect');
-            }
-          } while (again && !stopped);
-        } finally {
-          pending = false;
-        }
-      };
-      // watcher(), not create(): the Watcher exists at once, so close() can always cancel it, even while it is
-      // still connecting (one never cancelled keeps etcd3's watch manager reconnecting on timers for ever).
-      const watcher: Watcher = client.watch().prefix(dir).watcher();
-      watchers.add(watcher);
-      watcher.on('connected', () => {
-        disconnected.delete(watcher);
-        void refresh();
-      });
-      watcher.on('disconnected', (e: unknown) => disconnected.set(watcher, errorText(e)));
-      watcher.on('put', () => void refresh());
-      watcher.on('delete', () => void refresh());
-      watcher.on('error', (e) => logger.warn({ err: errorText(e) }, 'discovery: watch error'));
-      return () => {
-        stopped = true;
-        disconnected.delete(watcher);
-        if (watchers.delete(watcher))
-          cancels.set(
-            watcher,
-            watcher.cancel().catch(() => undefined),
-          );
-      };
-    },
-    problem() {
-      if (listError !== undefined) return `${where}: listing region ${options.region}'s nodes failed: ${listError}`;
-      if (!listedOnce && listSince !== undefined) {
-        return `${where} has not answered the list of region ${options.region}'s nodes for ${Date.now() - listSince} ms`;
-      }
-      const lost = disconnected.values().next();
-      return lost.done === true ? undefined : `${where}: the node watch lost its connection: ${lost.value}`;
-    },
-    async close() {
-      const c = client;
-      client = undefined;
-      rejectClosed(new Error('discovery reader closed'));
-      for (const call of calls) call.cancelWithStatus(GRPC_CANCELLED, 'discovery reader closed');
-      calls.clear();
-      // Every watch cancelled (and those unsubscribed before) before the client closes, each within the bound: a
-      // watch etcd does not confirm in time is ended without it.
-      for (const w of watchers)
-        cancels.set(
-          w,
-          w.cancel().catch(() => undefined),
+  watch(fn: (nodes: ServingNode[]) => void): () => void {
+    const client = this.client;
+    if (client === undefined) throw new Error('discovery reader closed');
+    const refresh = this.refresher(fn);
+    // watcher(), not create(): the Watcher exists at once, so close() can always cancel it, even while it is
+    // still connecting (one never cancelled keeps etcd3's watch manager reconnecting on timers for ever).
+    const watcher: Watcher = client.watch().prefix(this.dir).watcher();
+    this.watchers.add(watcher);
+    watcher.on('connected', () => {
+      this.disconnected.delete(watcher);
+      refresh.run();
+    });
+    watcher.on('disconnected', (e: unknown) => this.disconnected.set(watcher, errorText(e)));
+    watcher.on('put', () => refresh.run());
+    watcher.on('delete', () => refresh.run());
+    watcher.on('error', (e) => this.logger.warn({ err: errorText(e) }, 'discovery: watch error'));
+    return () => {
+      refresh.stop();
+      this.disconnected.delete(watcher);
+      if (this.watchers.delete(watcher))
+        this.cancels.set(
+          watcher,
+          watcher.cancel().catch(() => undefined),
         );
-      watchers.clear();
-      await Promise.all(
-        [...cancels].map(async ([w, cancel]) => {
-          if (!(await settledWithin(cancel, closeTimeout))) forceEndWatch(w);
-        }),
+    };
+  }
+
+  /**
+   * Lists again and hands the list to `fn`, one list at a time: a change while one is in flight makes one more after
+   * it. Re-list rather than patch: a missed event after a reconnect can then never leave a stale entry.
+   */
+  private refresher(fn: (nodes: ServingNode[]) => void): { run(): void; stop(): void } {
+    let state: RefreshState = 'idle';
+    const now = (): RefreshState => state; // read after an await: another call may have moved it
+    const loop = async (): Promise<void> => {
+      do {
+        state = 'listing';
+        try {
+          const nodes = await this.list();
+          if (now() !== 'stopped') fn(nodes);
+        } catch (e) {
+          this.logger.warn({ err: errorText(e) }, 'discovery: listing nodes failed; the watch will retry on reconnect');
+        }
+      } while (now() === 'listing-again');
+      if (now() === 'listing') state = 'idle';
+    };
+    return {
+      run() {
+        if (state === 'idle') void loop();
+        else if (state === 'listing') state = 'listing-again';
+      },
+      stop() {
+        state = 'stopped';
+      },
+    };
+  }
+
+  problem(): string | undefined {
+    const region = this.options.region;
+    if (this.listError !== undefined)
+      return `${this.where}: listing region ${region}'s nodes failed: ${this.listError}`;
+    if (!this.listedOnce && this.listSince !== undefined) {
+      return `${this.where} has not answered the list of region ${region}'s nodes for ${Date.now() - this.listSince} ms`;
+    }
+    const lost = this.disconnected.values().next();
+    return lost.done === true ? undefined : `${this.where}: the node watch lost its connection: ${lost.value}`;
+  }
+
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = undefined;
+    this.rejectClosed(new Error('discovery reader closed'));
+    for (const call of this.calls) call.cancelWithStatus(GRPC_CANCELLED, 'discovery reader closed');
+    this.calls.clear();
+    // Every watch cancelled (and those unsubscribed before) before the client closes, each within the bound: a
+    // watch etcd does not confirm in time is ended without it.
+    for (const w of this.watchers)
+      this.cancels.set(
+        w,
+        w.cancel().catch(() => undefined),
       );
-      cancels.clear();
-      // A TLS handshake etcd never finishes holds no process open: @idgen/lease's etcd-tls.ts unrefs the socket
-      // until the handshake is done, and destroys it after 10 s.
-      c?.close();
-    },
-  };
+    this.watchers.clear();
+    await Promise.all(
+      [...this.cancels].map(async ([w, cancel]) => {
+        if (!(await settledWithin(cancel, this.closeTimeoutMs))) forceEndWatch(w);
+      }),
+    );
+    this.cancels.clear();
+    // A TLS handshake etcd never finishes holds no process open: @idgen/lease's etcd-tls.ts unrefs the socket
+    // until the handshake is done, and destroys it after 10 s.
+    c?.close();
+  }
 }
