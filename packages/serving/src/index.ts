@@ -8,14 +8,9 @@ export { boot } from './boot.js';
 export type { BootDeps, BootLogger, BootReport } from './boot.js';
 export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
 export type { LeaseView, NodeBuild, Phase, ServiceDeps, ServingGuard } from './service.js';
-export {
-  READINESS_REASONS,
-  createLeaseTroubleTracker,
-  describeReadiness,
-  judgeReadiness,
-  watchReadiness,
-} from './readiness.js';
-export type { LeaseTrouble, LeaseTroubleTracker, Readiness, ReadinessInputs, ReadinessReason } from './readiness.js';
+// Readiness as a caller of the node sees it (the reasons on the wire and their text); how the node judges it stays inside.
+export { READINESS_REASONS, describeReadiness } from './readiness.js';
+export type { Readiness, ReadinessReason } from './readiness.js';
 export { TLS_FLAGS, TlsMaterialError, loadTlsMaterial, tlsFilesFromFlags } from './tls.js';
 export type { TlsFiles, TlsFlagValues } from './tls.js';
 export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
