@@ -1,7 +1,7 @@
 /**
  * One chaos run as named steps (issue 7): {@link ChaosRun.setUp} starts etcd, the nodes and the callers;
  * {@link ChaosRun.runSchedule} runs the load and the seeded faults one at a time (each kind's handler in
- * src/fault-table.ts); {@link ChaosRun.tearDown} stops everything and audits the run's etcd;
+ * src/faults/index.ts); {@link ChaosRun.tearDown} stops everything and audits the run's etcd;
  * {@link ChaosRun.judge} verifies every ID (src/run-verdict.ts). A class rather than one closure (the house rule:
  * past ~150 lines a closure becomes named parts), so each step can be read alone and a stack trace names it.
  */
@@ -18,7 +18,7 @@ import {
 } from '@idgen/testing';
 import { runAudit, type AuditOutcome } from './faults/audit.js';
 import { ETCD_PREFIX, type FaultContext, type FaultRun, type MemberDown } from './fault-context.js';
-import { FAULT_HANDLERS } from './fault-table.js';
+import { FAULT_HANDLERS } from './faults/index.js';
 import { createEmbeddedFleet, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { probeBlocksFile, type BlockLine } from './records.js';

@@ -89,54 +89,133 @@ export interface EmbeddedFleet {
   summary(): { processes: number; restarts: number; refusedBy: Record<string, number> };
 }
 
-export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
-  if (o.count < 2) throw new RangeError('embedded callers: at least 2 (one is the spare)');
-  const positions = Array.from({ length: o.count }, (_, i) => `e${i + 1}`);
-  const workers = `${o.firstWorker}-${o.firstWorker + o.count - 2}`;
-  const incarnations: Incarnation[] = [];
-  const holdings: Holding[] = [];
-  const faults: EmbeddedFaultRecord[] = [];
-  const links = new Map<string, TcpProxy[]>();
-  const counters = new Map<string, number>();
-  let restarts = 0;
-  const clockFile = (position: string): string => join(o.dir, `clock-${position}`);
-  const current = (position: string): Incarnation | undefined =>
-    [...incarnations].reverse().find((i) => i.position === position && i.handle.exitStatus() === undefined);
+/** One embedded fault as it runs: the caller hit, its worker and links, and the record it writes. */
+interface EmbeddedFaultRun {
+  readonly inc: Incarnation;
+  readonly worker: number | undefined;
+  readonly begin: number;
+  readonly record: EmbeddedFaultRecord;
+  readonly proxies: readonly TcpProxy[];
+  readonly ttlMs: number;
+  readonly allowances: ClockAllowance[];
+  readonly signal: AbortSignal;
+  /** Waits until another process holds the worker (at most `limitMs` from the fault's begin), and notes it. */
+  takeover(limitMs: number): Promise<void>;
+}
 
-  /** Reads new lease lines: `lease: alive` names the holding (worker, lease id, floor). */
-  const poll = (): void => {
-    for (const inc of incarnations) {
-      const lines = inc.handle.stdoutLines;
-      for (; inc.seen < lines.length; inc.seen++) {
-        const text = lines[inc.seen] ?? '';
-        if (!text.includes('lease: alive')) continue;
-        try {
-          const j = JSON.parse(text) as { worker?: unknown; leaseId?: unknown; floorMs?: unknown; trueMs?: unknown };
-          if (typeof j.worker === 'number' && typeof j.leaseId === 'string' && typeof j.floorMs === 'number') {
-            holdings.push({
-              node: inc.node,
-              name: inc.name,
-              worker: j.worker,
-              leaseId: j.leaseId,
-              floorMs: j.floorMs,
-              seenMs: typeof j.trueMs === 'number' ? j.trueMs : Date.now(),
-            });
-          }
-        } catch {
-          // a torn line
-        }
+/**
+ * The embedded callers: their processes, proxies and holdings; the faults ({@link EMBEDDED_FAULTS}) run on them
+ * one at a time. A class rather than a closure (the house rule: past ~150 lines a closure becomes named parts).
+ */
+class ChaosEmbeddedFleet implements EmbeddedFleet {
+  readonly workers: string;
+  readonly holdings: Holding[] = [];
+  readonly faults: EmbeddedFaultRecord[] = [];
+  readonly #o: EmbeddedFleetOptions;
+  readonly #positions: readonly string[];
+  readonly #incarnations: Incarnation[] = [];
+  readonly #links = new Map<string, TcpProxy[]>();
+  readonly #counters = new Map<string, number>();
+  readonly #timer: NodeJS.Timeout;
+  #restarts = 0;
+
+  constructor(o: EmbeddedFleetOptions) {
+    if (o.count < 2) throw new RangeError('embedded callers: at least 2 (one is the spare)');
+    this.#o = o;
+    this.#positions = Array.from({ length: o.count }, (_, i) => `e${i + 1}`);
+    this.workers = `${o.firstWorker}-${o.firstWorker + o.count - 2}`;
+    this.#timer = setInterval(() => this.#poll(), 200);
+  }
+
+  /** The wall-clock control file of `position` (libfaketime's `FAKETIME_TIMESTAMP_FILE`). */
+  clockFile(position: string): string {
+    return join(this.#o.dir, `clock-${position}`);
+  }
+
+  async startAll(): Promise<void> {
+    for (const p of this.#positions) {
+      const proxies: TcpProxy[] = [];
+      for (const e of this.#o.etcd) proxies.push(await createTcpProxy({ target: e.replace(/^[a-z]+:\/\//, '') }));
+      this.#links.set(p, proxies);
+    }
+    for (const p of this.#positions) await this.start(p);
+    await Promise.all(this.#incarnations.map((i) => i.handle.waitForLine(/embedded caller started/, 30_000)));
+  }
+
+  async waitHolding(n: number, timeoutMs: number): Promise<void> {
+    const t0 = Date.now();
+    for (;;) {
+      this.#poll();
+      const holding = new Set(this.holdings.map((h) => h.name)).size;
+      if (holding >= n) return;
+      if (Date.now() - t0 > timeoutMs) {
+        throw new Error(
+          `only ${holding} of ${n} embedded callers hold a slot after ${timeoutMs} ms:\n${this.#incarnations.map((i) => `--- ${i.name}\n${i.handle.tail(6)}`).join('\n')}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+
+  async runFaults({
+    seed,
+    loadStart,
+    untilMs,
+    allowances,
+    signal,
+  }: Parameters<EmbeddedFleet['runFaults']>[0]): Promise<void> {
+    const rnd = random(seed ^ 0x5eed17);
+    const ttlMs = this.#o.leaseTtlSeconds * 1000;
+    for (let k = 0; Date.now() < untilMs && !signal.aborted; k++) {
+      await sleep(3000 + Math.floor(rnd() * 3000), signal);
+      if (signal.aborted || Date.now() >= untilMs) break;
+      const kind = EMBEDDED_FAULT_KINDS[k % EMBEDDED_FAULT_KINDS.length] as EmbeddedFaultKind;
+      const inc = this.#pickHolder(rnd);
+      if (inc === undefined) continue;
+      const f = this.#begin(kind, inc, { loadStart, ttlMs, allowances, signal });
+      await EMBEDDED_FAULTS[kind](f, this);
+      f.record.endedMs = Date.now() - loadStart;
+    }
+  }
+
+  async stopAll(graceMs: number): Promise<void> {
+    await Promise.all(
+      this.#incarnations.filter((i) => i.handle.exitStatus() === undefined).map((i) => i.handle.stop(graceMs)),
+    );
+    this.#poll();
+    clearInterval(this.#timer);
+    await Promise.all([...this.#links.values()].flat().map((p) => p.close()));
+  }
+
+  async blocks(): Promise<ReceivedBlock[]> {
+    const all = await Promise.all(this.#incarnations.map((inc, i) => readBlocksFile(inc.file, 1000 + i)));
+    return all.flat();
+  }
+
+  summary(): { processes: number; restarts: number; refusedBy: Record<string, number> } {
+    const refusedBy: Record<string, number> = {};
+    for (const inc of this.#incarnations) {
+      const stopped = inc.handle.stdoutLines.find((l) => l.includes('embedded caller stopped'));
+      if (stopped === undefined) continue;
+      try {
+        const j = JSON.parse(stopped) as { refusedBy?: Record<string, number> };
+        for (const [k, v] of Object.entries(j.refusedBy ?? {})) refusedBy[k] = (refusedBy[k] ?? 0) + v;
+      } catch {
+        // a torn line
       }
     }
-  };
-  const timer = setInterval(poll, 200);
+    return { processes: this.#incarnations.length, restarts: this.#restarts, refusedBy };
+  }
 
-  const start = async (position: string): Promise<Incarnation> => {
-    const n = (counters.get(position) ?? 0) + 1;
-    counters.set(position, n);
+  /** A new process on `position` (a kill's restart counts as one). */
+  async start(position: string, restart = false): Promise<Incarnation> {
+    const o = this.#o;
+    const n = (this.#counters.get(position) ?? 0) + 1;
+    this.#counters.set(position, n);
     const name = `${position}#${n}`;
-    await writeFile(clockFile(position), '+0\n');
+    await writeFile(this.clockFile(position), '+0\n');
     const file = join(o.dir, `embedded-${position}-${n}.blocks.jsonl`);
-    const proxies = links.get(position) ?? [];
+    const proxies = this.#links.get(position) ?? [];
     const handle = spawnProcess(
       process.execPath,
       [
@@ -150,7 +229,7 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
         '--region',
         String(o.region),
         '--workers',
-        workers,
+        this.workers,
         '--rate',
         String(o.rate),
         '--batch',
@@ -163,7 +242,7 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
           ...process.env,
           // docs/toolchain.md "Clock faults": the wall clock from the control file, the monotonic clock untouched.
           LD_PRELOAD: o.faketimeLib,
-          FAKETIME_TIMESTAMP_FILE: clockFile(position),
+          FAKETIME_TIMESTAMP_FILE: this.clockFile(position),
           FAKETIME_NO_CACHE: '1',
           DONT_FAKE_MONOTONIC: '1',
         },
@@ -171,174 +250,159 @@ export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
       },
     );
     const inc: Incarnation = { name, position, node: embeddedNodeName(name), handle, file, seen: 0 };
-    incarnations.push(inc);
+    this.#incarnations.push(inc);
+    if (restart) this.#restarts++;
     return inc;
-  };
+  }
 
-  const heldBy = (worker: number, other: string, sinceMs: number): Holding | undefined => {
-    poll();
-    return holdings.find((h) => h.worker === worker && h.name !== other && h.seenMs >= sinceMs);
-  };
-  /** The slot `inc` holds now: its latest holding, unless another process has held that worker since. */
-  const holdingOf = (inc: Incarnation): Holding | undefined => {
-    poll();
-    const mine = [...holdings].reverse().find((h) => h.name === inc.name);
-    if (mine === undefined) return undefined;
-    return holdings.some((h) => h.worker === mine.worker && h.name !== inc.name && h.seenMs > mine.seenMs)
-      ? undefined
-      : mine;
-  };
+  /** A caller holding a slot (a spare's fault would show nothing), or none. */
+  #pickHolder(rnd: () => number): Incarnation | undefined {
+    this.#poll();
+    const holders = this.#positions
+      .map((p) => this.#current(p))
+      .filter((i): i is Incarnation => i !== undefined && this.#holdingOf(i) !== undefined);
+    return holders[Math.floor(rnd() * holders.length)];
+  }
 
-  return {
-    workers,
-    holdings,
-    faults,
-    async startAll() {
-      for (const p of positions) {
-        const proxies: TcpProxy[] = [];
-        for (const e of o.etcd) proxies.push(await createTcpProxy({ target: e.replace(/^[a-z]+:\/\//, '') }));
-        links.set(p, proxies);
-      }
-      for (const p of positions) await start(p);
-      await Promise.all(incarnations.map((i) => i.handle.waitForLine(/embedded caller started/, 30_000)));
-    },
-    async waitHolding(n, timeoutMs) {
-      const t0 = Date.now();
-      for (;;) {
-        poll();
-        const holding = new Set(holdings.map((h) => h.name)).size;
-        if (holding >= n) return;
-        if (Date.now() - t0 > timeoutMs) {
-          throw new Error(
-            `only ${holding} of ${n} embedded callers hold a slot after ${timeoutMs} ms:\n${incarnations.map((i) => `--- ${i.name}\n${i.handle.tail(6)}`).join('\n')}`,
-          );
-        }
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    },
-    async runFaults({ seed, loadStart, untilMs, allowances, signal }) {
-      const rnd = random(seed ^ 0x5eed17);
-      const ttlMs = o.leaseTtlSeconds * 1000;
-      for (let k = 0; Date.now() < untilMs && !signal.aborted; k++) {
-        await sleep(3000 + Math.floor(rnd() * 3000), signal);
-        if (signal.aborted || Date.now() >= untilMs) break;
-        const kind = EMBEDDED_FAULT_KINDS[k % EMBEDDED_FAULT_KINDS.length] as EmbeddedFaultKind;
-        // A caller holding a slot (a spare's fault would show nothing).
-        poll();
-        const holders = positions
-          .map(current)
-          .filter((i): i is Incarnation => i !== undefined && holdingOf(i) !== undefined);
-        const inc = holders[Math.floor(rnd() * holders.length)];
-        if (inc === undefined) continue;
-        const worker = holdingOf(inc)?.worker;
-        const begin = Date.now();
-        const r: EmbeddedFaultRecord = {
-          kind,
-          target: `${inc.name} (worker ${worker ?? '-'})`,
-          startedMs: begin - loadStart,
-          endedMs: 0,
-          notes: [],
-        };
-        faults.push(r);
-        o.say(`  t+${((begin - loadStart) / 1000).toFixed(1)}s embedded fault ${kind} → ${r.target}`);
-        const proxies = links.get(inc.position) ?? [];
-        const takeover = async (limitMs: number): Promise<void> => {
-          while (
-            worker !== undefined &&
-            heldBy(worker, inc.name, begin) === undefined &&
-            Date.now() < begin + limitMs &&
-            !signal.aborted
-          )
-            await sleep(100, signal);
-          const t = worker === undefined ? undefined : heldBy(worker, inc.name, begin);
-          r.notes.push(
-            t === undefined
-              ? `worker ${worker ?? '-'} not taken over`
-              : `worker ${worker} taken over by ${t.name} after ${((t.seenMs - begin) / 1000).toFixed(1)} s`,
-          );
-        };
-        switch (kind) {
-          case 'kill': {
-            await inc.handle.kill();
-            await takeover(ttlMs * 2 + 2000);
-            await start(inc.position);
-            restarts++;
-            r.notes.push('restarted');
-            break;
-          }
-          case 'pause-past-ttl': {
-            inc.handle.signal('SIGSTOP');
-            await takeover(ttlMs * 2 + 2000);
-            await sleep(500, signal);
-            inc.handle.signal('SIGCONT');
-            r.notes.push(`SIGCONT after ${((Date.now() - begin) / 1000).toFixed(1)} s`);
-            break;
-          }
-          case 'partition': {
-            for (const p of proxies) p.cut();
-            await takeover(ttlMs * 2 + 2000);
-            await sleep(500, signal);
-            for (const p of proxies) p.restore();
-            r.notes.push(`link restored after ${((Date.now() - begin) / 1000).toFixed(1)} s`);
-            break;
-          }
-          case 'clock-back': {
-            // 2 s back: far beyond the 10 ms tolerance, so the source fences until its clock passes its last ID.
-            await writeFile(clockFile(inc.position), '-2\n');
-            await sleep(3000, signal);
-            await writeFile(clockFile(inc.position), '+0\n');
-            r.notes.push('clock -2 s for 3 s');
-            break;
-          }
-          case 'partition-clock-forward': {
-            // Cut off, then the wall clock 8 s ahead while the monotonic deadline still runs: the wall ceiling fences it.
-            for (const p of proxies) p.cut();
-            const a: ClockAllowance = {
-              node: inc.node,
-              fromMs: Date.now(),
-              toMs: Number.POSITIVE_INFINITY,
-              aheadMs: 8000,
-            };
-            allowances.push(a);
-            await writeFile(clockFile(inc.position), '+8\n');
-            await takeover(ttlMs * 2 + 2000);
-            // Until true time has passed what it could have minted ahead (8 s + TTL − margin after the cut).
-            await sleep(begin + 8000 + ttlMs - Date.now(), signal);
-            await writeFile(clockFile(inc.position), '+0\n');
-            a.toMs = Date.now() + 1000;
-            for (const p of proxies) p.restore();
-            r.notes.push(`clock +8 s and cut off for ${((Date.now() - begin) / 1000).toFixed(1)} s`);
-            break;
-          }
-        }
-        r.endedMs = Date.now() - loadStart;
-      }
-    },
-    async stopAll(graceMs) {
-      await Promise.all(
-        incarnations.filter((i) => i.handle.exitStatus() === undefined).map((i) => i.handle.stop(graceMs)),
+  /** Opens the fault's record, announces it, and hands the handler what it needs. */
+  #begin(
+    kind: EmbeddedFaultKind,
+    inc: Incarnation,
+    s: { loadStart: number; ttlMs: number; allowances: ClockAllowance[]; signal: AbortSignal },
+  ): EmbeddedFaultRun {
+    const { loadStart, signal } = s;
+    const worker = this.#holdingOf(inc)?.worker;
+    const begin = Date.now();
+    const r: EmbeddedFaultRecord = {
+      kind,
+      target: `${inc.name} (worker ${worker ?? '-'})`,
+      startedMs: begin - loadStart,
+      endedMs: 0,
+      notes: [],
+    };
+    this.faults.push(r);
+    this.#o.say(`  t+${((begin - loadStart) / 1000).toFixed(1)}s embedded fault ${kind} → ${r.target}`);
+    const proxies = this.#links.get(inc.position) ?? [];
+    const takeover = async (limitMs: number): Promise<void> => {
+      while (
+        worker !== undefined &&
+        this.#heldBy(worker, inc.name, begin) === undefined &&
+        Date.now() < begin + limitMs &&
+        !signal.aborted
+      )
+        await sleep(100, signal);
+      const t = worker === undefined ? undefined : this.#heldBy(worker, inc.name, begin);
+      r.notes.push(
+        t === undefined
+          ? `worker ${worker ?? '-'} not taken over`
+          : `worker ${worker} taken over by ${t.name} after ${((t.seenMs - begin) / 1000).toFixed(1)} s`,
       );
-      poll();
-      clearInterval(timer);
-      await Promise.all([...links.values()].flat().map((p) => p.close()));
-    },
-    async blocks() {
-      const all = await Promise.all(incarnations.map((inc, i) => readBlocksFile(inc.file, 1000 + i)));
-      return all.flat();
-    },
-    summary: () => {
-      const refusedBy: Record<string, number> = {};
-      for (const inc of incarnations) {
-        const stopped = inc.handle.stdoutLines.find((l) => l.includes('embedded caller stopped'));
-        if (stopped === undefined) continue;
+    };
+    return { inc, worker, begin, record: r, proxies, ttlMs: s.ttlMs, allowances: s.allowances, signal, takeover };
+  }
+
+  #current(position: string): Incarnation | undefined {
+    return [...this.#incarnations]
+      .reverse()
+      .find((i) => i.position === position && i.handle.exitStatus() === undefined);
+  }
+
+  /** Reads new lease lines: `lease: alive` names the holding (worker, lease id, floor). */
+  #poll(): void {
+    for (const inc of this.#incarnations) {
+      const lines = inc.handle.stdoutLines;
+      for (; inc.seen < lines.length; inc.seen++) {
+        const text = lines[inc.seen] ?? '';
+        if (!text.includes('lease: alive')) continue;
         try {
-          const j = JSON.parse(stopped) as { refusedBy?: Record<string, number> };
-          for (const [k, v] of Object.entries(j.refusedBy ?? {})) refusedBy[k] = (refusedBy[k] ?? 0) + v;
+          const j = JSON.parse(text) as { worker?: unknown; leaseId?: unknown; floorMs?: unknown; trueMs?: unknown };
+          if (typeof j.worker === 'number' && typeof j.leaseId === 'string' && typeof j.floorMs === 'number') {
+            this.holdings.push({
+              node: inc.node,
+              name: inc.name,
+              worker: j.worker,
+              leaseId: j.leaseId,
+              floorMs: j.floorMs,
+              seenMs: typeof j.trueMs === 'number' ? j.trueMs : Date.now(),
+            });
+          }
         } catch {
           // a torn line
         }
       }
-      return { processes: incarnations.length, restarts, refusedBy };
-    },
-  };
+    }
+  }
+
+  #heldBy(worker: number, other: string, sinceMs: number): Holding | undefined {
+    this.#poll();
+    return this.holdings.find((h) => h.worker === worker && h.name !== other && h.seenMs >= sinceMs);
+  }
+
+  /** The slot `inc` holds now: its latest holding, unless another process has held that worker since. */
+  #holdingOf(inc: Incarnation): Holding | undefined {
+    this.#poll();
+    const mine = [...this.holdings].reverse().find((h) => h.name === inc.name);
+    if (mine === undefined) return undefined;
+    return this.holdings.some((h) => h.worker === mine.worker && h.name !== inc.name && h.seenMs > mine.seenMs)
+      ? undefined
+      : mine;
+  }
+}
+
+/** What an embedded fault does to its caller, one handler per {@link EmbeddedFaultKind}. */
+const EMBEDDED_FAULTS: Readonly<
+  Record<EmbeddedFaultKind, (f: EmbeddedFaultRun, fleet: ChaosEmbeddedFleet) => Promise<void>>
+> = {
+  async kill(f, fleet) {
+    await f.inc.handle.kill();
+    await f.takeover(f.ttlMs * 2 + 2000);
+    await fleet.start(f.inc.position, true);
+    f.record.notes.push('restarted');
+  },
+  async 'pause-past-ttl'(f) {
+    f.inc.handle.signal('SIGSTOP');
+    await f.takeover(f.ttlMs * 2 + 2000);
+    await sleep(500, f.signal);
+    f.inc.handle.signal('SIGCONT');
+    f.record.notes.push(`SIGCONT after ${((Date.now() - f.begin) / 1000).toFixed(1)} s`);
+  },
+  async partition(f) {
+    for (const p of f.proxies) p.cut();
+    await f.takeover(f.ttlMs * 2 + 2000);
+    await sleep(500, f.signal);
+    for (const p of f.proxies) p.restore();
+    f.record.notes.push(`link restored after ${((Date.now() - f.begin) / 1000).toFixed(1)} s`);
+  },
+  async 'clock-back'(f, fleet) {
+    // 2 s back: far beyond the 10 ms tolerance, so the source fences until its clock passes its last ID.
+    await writeFile(fleet.clockFile(f.inc.position), '-2\n');
+    await sleep(3000, f.signal);
+    await writeFile(fleet.clockFile(f.inc.position), '+0\n');
+    f.record.notes.push('clock -2 s for 3 s');
+  },
+  async 'partition-clock-forward'(f, fleet) {
+    const { inc, begin } = f;
+    // Cut off, then the wall clock 8 s ahead while the monotonic deadline still runs: the wall ceiling fences it.
+    for (const p of f.proxies) p.cut();
+    const a: ClockAllowance = {
+      node: inc.node,
+      fromMs: Date.now(),
+      toMs: Number.POSITIVE_INFINITY,
+      aheadMs: 8000,
+    };
+    f.allowances.push(a);
+    await writeFile(fleet.clockFile(inc.position), '+8\n');
+    await f.takeover(f.ttlMs * 2 + 2000);
+    // Until true time has passed what it could have minted ahead (8 s + TTL − margin after the cut).
+    await sleep(begin + 8000 + f.ttlMs - Date.now(), f.signal);
+    await writeFile(fleet.clockFile(inc.position), '+0\n');
+    a.toMs = Date.now() + 1000;
+    for (const p of f.proxies) p.restore();
+    f.record.notes.push(`clock +8 s and cut off for ${((Date.now() - begin) / 1000).toFixed(1)} s`);
+  },
+};
+
+/** Starts nothing yet: {@link EmbeddedFleet.startAll} does. `count` callers on slots `firstWorker …`. */
+export function createEmbeddedFleet(o: EmbeddedFleetOptions): EmbeddedFleet {
+  return new ChaosEmbeddedFleet(o);
 }

@@ -1,6 +1,6 @@
 /**
  * What a fault handler of a chaos run gets: the run's parts ({@link FaultRun}) and the fault being run with its
- * record ({@link FaultContext}). Every fault kind has one {@link FaultHandler} (src/fault-table.ts); the run
+ * record ({@link FaultContext}). Every fault kind has one {@link FaultHandler} (src/faults/index.ts); the run
  * (src/chaos-run.ts) settles the fleet, opens the record, and calls it.
  */
 import type { EtcdCluster } from '@idgen/testing';

@@ -5,7 +5,7 @@
  * is registered with `@idgen/testing`'s cleanup registry, so an interrupt or a crash still cleans up.
  *
  * The steps are {@link ChaosRun}'s methods (src/chaos-run.ts), each fault kind's handler is in
- * src/fault-table.ts, and the verdict in src/run-verdict.ts; this module keeps the run's options and result.
+ * src/faults/index.ts, and the verdict in src/run-verdict.ts; this module keeps the run's options and result.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';

@@ -13,6 +13,8 @@
  */
 import { join } from 'node:path';
 import { spawnProcess, startEtcd, type EtcdServer } from '@idgen/testing';
+import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
+import { wrongRegionOf } from './wrong-region-node.js';
 
 /** The spare codes a run lends, one per `double-loan` fault in turn (the layout's default spare codes). */
 export const SPARE_CODES = [5, 6, 7] as const;
@@ -300,3 +302,25 @@ export function judgeDoubleLoan(d: DoubleLoanOutcome): DoubleLoanJudgement {
     expectationMissed: missed.length === 0 ? undefined : missed.join('; '),
   };
 }
+
+/** Fault `double-loan`'s handler: the run's parts into {@link doubleLoanFault}, its judgement into the record. */
+export const doubleLoan: FaultHandler = async (c) => {
+  const { run, record: r } = c;
+  const { o } = run;
+  const nth = run.records.filter((x) => x.fault.kind === 'double-loan').length - 1;
+  const announce = (target: string): void => void ((r.target = target), c.line());
+  const common = { runEtcd: run.cluster.endpoints, region: o.region, prefix: ETCD_PREFIX, dir: run.dir, announce };
+  const j = await doubleLoanFault(
+    {
+      ...common,
+      cliMain: run.operatorCli,
+      otherRegion: wrongRegionOf(o.region),
+      leaseTtlSeconds: o.leaseTtlSeconds,
+      timeoutMs: 30_000,
+    },
+    nth,
+  );
+  Object.assign(r, { safetyViolation: j.safetyViolation, expectationMissed: j.expectationMissed }).notes.push(
+    ...j.notes,
+  );
+};

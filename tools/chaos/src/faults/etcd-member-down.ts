@@ -6,6 +6,7 @@
  * by reason `lease` while it is down (and the moment after), and no failed call.
  */
 import type { EtcdCluster, EtcdMember } from '@idgen/testing';
+import type { FaultHandler } from '../fault-context.js';
 
 /** What the fault did, for the record and the judgement. */
 export interface MemberDownRun {
@@ -71,3 +72,26 @@ export function judgeMemberDown(leaseFences: number, failedCalls: number): strin
   if (failedCalls > 0) missed.push(`${failedCalls} failed call(s)`);
   return missed.length === 0 ? undefined : `one etcd follower down cost ${missed.join(' and ')} (expected none)`;
 }
+
+/**
+ * Fault `etcd-member-down`'s handler: one follower stopped for the effect; when, is kept for the judgement at the end
+ * (with the failed calls).
+ */
+export const etcdMemberDown: FaultHandler = async (c) => {
+  const { run, record: r } = c;
+  const down = await stopFollower(
+    run.cluster,
+    c.fault.pick,
+    c.fault.effectMs,
+    c.begin,
+    (ms) => run.sleep(ms),
+    (target) => {
+      r.target = target;
+      c.line();
+    },
+  );
+  r.target = down.target;
+  r.notes.push(...down.notes);
+  if (down.stoppedAtMs !== undefined)
+    run.memberDowns.set(r, { fromMs: down.stoppedAtMs, toMs: down.startedAtMs ?? Date.now() });
+};

@@ -17,6 +17,7 @@
  */
 import { join } from 'node:path';
 import type { EtcdCluster } from '@idgen/testing';
+import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
 import type { Incarnation, NodeFleet } from '../node-fleet.js';
 import { cliLine, runOperatorCli, unknownToCli, type CliRun } from './double-loan.js';
 
@@ -303,3 +304,32 @@ export function judgeSnapshotRestore(r: SnapshotRestoreOutcome, ttlMs: number): 
     expectationMissed: missed.length === 0 ? undefined : missed.join('; '),
   };
 }
+
+/** Fault `etcd-snapshot-restore`'s handler: the cluster restored from an older snapshot under a serving node. */
+export const etcdSnapshotRestore: FaultHandler = async (c) => {
+  const { run, record: r } = c;
+  const target = await c.hitNode(true);
+  if (target === undefined) return;
+  const { o } = run;
+  const common = {
+    fleet: run.fleet,
+    cluster: run.cluster,
+    target,
+    region: o.region,
+    prefix: ETCD_PREFIX,
+    dir: run.dir,
+    index: c.fault.index,
+  };
+  const s = await runSnapshotRestore({
+    ...common,
+    cliMain: run.operatorCli,
+    want: Math.min(o.slots, o.nodes),
+    leaseTtlSeconds: o.leaseTtlSeconds,
+    sleep: (ms) => run.sleep(ms),
+    aborted: () => o.signal.aborted,
+  });
+  const j = judgeSnapshotRestore(s, run.ttlMs);
+  Object.assign(r, { safetyViolation: j.safetyViolation, expectationMissed: j.expectationMissed }).notes.push(
+    ...j.notes,
+  );
+};

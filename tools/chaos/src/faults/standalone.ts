@@ -15,6 +15,7 @@ import { mkdir, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createConnectTransport } from '@idgen/client';
 import { freePort, serverLaunchArgs, spawnProcess, type ProcessExit, type ProcessHandle } from '@idgen/testing';
+import type { FaultHandler } from '../fault-context.js';
 import { sleep } from '../sleep.js';
 
 /** The pre-rewrite lock's stale time (proper-lockfile, by mtime): a pause or a step past it let a waiter take over. */
@@ -488,3 +489,25 @@ export function runStandaloneFault(
   if (kind === 'standalone-step') return runStandaloneStep(o);
   return runStandaloneEmptyState(o);
 }
+
+/** The handler of the three standalone kinds: standalone nodes on their own `--state-file`, apart from the fleet. */
+export const standaloneFault: FaultHandler = async (c) => {
+  const { run, record: r, fault: f } = c;
+  if (f.kind !== 'standalone-pause' && f.kind !== 'standalone-step' && f.kind !== 'standalone-empty-state') return;
+  const name = `${f.kind}-${f.index}`;
+  r.target = `${name} (standalone nodes on their own --state-file)`;
+  c.line();
+  const s = await runStandaloneFault(f.kind, {
+    ...run.o,
+    faketimeLib: run.faketimeLib,
+    dir: run.dir,
+    name,
+    effectMs: f.effectMs,
+  });
+  Object.assign(r, {
+    target: s.target,
+    expectationMissed: s.expectationMissed,
+    safetyViolation: s.safetyViolation,
+  });
+  r.notes.push(...s.notes);
+};

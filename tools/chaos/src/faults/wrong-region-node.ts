@@ -8,6 +8,7 @@
 import { createWriteStream } from 'node:fs';
 import { join } from 'node:path';
 import { freePort, serverLaunchArgs, spawnProcess } from '@idgen/testing';
+import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
 
 /** Exit code of a node refused by the region binding (apps/server/src/main.ts, EXIT_REGION_REFUSED). */
 export const EXIT_REGION_REFUSED = 2;
@@ -153,3 +154,28 @@ export function judgeWrongRegion(
     expectationMissed: missed.length === 0 ? undefined : `${what} was not refused as expected: ${missed.join('; ')}`,
   };
 }
+
+/** Fault `wrong-region-node`'s handler: a node of another region started on this region's etcd; it must refuse. */
+export const wrongRegionNode: FaultHandler = async (c) => {
+  const { run, record: r } = c;
+  const { o } = run;
+  const wrong = wrongRegionOf(o.region);
+  const name = run.nextWrongRegionName();
+  r.target = `${name} (region ${wrong} on region ${o.region}'s etcd)`;
+  c.line();
+  const w = await runWrongRegionNode({
+    serverMain: o.serverMain,
+    etcd: run.cluster.endpoints,
+    wrongRegion: wrong,
+    prefix: ETCD_PREFIX,
+    slots: o.slots,
+    leaseTtlSeconds: o.leaseTtlSeconds,
+    dir: run.dir,
+    name,
+    timeoutMs: 15_000,
+  });
+  const judged = judgeWrongRegion(w, o.region, wrong);
+  r.notes.push(...judged.notes);
+  r.expectationMissed = judged.expectationMissed;
+  r.safetyViolation = judged.safetyViolation;
+};
