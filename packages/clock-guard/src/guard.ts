@@ -50,13 +50,8 @@ export interface TimeSourceHealth {
   readonly offsetSeconds?: number;
 }
 
-/** The guard's state, for status endpoints and events. */
-export interface GuardStatus {
-  readonly state: 'serving' | 'fenced';
-  readonly reason?: FenceReason;
-  readonly message?: string;
-  /** Monotonic ms when the current fence began. */
-  readonly sinceMonoMs?: number;
+/** What a {@link GuardStatus} says in either state: the slot, its bounds and the time source. */
+export interface GuardBounds {
   readonly region: number | undefined;
   readonly worker: number | undefined;
   readonly floorMs: number;
@@ -66,6 +61,22 @@ export interface GuardStatus {
   readonly ceilingMs: number;
   readonly timeSource: TimeSourceHealth;
 }
+
+/** The guard's state, for status endpoints and events: serving, or fenced with its reason and since when. */
+export type GuardStatus =
+  | (GuardBounds & {
+      readonly state: 'serving';
+      readonly reason?: undefined;
+      readonly message?: undefined;
+      readonly sinceMonoMs?: undefined;
+    })
+  | (GuardBounds & {
+      readonly state: 'fenced';
+      readonly reason: FenceReason;
+      readonly message: string;
+      /** Monotonic ms when the current fence began. */
+      readonly sinceMonoMs: number;
+    });
 
 /** Options of {@link createGuardedMinter}. */
 export interface GuardedMinterOptions {
@@ -364,7 +375,7 @@ export class GuardedMinter {
   /** The guard's state and what it is based on. */
   status(): GuardStatus {
     const b = this.blocked ?? this.deadlineFence() ?? this.ceilingFence(this.clock.nowMs());
-    const base = {
+    const base: GuardBounds = {
       region: this.minter?.region,
       worker: this.assigned ? this.minter?.worker : undefined,
       floorMs: this.floor,

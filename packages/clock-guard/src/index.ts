@@ -18,7 +18,14 @@ export {
 } from './guard.js';
 export { MintAbandonedError, createMintScheduler } from './mint-scheduler.js';
 export type { MintScheduler, MintSchedulerOptions, SchedulableMinter } from './mint-scheduler.js';
-export type { GuardStatus, GuardedMinterOptions, LeaseExtension, TimeSourceHealth, WorkerAssignment } from './guard.js';
+export type {
+  GuardBounds,
+  GuardStatus,
+  GuardedMinterOptions,
+  LeaseExtension,
+  TimeSourceHealth,
+  WorkerAssignment,
+} from './guard.js';
 export { ClockGuardAttributes, ClockGuardMetrics } from './metrics.js';
 export type { GuardCounters } from './metrics.js';
 export {
