@@ -193,6 +193,15 @@ export function createEmbeddedIdSource(options: EmbeddedIdSourceOptions): Embedd
   return new LeasedIdSource(options);
 }
 
+/**
+ * Where a source is in its life ({@link EmbeddedState}), with the error every call gets once its start failed for
+ * good. `failed` and `closed` are final: a start step that ends after close() cannot move the source back.
+ */
+type SourceState =
+  | { readonly name: Exclude<EmbeddedState, 'failed' | 'closed'> }
+  | { readonly name: 'failed'; readonly failure: IdClientError }
+  | { readonly name: 'closed'; readonly failure: IdClientError | undefined };
+
 class LeasedIdSource implements EmbeddedIdSource {
   private readonly guard: GuardedMinter;
   private readonly lease: WorkerLease;
@@ -208,11 +217,8 @@ class LeasedIdSource implements EmbeddedIdSource {
   private readonly started: Promise<void>;
   private readonly unsubscribe: () => void;
 
-  private state: EmbeddedState = 'starting';
-  private closed = false;
+  private state: SourceState = { name: 'starting' };
   private closing: Promise<void> | undefined;
-  /** Why the start stopped for good: every call gets it. */
-  private failure: IdClientError | undefined;
   private waiters: Waiter[] = [];
   private retryTimer: ReturnType<typeof setTimeout> | undefined;
   private retryImmediate: ReturnType<typeof setImmediate> | undefined;
@@ -470,7 +476,7 @@ class LeasedIdSource implements EmbeddedIdSource {
     try {
       let reading: TimeSourceReading = await this.timeSource.start();
       while (!reading.healthy) {
-        this.state = 'waiting-for-time-source';
+        this.moveTo('waiting-for-time-source');
         this.logger.error(
           { problem: reading.problem, timeSource: reading.message },
           'embedded: time source unhealthy, not minting; re-checking',
@@ -479,13 +485,13 @@ class LeasedIdSource implements EmbeddedIdSource {
         reading = await this.timeSource.readNow();
       }
       signal.throwIfAborted();
-      this.state = 'claiming';
+      this.moveTo('claiming');
       await this.claim(signal);
-      if (!this.closed) this.state = 'running';
+      this.moveTo('running');
       this.serveWaiters();
     } catch (e) {
       if (this.closed) throw closedError();
-      this.failure = isIdClientError(e)
+      const failure = isIdClientError(e)
         ? e
         : new IdsUnavailableError(
             `the embedded source could not start: ${e instanceof Error ? e.message : String(e)}`,
@@ -496,10 +502,10 @@ class LeasedIdSource implements EmbeddedIdSource {
               retryable: isLeaseError(e) ? e.retryable : true,
             },
           );
-      this.state = 'failed';
-      this.logger.error({ err: this.failure.message }, 'embedded: start failed');
-      for (const w of [...this.waiters]) this.settle(w, this.failure);
-      throw this.failure;
+      this.state = { name: 'failed', failure };
+      this.logger.error({ err: failure.message }, 'embedded: start failed');
+      for (const w of [...this.waiters]) this.settle(w, failure);
+      throw failure;
     }
   }
 
@@ -516,7 +522,7 @@ class LeasedIdSource implements EmbeddedIdSource {
         const waited = performance.now() - t0;
         if (waited >= this.slotWaitMs) throw this.rangeFull(e, waited);
         if (attempt === 0) {
-          this.state = 'waiting-for-slot';
+          this.moveTo('waiting-for-slot');
           this.logger.warn(
             { region: this.region, workers: `${this.workers.first}-${this.workers.last}`, holders: e.holders.length },
             'embedded: every slot of the range is held; waiting',
@@ -544,6 +550,20 @@ class LeasedIdSource implements EmbeddedIdSource {
     );
   }
 
+  /** Moves the start along; never out of `failed` or `closed`. */
+  private moveTo(name: Exclude<EmbeddedState, 'failed' | 'closed'>): void {
+    if (this.state.name !== 'failed' && this.state.name !== 'closed') this.state = { name };
+  }
+
+  private get closed(): boolean {
+    return this.state.name === 'closed';
+  }
+
+  /** Why the start stopped for good, once it has (kept after close() for status()): every call gets it. */
+  private get failure(): IdClientError | undefined {
+    return this.state.name === 'failed' || this.state.name === 'closed' ? this.state.failure : undefined;
+  }
+
   ready(): Promise<void> {
     return this.started;
   }
@@ -552,7 +572,7 @@ class LeasedIdSource implements EmbeddedIdSource {
     const guard = this.guard.status();
     const lease = this.lease.snapshot();
     return {
-      state: this.state,
+      state: this.state.name,
       region: this.region,
       workers: this.workers,
       worker: lease.worker,
@@ -570,8 +590,7 @@ class LeasedIdSource implements EmbeddedIdSource {
   }
 
   private async doClose(): Promise<void> {
-    this.closed = true;
-    this.state = 'closed';
+    this.state = { name: 'closed', failure: this.failure };
     this.guard.drain(); // no ID from here on: the final last-ms is then above everything minted
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
