@@ -15,6 +15,7 @@ import {
 import { encodeHeaders, encodeTableSizeUpdate, HpackDecoder, HpackError } from './hpack.js';
 
 import { ClosedHow, ClosedStreams } from './closed-streams.js';
+import { areValidTrailers, emptyRequestParts, parseRequestFields } from './field-rules.js';
 import { HeaderBlockCollector } from './header-block.js';
 import { DEFAULT_FLOOD_LIMITS, FrameCounts, type H2FloodLimits, type H2RefusalReason } from './limits.js';
 
@@ -83,8 +84,6 @@ export class H2ConnectionError extends Error {
 }
 
 const EMPTY = Buffer.alloc(0);
-/** Request header fields that are only meaningful hop by hop (RFC 9113 §8.2.2): their presence is malformed. */
-const CONNECTION_SPECIFIC = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 /** A header block arriving in pieces (HEADERS + CONTINUATION) larger than this ends the connection. */
 const MAX_HEADER_BLOCK_BYTES = 64 * 1024;
 /** How often the shared sweep looks at every connection's idle and stalled times. */
@@ -572,7 +571,8 @@ export class H2Connection {
    * the frame means depends on how it closed (RFC 9113 §5.1).
    */
   private onAbsentStream(id: number, type: number): void {
-    if (id > this.lastStreamId) {
+    if (this.isIdle(id)) {
+      // Only HEADERS and PRIORITY may come on an idle stream (RFC 9113 §5.1): never answered with RST_STREAM (§6.4).
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, `frame of type ${type} on an idle stream`);
     }
     const how = this.closedStreams.lookup(id);
@@ -733,10 +733,11 @@ export class H2Connection {
     }
     const existing = this.streams.get(id);
     if (existing !== undefined) {
-      // Trailers: they must end the stream and carry no pseudo-header (RFC 9113 §8.1). Their fields are not passed on.
+      // Trailers: they must end the stream, carry no pseudo-header (RFC 9113 §8.1) and follow the field rules
+      // (§8.2.1). Their fields are not passed on.
       this.activeAt = this.readAt;
       if (existing.state === 'half-closed (remote)') this.streamError(existing, ErrorCode.STREAM_CLOSED);
-      else if (!endStream || hasPseudo(fields)) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
+      else if (!endStream || !areValidTrailers(fields)) this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
       else if (existing.declaredLength >= 0 && existing.received !== existing.declaredLength)
         this.streamError(existing, ErrorCode.PROTOCOL_ERROR);
       else this.remoteEnd(existing);
@@ -764,42 +765,38 @@ export class H2Connection {
       this.refuse(id);
       return;
     }
-    const pseudo = { method: '', path: '', authority: '', scheme: '' };
-    const headers: H2Headers = {};
+    const parts = emptyRequestParts();
     const tooLarge =
       this.decoder.truncated || fields.length / 2 > this.maxHeaderPairs || listSize > this.maxHeaderListSize;
-    const malformed = tooLarge ? undefined : parseRequestFields(fields, pseudo, headers);
-    const length = headers['content-length'];
-    const declaredLength = length === undefined ? -1 : Number(length);
-    const badLength =
-      length !== undefined &&
-      (!(declaredLength >= 0 && Number.isSafeInteger(declaredLength)) || (endStream && declaredLength > 0))
-        ? 'a content-length the body does not match'
-        : undefined;
-    if (malformed !== undefined || badLength !== undefined) {
-      this.streamErrorOnClosed(id, ErrorCode.PROTOCOL_ERROR);
-      this.closedStreams.remember(id, ClosedHow.resetByUs);
-      this.onError?.(new Error(`malformed request on stream ${id}: ${malformed ?? badLength}`));
-      return;
+    // Malformed (RFC 9113 §8.1.1, §8.2.1): only this stream is reset (or answered 400), before any handler sees it.
+    const malformed = tooLarge ? undefined : parseRequestFields(fields, endStream, parts);
+    if (malformed !== undefined) {
+      this.onError?.(new Error(`malformed request on stream ${id}: ${malformed}`));
+      if (!parts.badRequest) {
+        this.streamErrorOnClosed(id, ErrorCode.PROTOCOL_ERROR);
+        this.closedStreams.remember(id, ClosedHow.resetByUs);
+        return;
+      }
     }
     this.counts.windowCredit++;
     const stream = new H2Stream(
       id,
       this,
-      pseudo,
-      headers,
-      declaredLength,
+      parts,
+      parts.headers,
+      parts.declaredLength,
       endStream ? 'half-closed (remote)' : 'open',
       this.peerInitialWindow,
       this.initialWindow,
     );
     this.streams.set(id, stream);
-    if (tooLarge) {
-      // Too many or too large header fields: a clear answer, and the stream ends here. Counted with the stream
-      // errors: a peer that keeps sending them (an HPACK bomb a block) is cut like one that makes us reset streams.
-      this.refused('header-list-too-large');
+    if (tooLarge || malformed !== undefined) {
+      // Too many or too large header fields (431), or a value with whitespace around it (400, field-rules.ts): a
+      // clear answer, and the stream ends here. Counted with the stream errors: a peer that keeps sending them (an
+      // HPACK bomb a block) is cut like one that makes us reset streams.
+      if (tooLarge) this.refused('header-list-too-large');
       this.countStreamError();
-      this.respond(stream, 431, { 'content-length': 0 }, true);
+      this.respond(stream, tooLarge ? 431 : 400, { 'content-length': 0 }, true);
       return;
     }
     this.onStream(stream);
@@ -817,17 +814,42 @@ export class H2Connection {
   private onPriority(id: number, buf: Buffer, start: number, end: number): void {
     if (id === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
     this.countIgnored();
+    // A wrong length is a stream error FRAME_SIZE_ERROR (RFC 9113 §6.3), a stream depending on itself one of
+    // PROTOCOL_ERROR (RFC 7540 §5.3.1). The dependency itself is ignored: RFC 9113 §5.3.2 deprecates priority
+    // signalling, but PRIORITY frames are still parsed and checked (§6.3).
+    const code =
+      end - start !== 5
+        ? ErrorCode.FRAME_SIZE_ERROR
+        : (buf.readUInt32BE(start) & 0x7fff_ffff) === id
+          ? ErrorCode.PROTOCOL_ERROR
+          : ErrorCode.NO_ERROR;
+    if (code === ErrorCode.NO_ERROR) return;
     const stream = this.streams.get(id);
-    if (end - start !== 5) {
-      if (stream !== undefined) this.streamError(stream, ErrorCode.FRAME_SIZE_ERROR);
-      else this.streamErrorOnClosed(id, ErrorCode.FRAME_SIZE_ERROR);
+    if (stream !== undefined) {
+      this.streamError(stream, code);
       return;
     }
-    if ((buf.readUInt32BE(start) & 0x7fff_ffff) === id) {
-      // A stream cannot depend on itself (RFC 9113 §5.3.1): a stream error, whatever the stream's state.
-      if (stream !== undefined) this.streamError(stream, ErrorCode.PROTOCOL_ERROR);
-      else this.streamErrorOnClosed(id, ErrorCode.PROTOCOL_ERROR);
+    if (this.isIdle(id)) {
+      // PRIORITY may come on an idle stream (RFC 9113 §5.1), but RST_STREAM must never be sent on one (§6.4, §5.1:
+      // it would close a stream the peer has not opened). A stream error there can only be escalated to a
+      // connection error, which §5.4.1 allows for any stream error: GOAWAY with the same code, as nghttp2 does for
+      // both errors whatever the stream (and Go's x/net/http2 for a wrong length).
+      throw new H2ConnectionError(
+        code,
+        code === ErrorCode.FRAME_SIZE_ERROR
+          ? 'PRIORITY of the wrong size on an idle stream'
+          : 'an idle stream depending on itself',
+      );
     }
+    this.streamErrorOnClosed(id, code); // closed: RST_STREAM is still allowed there (RFC 9113 §5.1)
+  }
+
+  /**
+   * True for a stream in the "idle" state (RFC 9113 §5.1): a client stream above the last one opened, or any
+   * even (server-initiated) stream, since this server never pushes and so never opens or reserves one.
+   */
+  private isIdle(id: number): boolean {
+    return id > this.lastStreamId || (id & 1) === 0;
   }
 
   private onReset(id: number, buf: Buffer, start: number, end: number): void {
@@ -1134,52 +1156,4 @@ export class H2Connection {
     this.streams.forEach((stream) => this.closeStream(stream, ErrorCode.CANCEL, ClosedHow.resetByUs));
     for (const listener of this.closeListeners.splice(0)) listener();
   }
-}
-
-function hasPseudo(fields: readonly string[]): boolean {
-  for (let i = 0; i < fields.length; i += 2) if (fields[i]?.charCodeAt(0) === 0x3a) return true;
-  return false;
-}
-
-/**
- * Splits a request's decoded fields into pseudo-headers and regular headers, and says what is malformed about
- * them, if anything (RFC 9113 §8.3.1, §8.2): unknown, repeated or late pseudo-headers, a missing `:method`,
- * `:scheme` or `:path`, uppercase names, connection-specific fields, a `te` other than "trailers".
- */
-function parseRequestFields(
-  fields: readonly string[],
-  pseudo: { method: string; path: string; authority: string; scheme: string },
-  headers: H2Headers,
-): string | undefined {
-  let regular = false;
-  let seen = 0;
-  for (let i = 0; i < fields.length; i += 2) {
-    const name = fields[i] ?? '';
-    const value = fields[i + 1] ?? '';
-    if (name.charCodeAt(0) === 0x3a) {
-      if (regular) return `pseudo-header ${name} after regular fields`;
-      const bit =
-        name === ':method' ? 1 : name === ':path' ? 2 : name === ':scheme' ? 4 : name === ':authority' ? 8 : 0;
-      if (bit === 0) return `unknown pseudo-header ${name}`;
-      if ((seen & bit) !== 0) return `repeated ${name}`;
-      seen |= bit;
-      if (bit === 1) pseudo.method = value;
-      else if (bit === 2) pseudo.path = value;
-      else if (bit === 4) pseudo.scheme = value;
-      else pseudo.authority = value;
-      continue;
-    }
-    regular = true;
-    if (name !== name.toLowerCase()) return `uppercase field name ${name}`;
-    if (CONNECTION_SPECIFIC.has(name)) return `connection-specific field ${name}`;
-    if (name === 'te' && value !== 'trailers') return 'te other than trailers';
-    const prior = headers[name];
-    if (prior === undefined) headers[name] = value;
-    else headers[name] = prior + (name === 'cookie' ? '; ' : ', ') + value;
-  }
-  if ((seen & 1) === 0) return 'no :method';
-  if (pseudo.method === 'CONNECT') return 'CONNECT is not supported';
-  if ((seen & 6) !== 6 || pseudo.path === '') return 'no :scheme or :path';
-  if (pseudo.authority === '' && headers.host !== undefined) pseudo.authority = headers.host;
-  return undefined;
 }

@@ -3,7 +3,7 @@ import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import { fromBinary, fromJsonString } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, errorToJsonBytes } from '@connectrpc/connect/protocol-connect';
-import { encodeHeaders, ErrorCode, type H2Stream } from '@idgen/h2';
+import { encodeHeaders, ErrorCode, parseContentLength, type H2Stream } from '@idgen/h2';
 import { NextIdsRequestSchema } from '@idgen/proto';
 import type { WireBlock } from './service.js';
 
@@ -86,7 +86,15 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     const protocol = protocolOf(req.headers, false);
     if (protocol === undefined) return false;
     const start = process.hrtime.bigint();
-    const declared = Number(req.headers['content-length'] ?? 0);
+    const length = req.headers['content-length'];
+    const declared = length === undefined ? 0 : parseContentLength(length);
+    if (declared < 0) {
+      // Not 1*DIGIT (RFC 9110 §8.6): the request's framing cannot be trusted, so 400 and the connection closed.
+      dropRestHttp1(req, res);
+      res.writeHead(400, { 'content-length': 0 });
+      res.end();
+      return true;
+    }
     if (declared > max) {
       dropRestHttp1(req, res);
       failHttp1(res, protocol, tooLarge(declared, max), start, record);
@@ -139,7 +147,12 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     const protocol = protocolOf(headers, true);
     if (protocol === undefined) return false;
     const start = process.hrtime.bigint();
-    const declared = Number(headers['content-length'] ?? 0);
+    const length = headers['content-length'];
+    const declared = length === undefined ? 0 : parseContentLength(length);
+    if (declared < 0) {
+      stream.close(h2.NGHTTP2_PROTOCOL_ERROR); // malformed (RFC 9110 §8.6, RFC 9113 §8.1.1); nghttp2 refuses it first
+      return true;
+    }
     if (declared > max) {
       failHttp2(stream, protocol, tooLarge(declared, max), start, record, true);
       return true;
@@ -209,7 +222,12 @@ export function createNextIdsFastPath(options: FastPathOptions): NextIdsFastPath
     const protocol = protocolOf(headers, true);
     if (protocol === undefined) return false;
     const start = process.hrtime.bigint();
-    const declared = Number(headers['content-length'] ?? 0);
+    const length = headers['content-length'];
+    const declared = length === undefined ? 0 : parseContentLength(length);
+    if (declared < 0) {
+      stream.reset(ErrorCode.PROTOCOL_ERROR); // malformed (RFC 9110 §8.6); @idgen/h2 already refuses it first
+      return true;
+    }
     if (declared > max) {
       failH2(stream, protocol, tooLarge(declared, max), start, record);
       return true;

@@ -64,11 +64,25 @@ export function universalRequestFromH2Stream(
   stream: H2Stream,
   maxBodyBytes: number,
 ): { request: UniversalServerRequest; abort(reason: ConnectError): void } {
-  const header = new Headers();
-  const fields = stream.headers;
-  for (const name in fields) header.set(name, fields[name] ?? '');
   const controller = new AbortController();
   const body = new BodyQueue(stream, maxBodyBytes + 64 * 1024);
+  let header = new Headers();
+  try {
+    const fields = stream.headers;
+    for (const name in fields) header.set(name, fields[name] ?? '');
+  } catch {
+    // A field the WHATWG Headers refuses (it throws on a name that is not a token, a value with NUL, CR or LF).
+    // @idgen/h2 resets such a request before any handler sees it (RFC 9113 §8.2.1), so this is defence in depth:
+    // this runs inside the connection's read loop, where a throw would end every stream with GOAWAY
+    // INTERNAL_ERROR. The request is malformed (§8.1.1): this one stream is reset with PROTOCOL_ERROR instead, once
+    // the caller has set its `onclose` (a microtask later), so the call is aborted and accounted as for any reset;
+    // connect-es meanwhile sees an aborted call and nothing is answered.
+    header = new Headers();
+    const malformed = new ConnectError('malformed request header field', Code.InvalidArgument);
+    body.fail(malformed);
+    controller.abort(malformed);
+    queueMicrotask(() => stream.reset(ErrorCode.PROTOCOL_ERROR));
+  }
   const authority = stream.authority === '' ? 'localhost' : stream.authority;
   const request: UniversalServerRequest = {
     httpVersion: '2.0',
