@@ -769,7 +769,7 @@ export class H2Connection {
     const tooLarge =
       this.decoder.truncated || fields.length / 2 > this.maxHeaderPairs || listSize > this.maxHeaderListSize;
     // Malformed (RFC 9113 §8.1.1, §8.2.1): only this stream is reset (or answered 400), before any handler sees it.
-    const malformed = tooLarge ? undefined : parseRequestFields(fields, endStream, parts);
+    const malformed = tooLarge ? undefined : parseRequestFields(fields, endStream, parts, this.decoder.fieldsClean);
     if (malformed !== undefined) {
       this.onError?.(new Error(`malformed request on stream ${id}: ${malformed}`));
       if (!parts.badRequest) {

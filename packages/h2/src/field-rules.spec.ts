@@ -182,6 +182,27 @@ describe('H2Connection resets a request with a malformed field, and only that st
     expect(statusOf(await raw.waitFor(headersOn(3)))).toBe('200');
   });
 
+  it('a malformed value the peer put in its dynamic table is refused on every request that refers to it', async () => {
+    raw = await RawClient.open(server.port);
+    // Stream 1 brings `x-a: a\r\nb` as a literal with incremental indexing (RFC 7541 §6.2.1): refused, but the
+    // table keeps it (HPACK state is the connection's), so a later request can name it by its index alone.
+    const literal = (name: string, value: string): Buffer =>
+      Buffer.concat([
+        Buffer.from([0x40, name.length]),
+        Buffer.from(name, 'latin1'),
+        Buffer.from([value.length]),
+        Buffer.from(value, 'latin1'),
+      ]);
+    raw.send(frame(FrameType.HEADERS, END, 1, Buffer.concat([encodeHeaders(GET), literal('x-a', 'a\r\nb')])));
+    expect((await raw.waitFor(rstOn(1))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
+    // Stream 3: the same field by its index only (62, the newest dynamic entry).
+    raw.send(frame(FrameType.HEADERS, END, 3, Buffer.concat([encodeHeaders(GET), Buffer.from([0x80 | 62])])));
+    expect((await raw.waitFor(rstOn(3))).payload.readUInt32BE(0)).toBe(ErrorCode.PROTOCOL_ERROR);
+    raw.send(frame(FrameType.HEADERS, END, 5, encodeHeaders(GET)));
+    expect(statusOf(await raw.waitFor(headersOn(5)))).toBe('200');
+    expect(seen).toEqual(['5']);
+  });
+
   it('still serves a well-formed request with every kind of valid field', async () => {
     raw = await RawClient.open(server.port);
     const fields: [string, string][] = [

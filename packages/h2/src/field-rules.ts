@@ -61,6 +61,15 @@ export function isValidFieldValue(value: string): boolean {
 }
 
 /**
+ * True when a field passes the checks {@link parseRequestFields} makes of every field: its value has no
+ * {@link ValueProblem}, and its name is a pseudo-header's (those are checked by name there) or a valid regular one.
+ * The HPACK decoder asks it once per literal and remembers it for a table entry (`HpackDecoder.fieldsClean`).
+ */
+export function isCleanField(name: string, value: string): boolean {
+  return fieldValueProblem(value) === ValueProblem.none && (name.charCodeAt(0) === 0x3a || isValidFieldName(name));
+}
+
+/**
  * A `content-length` value as a number of octets, or -1 when it is not one: RFC 9110 §8.6 allows `1*DIGIT`
  * and nothing else (no sign, no spaces, no hex, no exponent, not empty, not a list such as "5, 5" from a
  * repeated field). Values above 2^53-1 are refused too: no body that large can arrive, and a larger number
@@ -113,11 +122,15 @@ export function emptyRequestParts(): RequestParts {
  * - connection-specific fields, a `te` other than "trailers" (RFC 9113 §8.2.2);
  * - `content-length` (RFC 9110 §8.6) that is not `1*DIGIT`, or above 0 on a request that ends at its headers
  *   (`endStream`: no body can match it, RFC 9113 §8.1.1).
+ *
+ * `clean` true says every field already passed {@link isCleanField} (the decoder's `fieldsClean`): the character
+ * checks are skipped; every other rule still applies.
  */
 export function parseRequestFields(
   fields: readonly string[],
   endStream: boolean,
   parts: RequestParts,
+  clean = false,
 ): string | undefined {
   const headers = parts.headers;
   let regular = false;
@@ -125,7 +138,8 @@ export function parseRequestFields(
   for (let i = 0; i < fields.length; i += 2) {
     const name = fields[i] ?? '';
     const value = fields[i + 1] ?? '';
-    const valueProblem = fieldValueProblem(value);
+    // `clean`: the decoder already knows every field passes the character checks (isCleanField).
+    const valueProblem = clean ? ValueProblem.none : fieldValueProblem(value);
     if (valueProblem !== ValueProblem.none) {
       // Whitespace around a value is malformed too (RFC 9113 §8.2.1), but it cannot smuggle anything: such a request
       // gets the 400 that §8.2.1 recommends (an answer a client padding a value can read; §8.1.1 allows a response
@@ -147,7 +161,7 @@ export function parseRequestFields(
       continue;
     }
     regular = true;
-    if (!isValidFieldName(name)) return `invalid field name ${JSON.stringify(name)}`;
+    if (!clean && !isValidFieldName(name)) return `invalid field name ${JSON.stringify(name)}`;
     if (CONNECTION_SPECIFIC.has(name)) return `connection-specific field ${name}`;
     // TE's value is a case-insensitive token (RFC 9110 §10.1.4), as nghttp2 compares it.
     if (name === 'te' && value.toLowerCase() !== 'trailers') return 'te other than trailers';

@@ -10,6 +10,7 @@ import {
   encodeInteger,
   encodeTableSizeUpdate,
 } from './hpack.js';
+import { isCleanField } from './field-rules.js';
 import { frame } from './connection.test-helper.js';
 import { huffmanEncodeLatin1, huffmanEncodedLengthLatin1 } from './huffman.js';
 
@@ -932,5 +933,56 @@ describe('limits applied while decoding', () => {
     d.decode(hundred, 0, hundred.length, many, Infinity, 64);
     expect(many.length).toBe(128);
     expect(d.truncated).toBe(true);
+  });
+});
+
+describe('fieldsClean: the field checks of RFC 9113 §8.2.1 done once per literal and table entry', () => {
+  const literalIndexed = (name: string, value: string): number[] => [
+    0x40,
+    name.length,
+    ...Buffer.from(name, 'latin1'),
+    value.length,
+    ...Buffer.from(value, 'latin1'),
+  ];
+  const decodeAll = (d: HpackDecoder, bytes: number[]): string[] => {
+    const out: string[] = [];
+    d.decode(Buffer.from(bytes), 0, bytes.length, out);
+    return out;
+  };
+
+  it('every static table entry passes the checks, so indexed static fields are clean', () => {
+    expect(STATIC_TABLE.filter(([n, v]) => !isCleanField(n, v))).toEqual([]);
+    const d = new HpackDecoder();
+    decodeAll(d, [0x82, 0x84, 0x86]); // :method GET, :path /, :scheme http
+    expect(d.fieldsClean).toBe(true);
+  });
+
+  it('a bad literal makes its block unclean, and so does every later reference to its table entry', () => {
+    const d = new HpackDecoder();
+    expect(decodeAll(d, literalIndexed('x-bad', 'a\r\nb'))).toEqual(['x-bad', 'a\r\nb']);
+    expect(d.fieldsClean).toBe(false);
+    decodeAll(d, [0x82]);
+    expect(d.fieldsClean).toBe(true);
+    expect(decodeAll(d, [0x82, 0xbe])).toEqual([':method', 'GET', 'x-bad', 'a\r\nb']); // 62: the newest entry
+    expect(d.fieldsClean).toBe(false);
+    decodeAll(d, literalIndexed('Upper', 'v'));
+    expect(d.fieldsClean).toBe(false);
+    decodeAll(d, literalIndexed('x-good', 'v'));
+    expect(d.fieldsClean).toBe(true);
+    decodeAll(d, [0xbe, 0xbf]); // x-good (clean), then Upper (not)
+    expect(d.fieldsClean).toBe(false);
+    decodeAll(d, [0xbe]);
+    expect(d.fieldsClean).toBe(true);
+  });
+
+  it('keeps each entry’s mark when the table grows past its first ring', () => {
+    const d = new HpackDecoder(65_536);
+    d.setMaxTableSize(65_536);
+    for (let i = 0; i < 300; i++) decodeAll(d, literalIndexed(`x-${i}`, i === 0 ? ' padded' : 'v'));
+    decodeAll(d, [0xbe]); // the newest, x-299
+    expect(d.fieldsClean).toBe(true);
+    // Index 361 (61 + 300: x-0, the padded one): the 7-bit prefix full, then 361 - 127 = 234 in two octets.
+    decodeAll(d, [0xff, 0x80 | (234 & 0x7f), 234 >> 7]);
+    expect(d.fieldsClean).toBe(false);
   });
 });

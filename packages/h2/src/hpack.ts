@@ -3,6 +3,7 @@
 // the dynamic table is a ring of preallocated arrays, and Huffman strings decode through one scratch
 // Buffer. The encoder is deliberately minimal (no dynamic table), enough for responses and trailers.
 
+import { isCleanField } from './field-rules.js';
 import { huffmanDecode, huffmanEncodeLatin1, huffmanEncodedLengthLatin1 } from './huffman.js';
 
 /**
@@ -226,6 +227,8 @@ export class HpackDecoder {
   // (modulo the capacity, a power of two). Evicted slots are reset to '' so their strings can go.
   private names: string[];
   private values: string[];
+  /** Per entry, 1 when its name and value pass the field checks ({@link isCleanField}), computed once at insertion. */
+  private clean: Uint8Array;
   private mask: number;
   private head = 0;
   private count = 0;
@@ -239,6 +242,7 @@ export class HpackDecoder {
   private requiredUpdate = -1;
   private scratch: Buffer = Buffer.alloc(256);
   private stoppedAtLimit = false;
+  private lastClean = true;
 
   /**
    * `maxTableSize` is both the limit we advertise and the table's initial maximum size: 4096 (the
@@ -252,12 +256,23 @@ export class HpackDecoder {
     const capacity = nextPowerOfTwo(Math.max(1, Math.min(MAX_INITIAL_RING, entries)));
     this.names = emptyStrings(capacity);
     this.values = emptyStrings(capacity);
+    this.clean = new Uint8Array(capacity);
     this.mask = capacity - 1;
   }
 
   /** True when the last {@link decode} stopped appending fields at one of its limits. */
   get truncated(): boolean {
     return this.stoppedAtLimit;
+  }
+
+  /**
+   * True when every field the last {@link decode} gave passes the field checks of RFC 9113 §8.2.1
+   * ({@link isCleanField}): the static table's entries all do, a literal is checked as it is decoded and a
+   * dynamic entry once when it is inserted. Once a connection is warm most fields are indexed, so a request's
+   * fields then cost no character scan at all; when false, the caller checks each field and says which failed.
+   */
+  get fieldsClean(): boolean {
+    return this.lastClean;
   }
 
   /** Current dynamic table size in octets (sum of name + value lengths + 32 per entry). */
@@ -332,6 +347,7 @@ export class HpackDecoder {
     let fieldSeen = false;
     const maxOut = maxFields * 2;
     let keep = true;
+    let clean = true;
     while (p < end) {
       const b = block[p] ?? 0;
       if (this.requiredUpdate >= 0 && (b & 0xe0) !== 0x20) {
@@ -356,6 +372,7 @@ export class HpackDecoder {
           const pos = this.position(index);
           name = this.names[pos] ?? '';
           value = this.values[pos] ?? '';
+          if (this.clean[pos] !== 1) clean = false;
         }
         listSize += name.length + value.length + ENTRY_OVERHEAD;
         if (keep && (listSize > maxListSize || out.length >= maxOut)) keep = false;
@@ -396,13 +413,16 @@ export class HpackDecoder {
       }
       const value = this.readString(block, p, end);
       p = cursor;
-      if (indexing) this.insert(name, value);
+      const fieldClean = isCleanField(name, value);
+      if (!fieldClean) clean = false;
+      if (indexing) this.insert(name, value, fieldClean);
       listSize += name.length + value.length + ENTRY_OVERHEAD;
       if (keep && (listSize > maxListSize || out.length >= maxOut)) keep = false;
       if (keep) out.push(name, value);
       fieldSeen = true;
     }
     this.stoppedAtLimit = !keep;
+    this.lastClean = clean;
     if (this.requiredUpdate >= 0) throw new HpackError(MISSING_UPDATE);
     return listSize;
   }
@@ -435,7 +455,7 @@ export class HpackDecoder {
   }
 
   /** Adds an entry (RFC 7541 §4.4): evicts oldest entries to make room; too big an entry empties the table. */
-  private insert(name: string, value: string): void {
+  private insert(name: string, value: string, clean: boolean): void {
     const entrySize = name.length + value.length + ENTRY_OVERHEAD;
     if (entrySize > this.tableMax) {
       while (this.count > 0) this.evictOldest();
@@ -446,6 +466,7 @@ export class HpackDecoder {
     this.head = (this.head + 1) & this.mask;
     this.names[this.head] = name;
     this.values[this.head] = value;
+    this.clean[this.head] = clean ? 1 : 0;
     this.count++;
     this.size += entrySize;
   }
@@ -469,14 +490,17 @@ export class HpackDecoder {
     const capacity = this.names.length * 2;
     const names = emptyStrings(capacity);
     const values = emptyStrings(capacity);
+    const clean = new Uint8Array(capacity);
     // Copy oldest to newest into 0 .. count-1, so the newest lands at count-1.
     for (let i = 0; i < this.count; i++) {
       const pos = (this.head - this.count + 1 + i) & this.mask;
       names[i] = this.names[pos] ?? '';
       values[i] = this.values[pos] ?? '';
+      clean[i] = this.clean[pos] ?? 0;
     }
     this.names = names;
     this.values = values;
+    this.clean = clean;
     this.mask = capacity - 1;
     this.head = this.count - 1;
   }
