@@ -239,8 +239,13 @@ describe('nodes and failover', () => {
     expect(health).toEqual({ 'http://a:8080': false, 'http://b:8080': false, 'http://c:8080': true });
   });
 
-  it('a node that hangs is abandoned after attemptTimeoutMs and the next one serves the call', async () => {
-    const { clock, net, client } = setup(['a', 'b'], { prefill: false, attemptTimeoutMs: 300, deadlineMs: 2000 });
+  it('with hedging off, a node that hangs is abandoned after attemptTimeoutMs and the next one serves the call', async () => {
+    const { clock, net, client } = setup(['a', 'b'], {
+      prefill: false,
+      attemptTimeoutMs: 300,
+      deadlineMs: 2000,
+      hedge: false,
+    });
     net.get('a').behaviour = 'hang';
     const call = outcome(client.nextId());
     await clock.advance(299);

@@ -11,6 +11,7 @@ import {
 } from './connect-transport.js';
 import { dns, isDnsTarget, type DnsDiscovery } from './dns-discovery.js';
 import { IdClientError, IdsUnavailableError, type AttemptFailure } from './errors.js';
+import { HedgePolicy, type HedgeOptions } from './hedge.js';
 import { IdBuffer, type IdBlock } from './id-buffer.js';
 import {
   CLIENT_METRIC_ATTRIBUTES,
@@ -20,6 +21,7 @@ import {
 } from './metrics.js';
 import {
   NodeGroup,
+  recordLatency,
   toBaseUrl,
   type BackoffOptions,
   type DiscoveredNode,
@@ -69,6 +71,14 @@ export interface IdClientOptions extends RegionNodes {
   readonly deadlineMs?: number;
   /** Time budget of one attempt on one node before the next node is tried (default 500). */
   readonly attemptTimeoutMs?: number;
+  /**
+   * Hedged refills (default on; `false` switches them off): a refill its node has not answered within the
+   * hedge delay (3 × the node's recent 90th-percentile answer time, within 15 … 100 ms: {@link HedgeOptions})
+   * is asked of the next healthy node too, or of a fallback region when no home node is left and the buffer is
+   * empty. The first answer that passes the block checks is handed out; the other is discarded, never handed
+   * out: a gap in the IDs, never a duplicate (docs/design.md §7). At most two requests are in flight.
+   */
+  readonly hedge?: boolean | HedgeOptions;
   /** How long a failed node is left alone (default 200 doubling to 2000). */
   readonly backoff?: BackoffOptions;
   /** Wire protocol (default `connect`, over HTTP/2). */
@@ -170,8 +180,44 @@ type RoundOutcome =
 type AttemptOutcome =
   | { kind: 'ok'; blocks: readonly IdBlock[]; arrivalMs: number }
   | { kind: 'rejected'; error: IdClientError }
-  | { kind: 'failed' };
+  | { kind: 'failed' }
+  /** Answered after the round had its winner (or had ended): thrown away, never checked or handed out. */
+  | { kind: 'discarded' };
 
+/** One refill's walk over the nodes, with at most two attempts in flight (one hedge). */
+interface Round {
+  /** Nodes already asked in this round (never asked twice). */
+  readonly tried: Set<NodeState>;
+  /** The region the walk is in (home first, then the fallbacks in order). */
+  regionIndex: number;
+  /** The region whose discovery the walk has waited for (once per region). */
+  readyWaited: number;
+  /**
+   * Set, in the same tick, when an answer passed the block checks, and when the round ends: every later
+   * answer is discarded, so exactly one response per round reaches the guard's memory and the buffer.
+   */
+  settled: boolean;
+}
+
+/** An attempt as the client tracks it until it ends, whether or not its round still waits for it. */
+interface RunningEntry {
+  readonly node: NodeState;
+  readonly round: Round;
+  readonly settled: Promise<AttemptOutcome>;
+}
+
+/** An attempt of a round, and how it ended once `done` resolves. */
+interface RunningAttempt {
+  readonly node: NodeState;
+  readonly regionIndex: number;
+  readonly startedMs: number;
+  /** Sent as a hedge (a second node for the same refill). */
+  readonly hedge: boolean;
+  /** Whether this attempt has had its one hedge chance. */
+  hedged: boolean;
+  outcome: AttemptOutcome | undefined;
+  done: Promise<RunningAttempt>;
+}
 interface RegionGroup {
   readonly group: NodeGroup;
   ready: Promise<void>;
@@ -214,7 +260,11 @@ class BufferedIdClient implements IdClient {
     failovers: 0,
     refusedForeignRegion: 0,
     refusedReplayed: 0,
+    hedgesSent: 0,
+    hedgesWon: 0,
+    hedgeBlocksDiscarded: 0,
   };
+  private readonly hedge: HedgePolicy | undefined;
   private readonly guard: BlockGuard;
   private readonly instruments: ClientInstruments;
   private readonly recentFailures: AttemptFailure[] = [];
@@ -227,7 +277,8 @@ class BufferedIdClient implements IdClient {
   /** The refill loop's promise (awaited by close) and whether it is still running. */
   private refilling: Promise<void> | undefined;
   private refillRunning = false;
-  private currentAttempt: AbortController | undefined;
+  /** Every attempt running, a round's loser included (close aborts them all and waits for them). */
+  private readonly attempts = new Map<AbortController, RunningEntry>();
   private wake: (() => void) | undefined;
   private closed = false;
   private refills = 0;
@@ -250,6 +301,7 @@ class BufferedIdClient implements IdClient {
     this.maxBatch = integerIn('maxBatch', options.maxBatch ?? 4096, 1, MAX_BUFFER_SIZE);
     this.deadlineMs = durationMs('deadlineMs', options.deadlineMs ?? 2000);
     this.attemptTimeoutMs = durationMs('attemptTimeoutMs', options.attemptTimeoutMs ?? 500);
+    this.hedge = HedgePolicy.from(options.hedge, this.attemptTimeoutMs);
     if (options.backoff?.initialMs !== undefined) durationMs('backoff.initialMs', options.backoff.initialMs);
     if (options.backoff?.maxMs !== undefined) durationMs('backoff.maxMs', options.backoff.maxMs);
     this.buffer = new IdBuffer(this.maxAgeMs);
@@ -389,7 +441,7 @@ class BufferedIdClient implements IdClient {
       for (let i = this.waiterHead; i < this.waiters.length; i++) this.settle(this.waiters[i] as Waiter, error, true);
       this.waiters = [];
       this.waiterHead = 0;
-      this.currentAttempt?.abort(error);
+      for (const controller of this.attempts.keys()) controller.abort(error);
       this.wake?.();
       for (const r of this.regions) {
         r.unwatch?.();
@@ -400,6 +452,8 @@ class BufferedIdClient implements IdClient {
       this.instruments.close();
     }
     await this.refilling;
+    // A round's loser may still run: aborted above, it ends at once (or by its attempt timeout).
+    await Promise.all([...this.attempts.values()].map((a) => a.settled));
   }
 
   // ---- waiting callers ---------------------------------------------------------------------------
@@ -612,37 +666,151 @@ class BufferedIdClient implements IdClient {
   /**
    * One refill: the home region's healthy nodes round-robin, each tried at once after the previous one
    * failed; then, only if the buffer is empty, each fallback region's in the configured order (docs/design.md §7).
+   * With hedging on, an attempt not answered within its node's hedge delay is joined by one on the next node of
+   * that walk; the first answer to pass the block checks wins, and whatever still runs when the round returns is
+   * a loser whose answer is discarded (attempt()).
    */
   private async fetchRound(count: number): Promise<RoundOutcome> {
-    const tried = new Set<NodeState>();
-    for (let i = 0; i < this.regions.length; i++) {
-      const region = this.regions[i] as RegionGroup;
-      if (i > 0) {
-        this.expire(this.clock.monoMs());
-        if (this.buffer.available > 0) break;
-      }
-      await this.waitReady(region);
+    const round: Round = { tried: new Set(), regionIndex: 0, readyWaited: -1, settled: false };
+    const running: RunningAttempt[] = [];
+    try {
       for (;;) {
         if (this.closed) return { kind: 'closed' };
-        const node = region.group.pick(this.clock.monoMs(), tried);
-        if (node === undefined) break;
-        tried.add(node);
-        const outcome = await this.attempt(region.group, node, count);
+        if (running.length === 0) {
+          const next = await this.nextNode(round);
+          if (this.closed) return { kind: 'closed' };
+          if (next === undefined) return { kind: 'failed' };
+          running.push(this.launch(round, next, round.regionIndex, count, false));
+        }
+        const finished = await this.nextFinished(running);
         if (this.closed) return { kind: 'closed' };
+        if (finished === undefined) {
+          this.sendHedge(round, running, count);
+          continue;
+        }
+        running.splice(running.indexOf(finished), 1);
+        const outcome = finished.outcome as AttemptOutcome;
         if (outcome.kind === 'ok') {
-          if (i > 0) {
+          const region = this.regions[finished.regionIndex] as RegionGroup;
+          const attributes = { [CLIENT_METRIC_ATTRIBUTES.region]: region.group.region };
+          if (finished.hedge) {
+            this.counters.hedgesWon++;
+            this.instruments.hedgesWon.add(1, attributes);
+          }
+          if (finished.regionIndex > 0) {
             this.counters.failovers++;
-            this.instruments.failoversByRegion.add(1, { [CLIENT_METRIC_ATTRIBUTES.region]: region.group.region });
+            this.instruments.failoversByRegion.add(1, attributes);
           }
           return outcome;
         }
         if (outcome.kind === 'rejected') return outcome;
-        this.counters.retries++;
-        // The node may be gone from discovery's source (a DNS record removed): let it look again soon.
-        discoveryNodeFailed(region.discovery, node.url);
+        if (outcome.kind === 'failed') {
+          // The attempt still running may hedge again (its delay has passed: at once), as a failed attempt
+          // without hedging is followed by the next node at once; the round's `tried` bounds this.
+          for (const r of running) r.hedged = false;
+          this.counters.retries++;
+          // The node may be gone from discovery's source (a DNS record removed): let it look again soon.
+          discoveryNodeFailed((this.regions[finished.regionIndex] as RegionGroup).discovery, finished.node.url);
+        }
+      }
+    } finally {
+      // Whatever still runs has lost: its answer, if one comes, is discarded (a gap, never a duplicate).
+      round.settled = true;
+    }
+  }
+
+  /** The next node of the round's walk (waiting for a region's discovery once), or `undefined` at its end. */
+  private async nextNode(round: Round): Promise<NodeState | undefined> {
+    for (; round.regionIndex < this.regions.length; round.regionIndex++) {
+      const region = this.regions[round.regionIndex] as RegionGroup;
+      if (round.regionIndex > 0) {
+        // Failover only with the buffer empty (docs/design.md §7).
+        this.expire(this.clock.monoMs());
+        if (this.buffer.available > 0) return undefined;
+      }
+      if (round.readyWaited !== round.regionIndex) {
+        round.readyWaited = round.regionIndex;
+        await this.waitReady(region);
+        if (this.closed) return undefined;
+      }
+      const node = region.group.pick(this.clock.monoMs(), round.tried);
+      if (node !== undefined) {
+        round.tried.add(node);
+        return node;
       }
     }
-    return { kind: 'failed' };
+    return undefined;
+  }
+
+  /** Starts an attempt of the round, tracked so close() can abort and await it even once the round has moved on. */
+  private launch(round: Round, node: NodeState, regionIndex: number, count: number, hedge: boolean): RunningAttempt {
+    const controller = new AbortController();
+    const group = (this.regions[regionIndex] as RegionGroup).group;
+    const running: RunningAttempt = {
+      node,
+      regionIndex,
+      startedMs: this.clock.monoMs(),
+      hedge,
+      hedged: false,
+      outcome: undefined,
+      done: undefined as unknown as Promise<RunningAttempt>,
+    };
+    const settled = this.attempt(group, node, count, round, controller).then(
+      (outcome) => outcome,
+      (e: unknown): AttemptOutcome => ({ kind: 'rejected', error: IdClientError.from(e) }),
+    );
+    this.attempts.set(controller, { node, round, settled });
+    running.done = settled.then((outcome) => {
+      this.attempts.delete(controller);
+      running.outcome = outcome;
+      return running;
+    });
+    return running;
+  }
+
+  /**
+   * The next attempt to end; or `undefined` when the one attempt running reached its hedge delay first. The
+   * hedge timer is the only timer hedging adds: one per refill, cancelled when the answer comes first.
+   */
+  private async nextFinished(running: readonly RunningAttempt[]): Promise<RunningAttempt | undefined> {
+    const only = running.length === 1 ? (running[0] as RunningAttempt) : undefined;
+    if (only === undefined) return Promise.race(running.map((r) => r.done));
+    if (this.hedge === undefined || only.hedged) return only.done;
+    const delayMs = only.startedMs + this.hedge.delayMs(only.node) - this.clock.monoMs();
+    let cancel: () => void = () => undefined;
+    const hedgeDue = new Promise<undefined>((resolve) => {
+      cancel = this.clock.schedule(() => resolve(undefined), Math.max(0, delayMs));
+    });
+    try {
+      return await Promise.race([only.done, hedgeDue]);
+    } finally {
+      cancel();
+    }
+  }
+
+  /**
+   * The hedge of the one running attempt: the next node of the walk, this region's or (with no home node left and
+   * the buffer empty) a ready fallback region's. No node left: no hedge, the attempt runs on alone.
+   */
+  private sendHedge(round: Round, running: RunningAttempt[], count: number): void {
+    (running[0] as RunningAttempt).hedged = true;
+    const now = this.clock.monoMs();
+    for (let i = round.regionIndex; i < this.regions.length; i++) {
+      const region = this.regions[i] as RegionGroup;
+      if (i > 0) {
+        this.expire(now);
+        if (this.buffer.available > 0) return;
+      }
+      // A region still waiting for its discovery's first list is left to the walk (which waits, bounded).
+      if (!region.isReady) continue;
+      const node = region.group.pick(now, round.tried);
+      if (node === undefined) continue;
+      round.tried.add(node);
+      this.counters.hedgesSent++;
+      this.instruments.hedgesSent.add(1, { [CLIENT_METRIC_ATTRIBUTES.region]: region.group.region });
+      running.push(this.launch(round, node, i, count, true));
+      return;
+    }
   }
 
   private async waitReady(region: RegionGroup): Promise<void> {
@@ -658,10 +826,19 @@ class BufferedIdClient implements IdClient {
     cancel?.();
   }
 
-  private async attempt(group: NodeGroup, node: NodeState, count: number): Promise<AttemptOutcome> {
+  /**
+   * One request to one node. Its answer is checked and kept only while the round has no winner; once it has,
+   * the answer is discarded unchecked and counted: the block guard remembers only what reaches the buffer, so a
+   * loser's late block is neither checked against the winner's (no false refusal) nor handed out.
+   */
+  private async attempt(
+    group: NodeGroup,
+    node: NodeState,
+    count: number,
+    round: Round,
+    controller: AbortController,
+  ): Promise<AttemptOutcome> {
     const timeoutMs = this.attemptTimeoutMs;
-    const controller = new AbortController();
-    this.currentAttempt = controller;
     node.inFlight++;
     const startedMs = this.clock.monoMs();
     let cancelTimer: () => void = () => undefined;
@@ -682,14 +859,26 @@ class BufferedIdClient implements IdClient {
       });
       const blocks = await Promise.race([transport.nextIds(count, { signal: controller.signal, timeoutMs }), timedOut]);
       checkBlocks(blocks, count);
-      this.refuseWrongBlocks(blocks, node);
       const arrivalMs = this.clock.monoMs();
+      recordLatency(node, arrivalMs - startedMs);
+      if (round.settled) {
+        // The round has its IDs (or has ended): these are never handed out, so they are not checked either.
+        group.markOk(node);
+        this.counters.hedgeBlocksDiscarded += blocks.length;
+        this.instruments.hedgeBlocksDiscarded.add(blocks.length, { [CLIENT_METRIC_ATTRIBUTES.region]: node.region });
+        return { kind: 'discarded' };
+      }
+      this.refuseWrongBlocks(blocks, node);
+      // Same tick as the guard's accept: no other answer of this round can win now.
+      round.settled = true;
       group.markOk(node);
       this.instruments.refillLatency.record(arrivalMs - startedMs, {
         [CLIENT_METRIC_ATTRIBUTES.region]: node.region,
       });
       return { kind: 'ok', blocks, arrivalMs };
     } catch (e) {
+      // A loser ended because its node left discovery (abortRemovedLosers): nothing to learn from it.
+      if (node.removed && round.settled) return { kind: 'failed' };
       const now = this.clock.monoMs();
       const c: ClassifiedFailure =
         e instanceof RefusedBlocksError ? { kind: 'node', code: e.code, message: e.message } : classifyFailure(e);
@@ -723,7 +912,6 @@ class BufferedIdClient implements IdClient {
       return { kind: 'failed' };
     } finally {
       cancelTimer();
-      if (this.currentAttempt === controller) this.currentAttempt = undefined;
       node.inFlight--;
       if (node.removed && node.inFlight === 0) this.closeTransport(node);
     }
@@ -788,7 +976,10 @@ class BufferedIdClient implements IdClient {
         if (n.servername !== undefined) servernames.set(urls[i] as string, n.servername);
       });
       // A new node may be what a sleeping refill waits for.
-      if (group.setUrls(urls, servernames)) this.wake?.();
+      if (group.setUrls(urls, servernames)) {
+        this.abortRemovedLosers();
+        this.wake?.();
+      }
     };
     const unwatch = discovery.watch((nodes: readonly DiscoveredNode[]) => {
       watched = true;
@@ -808,6 +999,18 @@ class BufferedIdClient implements IdClient {
       region.isReady = true;
     });
     return region;
+  }
+
+  /**
+   * Ends the losing requests still running on nodes discovery no longer lists: their answers would be discarded
+   * anyway, and ending them closes the node's connection now rather than when a slow node answers.
+   */
+  private abortRemovedLosers(): void {
+    for (const [controller, a] of this.attempts) {
+      if (a.node.removed && a.round.settled) {
+        controller.abort(new ConnectError(`${a.node.url} left discovery`, Code.Canceled));
+      }
+    }
   }
 
   private closeTransport(node: NodeState): void {

@@ -21,6 +21,7 @@ export type {
 export { classifyFailure } from './transport.js';
 export type { AttemptOptions, ClassifiedFailure, IdTransport, IdTransportFactory, NodeTarget } from './transport.js';
 export type { BackoffOptions, DiscoveredNode, NodeDiscovery } from './node-pool.js';
+export type { HedgeOptions } from './hedge.js';
 export { dns, parseDnsTarget } from './dns-discovery.js';
 export type { DnsDiscovery, DnsDiscoveryOptions, DnsTarget } from './dns-discovery.js';
 export type { IdBlock } from './id-buffer.js';

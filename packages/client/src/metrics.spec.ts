@@ -6,7 +6,7 @@ import {
   type Observable,
 } from '@opentelemetry/api';
 import { FakeNetwork } from './fake-transport.test-helper.js';
-import { ManualClock } from './manual-clock.test-helper.js';
+import { ManualClock, flush } from './manual-clock.test-helper.js';
 import { createIdClient } from './id-client.js';
 import { CLIENT_METRIC_NAMES } from './metrics.js';
 
@@ -80,6 +80,35 @@ describe('client metrics', () => {
     });
     await client.close();
     expect(callbacks.size).toBe(0);
+  });
+
+  it('counts hedges sent and won, and the loser’s discarded blocks, by region', async () => {
+    const clock = new ManualClock();
+    const net = new FakeNetwork();
+    net.add('a', 1).behaviour = 'manual';
+    net.add('b', 1);
+    const { meter, records } = recordingMeter();
+    const client = createIdClient({
+      region: 1,
+      nodes: ['http://a:8080', 'http://b:8080'],
+      clock,
+      transport: net.factory,
+      random: () => 0,
+      meter,
+      prefill: false,
+      hedge: { maxMs: 40 },
+    });
+    const call = client.nextId();
+    await clock.advance(40); // a holds the refill: hedged to b, which answers at once
+    await call;
+    net.get('a').respond(); // a's late answer is discarded
+    await flush();
+    const attributes = { 'idgen.region': 1 };
+    expect(records).toContainEqual({ name: CLIENT_METRIC_NAMES.hedgesSent, value: 1, attributes });
+    expect(records).toContainEqual({ name: CLIENT_METRIC_NAMES.hedgesWon, value: 1, attributes });
+    expect(records).toContainEqual({ name: CLIENT_METRIC_NAMES.hedgeBlocksDiscarded, value: 1, attributes });
+    expect(client.stats()).toMatchObject({ hedgesSent: 1, hedgesWon: 1, hedgeBlocksDiscarded: 1 });
+    await client.close();
   });
 
   it('names every instrument under idgen.client.', () => {

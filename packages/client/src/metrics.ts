@@ -24,6 +24,12 @@ export const CLIENT_METRIC_NAMES = {
    * (`idgen.refusal` `foreign-region`), or a block not above the last one taken from its worker (`replayed`).
    */
   blocksRefused: 'idgen.client.blocks.refused',
+  /** Hedged refills: a refill its node had not answered within the hedge delay, asked of a second node too. */
+  hedgesSent: 'idgen.client.hedges.sent',
+  /** Hedged refills whose second node answered first (its IDs were handed out). */
+  hedgesWon: 'idgen.client.hedges.won',
+  /** Blocks of a hedged refill's losing answer, discarded and never handed out (a gap, never a duplicate). */
+  hedgeBlocksDiscarded: 'idgen.client.hedges.discarded',
 } as const;
 
 /** Attribute keys (values stay low-cardinality: region codes 0-7 and a two-value outcome). */
@@ -45,6 +51,12 @@ export interface ClientCounters {
   refusedForeignRegion: number;
   /** Blocks refused because they were not above the last block taken from the same region and worker. */
   refusedReplayed: number;
+  /** Refills asked of a second node because the first had not answered within the hedge delay. */
+  hedgesSent: number;
+  /** Hedged refills the second node won. */
+  hedgesWon: number;
+  /** Blocks of losing answers, discarded (never handed out). */
+  hedgeBlocksDiscarded: number;
 }
 
 /** Instruments of one client instance. */
@@ -53,6 +65,12 @@ export interface ClientInstruments {
   readonly failoversByRegion: Counter;
   /** Refused blocks, by region and reason (rare: a plain counter). */
   readonly blocksRefused: Counter;
+  /** Hedges sent, by the region of the second node (rare: a plain counter). */
+  readonly hedgesSent: Counter;
+  /** Hedges won, by the winner's region. */
+  readonly hedgesWon: Counter;
+  /** Discarded blocks of losing answers, by the loser's region. */
+  readonly hedgeBlocksDiscarded: Counter;
   /** Stops the observable callbacks (on `close()`). */
   close(): void;
 }
@@ -95,6 +113,19 @@ export function createClientInstruments(meter: Meter, counters: ClientCounters):
     description:
       'Blocks refused: IDs of a region neither home nor fallback, or not above the last block of their worker.',
   });
+  // Hedges happen when a node is slow or frozen: rare, worth a region attribute, plain counters as failovers.
+  const hedgesSent = meter.createCounter(CLIENT_METRIC_NAMES.hedgesSent, {
+    unit: '{refill}',
+    description: 'Refills asked of a second node because the first had not answered within the hedge delay.',
+  });
+  const hedgesWon = meter.createCounter(CLIENT_METRIC_NAMES.hedgesWon, {
+    unit: '{refill}',
+    description: 'Hedged refills whose second node answered first.',
+  });
+  const hedgeBlocksDiscarded = meter.createCounter(CLIENT_METRIC_NAMES.hedgeBlocksDiscarded, {
+    unit: '{block}',
+    description: 'Blocks of a hedged refill answered after the winner: discarded, never handed out.',
+  });
   const refillLatency = meter.createHistogram(CLIENT_METRIC_NAMES.refillLatency, {
     unit: 'ms',
     description: 'Time from sending a refill request to its IDs landing in the buffer.',
@@ -104,6 +135,9 @@ export function createClientInstruments(meter: Meter, counters: ClientCounters):
     refillLatency,
     failoversByRegion,
     blocksRefused,
+    hedgesSent,
+    hedgesWon,
+    hedgeBlocksDiscarded,
     close: () => meter.removeBatchObservableCallback(callback, batch),
   };
 }

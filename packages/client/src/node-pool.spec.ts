@@ -24,6 +24,18 @@ describe('NodeGroup', () => {
     expect(g.pick(0, new Set())?.url).toBe('u2');
   });
 
+  it('picks an idle node before one still holding a request (a hedged refill outran it), and that one last', () => {
+    const { g } = group(['u1', 'u2', 'u3']);
+    (g.list()[0] as NodeState).inFlight = 1;
+    const tried = new Set<NodeState>();
+    const picks: string[] = [];
+    for (let n = g.pick(0, tried); n !== undefined; n = g.pick(0, tried)) {
+      tried.add(n);
+      picks.push(n.url);
+    }
+    expect(picks).toEqual(['u2', 'u3', 'u1']);
+  });
+
   it('starts at a random node per client', () => {
     const { g } = group(['u1', 'u2', 'u3'], () => 0.5);
     expect(g.pick(0, new Set())?.url).toBe(['u1', 'u2', 'u3'][500_000 % 3]);

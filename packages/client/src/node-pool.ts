@@ -57,6 +57,19 @@ export interface NodeState {
   /** Attempts running now (a removed node's transport is closed once this reaches 0). */
   inFlight: number;
   removed: boolean;
+  /** The node's last {@link LATENCY_WINDOW} answer times, ms, a ring (its hedge delay comes from them: hedge.ts). */
+  readonly latencies: Float64Array;
+  /** Answers timed so far (the ring's next slot is this modulo {@link LATENCY_WINDOW}). */
+  latencySamples: number;
+}
+
+/** How many of a node's latest answer times its hedge delay looks at. */
+export const LATENCY_WINDOW = 16;
+
+/** Records how long one of the node's answers took (a fixed ring: no allocation per refill). */
+export function recordLatency(node: NodeState, ms: number): void {
+  node.latencies[node.latencySamples % LATENCY_WINDOW] = ms;
+  node.latencySamples++;
 }
 
 /** Turns `host:port` into a base URL; full URLs are kept (without a trailing slash). */
@@ -68,7 +81,7 @@ export function toBaseUrl(address: string, tls: boolean): string {
 /**
  * The nodes of one region with their health, and the balancing policy: round-robin over the healthy
  * nodes, starting at a random node per client. With one refill in flight per client, a
- * client never has more than one request outstanding, so least-outstanding would see all zeros and
+ * client never has more than one request outstanding (two while a refill is hedged), so least-outstanding would see all zeros and
  * degenerate to "always the first node"; round-robin spreads each client's refills over the pool, and
  * the random start spreads a fleet of clients. A retry within one refill never repeats a node.
  */
@@ -119,6 +132,8 @@ export class NodeGroup {
           lastFailure: undefined,
           inFlight: 0,
           removed: false,
+          latencies: new Float64Array(LATENCY_WINDOW),
+          latencySamples: 0,
         });
       }
     }
@@ -131,13 +146,21 @@ export class NodeGroup {
     return changed;
   }
 
-  /** The next healthy node not in `tried`, round-robin; `undefined` when none is left. */
+  /**
+   * The next healthy node not in `tried`, round-robin, an idle one first; `undefined` when none is left. A node
+   * still holding a request is one a hedged refill outran (slow or frozen, docs/design.md §7): asking it again
+   * before that request ends would only wait on it a second time. Without hedging every node is idle here.
+   */
   pick(nowMs: number, tried: ReadonlySet<NodeState>): NodeState | undefined {
+    return this.pickWhere(nowMs, tried, true) ?? this.pickWhere(nowMs, tried, false);
+  }
+
+  private pickWhere(nowMs: number, tried: ReadonlySet<NodeState>, idleOnly: boolean): NodeState | undefined {
     const n = this.nodes.length;
     for (let i = 0; i < n; i++) {
       const index = (this.cursor + i) % n;
       const node = this.nodes[index] as NodeState;
-      if (node.unhealthyUntilMs <= nowMs && !tried.has(node)) {
+      if (node.unhealthyUntilMs <= nowMs && !tried.has(node) && (!idleOnly || node.inFlight === 0)) {
         this.cursor = index + 1;
         return node;
       }
