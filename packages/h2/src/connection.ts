@@ -71,6 +71,18 @@ export type H2ResponseHeaders = Readonly<Record<string, string | number>> | Buff
  */
 export type H2StreamState = 'open' | 'half-closed (local)' | 'half-closed (remote)' | 'closed';
 
+/**
+ * A stream's state as the connection keeps it: {@link H2StreamState}, with "closed" told apart by whether the
+ * client's END_STREAM had come (`isRequestComplete`), so that no flag beside the state can disagree with it
+ * (docs/style.md, "Stateful code"). The handler's part is over in "half-closed (local)" and both closed states.
+ */
+type StreamLifecycle = 'open' | 'half-closed (local)' | 'half-closed (remote)' | 'closed' | 'closed (request complete)';
+
+/** Either closed state: the stream has left the table. */
+function isClosedState(state: StreamLifecycle): boolean {
+  return state === 'closed' || state === 'closed (request complete)';
+}
+
 /** A protocol error that ends the connection: GOAWAY with `code`; `reason` when it is one of the limits. */
 export class H2ConnectionError extends Error {
   constructor(
@@ -123,9 +135,8 @@ export class H2Stream {
   /** Free for the handler's own bookkeeping (a deadline ticket, say). */
   context: unknown = undefined;
 
-  /** @internal RFC 9113 §5.1. */ state: H2StreamState;
-  /** @internal The client's END_STREAM arrived. */ remoteEnded: boolean;
-  /** @internal The handler's part is over (`onclose` called): answers are ignored from now on. */ done = false;
+  /** @internal RFC 9113 §5.1, "closed" split by whether the request was complete; changed by the connection only. */
+  state: StreamLifecycle;
   /** @internal */ headersSent = false;
   /** @internal */ sendWindow: number;
   /** @internal */ recvWindow: number;
@@ -143,7 +154,7 @@ export class H2Stream {
     pseudo: { method: string; path: string; authority: string; scheme: string },
     headers: H2Headers,
     declaredLength: number,
-    state: H2StreamState,
+    state: 'open' | 'half-closed (remote)',
     sendWindow: number,
     recvWindow: number,
   ) {
@@ -154,14 +165,21 @@ export class H2Stream {
     this.headers = headers;
     this.declaredLength = declaredLength;
     this.state = state;
-    this.remoteEnded = state === 'half-closed (remote)';
     this.sendWindow = sendWindow;
     this.recvWindow = recvWindow;
   }
 
   /** The stream's state (RFC 9113 §5.1). */
   get streamState(): H2StreamState {
-    return this.state;
+    return this.state === 'closed (request complete)' ? 'closed' : this.state;
+  }
+
+  /**
+   * @internal The handler's part is over (`onclose` called or being called): answers are ignored from now on. Our
+   * END_STREAM or a reset got it there, so it is the states after those: half-closed (local) and closed.
+   */
+  get done(): boolean {
+    return this.state !== 'open' && this.state !== 'half-closed (remote)';
   }
 
   /** The connection the stream came on, as an opaque key (to share work fairly between connections). */
@@ -181,7 +199,7 @@ export class H2Stream {
 
   /** True once the whole request body has arrived. */
   get isRequestComplete(): boolean {
-    return this.remoteEnded;
+    return this.state === 'half-closed (remote)' || this.state === 'closed (request complete)';
   }
 
   /** Sends the response headers: `:status` and `headers`, or a ready block (which must carry `:status`). */
@@ -209,6 +227,23 @@ export class H2Stream {
     this.connection.resetStream(this, code, ClosedHow.resetByUs);
   }
 }
+
+/**
+ * A connection's life, in the order it goes through it (RFC 9113 §3.4, §6.8); one field, not a flag per step
+ * (docs/style.md, "Stateful code"):
+ * - `awaiting-preface`: the client's 24 octets of preface are not all in yet (`prefaceAt` counts them);
+ * - `awaiting-settings`: they are, the SETTINGS frame that completes the client's preface is not (anything else
+ *   first is a PROTOCOL_ERROR);
+ * - `open`: requests are served;
+ * - `going-away`: GOAWAY sent (`close()`) or received: new streams are refused, those open finish;
+ * - `closing`: going away and no stream left to serve: the draining ones are reset and the socket ended (a step
+ *   inside `endIfIdle`, so that the resets it makes do not start it again);
+ * - `closed`: final: nothing more is read or written, the streams left closed with CANCEL, close listeners ran.
+ *
+ * Either preface state can also go straight to `going-away` (`close()`, which then ends at once: no stream yet) or
+ * `closed` (a connection error, the preface timeout, `destroy()`, the socket's close).
+ */
+type ConnectionPhase = 'awaiting-preface' | 'awaiting-settings' | 'open' | 'going-away' | 'closing' | 'closed';
 
 /** Connections whose idle and stalled times one shared timer checks (a timer per connection would cost more). */
 const watched = new Set<H2Connection>();
@@ -275,8 +310,9 @@ export class H2Connection {
   /** A frame whose header is in and whose payload is not, sized to the whole frame; `frameFill` bytes so far. */
   private frameBuf: Buffer = EMPTY;
   private frameFill = 0;
+  private phase: ConnectionPhase = 'awaiting-preface';
+  /** Octets of the client's preface checked so far (all of it once past `awaiting-preface`). */
   private prefaceAt = 0;
-  private settingsSeen = false;
   private prefaceTimer: NodeJS.Timeout | undefined;
   private lastStreamId = 0;
   /** A header block waiting for CONTINUATION frames. */
@@ -297,12 +333,11 @@ export class H2Connection {
   private readAt = 0;
   /** Last time a request arrived, a request's body arrived, or the last stream closed. */
   private activeAt: number;
-  /** When reading was paused for unread output (0: reading). */
+  /**
+   * When reading was paused for unread output; 0 while reading. Apart from the phase: a connection may be paused
+   * whether it is open or going away.
+   */
   private pausedAt = 0;
-  private reading = true;
-  private goingAway = false;
-  private ending = false;
-  private dead = false;
   private readonly closeListeners: (() => void)[] = [];
 
   constructor(
@@ -349,8 +384,7 @@ export class H2Connection {
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.read(chunk));
     socket.on('drain', () => {
-      if (!this.reading && !this.dead) {
-        this.reading = true;
+      if (this.pausedAt !== 0 && this.phase !== 'closed') {
         this.pausedAt = 0;
         socket.resume();
       }
@@ -358,7 +392,7 @@ export class H2Connection {
     socket.once('close', () => this.closed());
     // A peer that connects and never says it speaks HTTP/2 (preface and SETTINGS) holds a socket for nothing.
     this.prefaceTimer = setTimeout(() => {
-      if (!this.settingsSeen && !this.dead) {
+      if (this.phase === 'awaiting-preface' || this.phase === 'awaiting-settings') {
         this.fail(
           new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'no preface and SETTINGS in time', 'preface-timeout'),
         );
@@ -384,10 +418,8 @@ export class H2Connection {
    * then the socket is ended.
    */
   close(): void {
-    if (this.goingAway || this.dead) return;
-    this.goingAway = true;
-    this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, ErrorCode.NO_ERROR);
-    this.flush();
+    if (this.phase === 'going-away' || this.phase === 'closing' || this.phase === 'closed') return;
+    this.goAway();
     this.endIfIdle();
   }
 
@@ -399,18 +431,20 @@ export class H2Connection {
 
   /** @internal The shared sweep: ends a connection idle too long, cuts one whose peer stopped reading. */
   sweep(now: number): void {
-    if (this.dead) return;
+    if (this.phase === 'closed') return;
     if (this.pausedAt !== 0 && now - this.pausedAt >= this.stalledWriteTimeoutMs) {
       this.refused('stalled-writer');
       this.onError?.(new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'the peer stopped reading', 'stalled-writer'));
       this.destroy();
       return;
     }
-    if (this.streams.size === this.draining && now - this.activeAt >= this.idleTimeoutMs && this.settingsSeen) {
+    if (
+      this.streams.size === this.draining &&
+      now - this.activeAt >= this.idleTimeoutMs &&
+      (this.phase === 'open' || this.phase === 'going-away')
+    ) {
       this.refused('idle-timeout');
-      this.goingAway = true;
-      this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, ErrorCode.NO_ERROR);
-      this.flush();
+      this.goAway();
       this.socket.end();
       setTimeout(() => this.socket.destroy(), 1_000).unref();
       this.closed();
@@ -424,7 +458,7 @@ export class H2Connection {
   // ---- reading ----
 
   private read(chunk: Buffer): void {
-    if (this.dead) return;
+    if (this.phase === 'closed') return;
     this.inRead = true;
     this.readAt = Date.now();
     this.counts.roll(this.readAt);
@@ -455,14 +489,7 @@ export class H2Connection {
     let at = 0;
     this.inRead = true;
     try {
-      if (this.prefaceAt < PREFACE.length) {
-        const n = Math.min(PREFACE.length - this.prefaceAt, input.length);
-        if (input.compare(PREFACE, this.prefaceAt, this.prefaceAt + n, 0, n) !== 0) {
-          throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
-        }
-        this.prefaceAt += n;
-        at = n;
-      }
+      if (this.phase === 'awaiting-preface') at = this.readPreface(input);
       while (input.length - at >= FRAME_HEADER_LENGTH) {
         const length = input.readUIntBE(at, 3);
         if (length > DEFAULT_MAX_FRAME_SIZE)
@@ -480,7 +507,7 @@ export class H2Connection {
         const start = at + FRAME_HEADER_LENGTH;
         at = start + length;
         this.frame(type, flags, stream, input, start, at);
-        if (this.dead) return false;
+        if (this.phase === 'closed') return false;
       }
     } catch (e) {
       this.fail(e);
@@ -493,14 +520,28 @@ export class H2Connection {
     return true;
   }
 
-  private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
-    if (!this.settingsSeen) {
-      if (type !== FrameType.SETTINGS || (flags & Flag.ACK) !== 0) {
-        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame must be SETTINGS');
-      }
-      this.settingsSeen = true;
-      clearTimeout(this.prefaceTimer);
+  /** `awaiting-preface` → `awaiting-settings` once all of the preface is in: the octets of it `input` starts with. */
+  private readPreface(input: Buffer): number {
+    const n = Math.min(PREFACE.length - this.prefaceAt, input.length);
+    if (input.compare(PREFACE, this.prefaceAt, this.prefaceAt + n, 0, n) !== 0) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'bad connection preface');
     }
+    this.prefaceAt += n;
+    if (this.prefaceAt === PREFACE.length) this.phase = 'awaiting-settings';
+    return n;
+  }
+
+  /** `awaiting-settings` → `open` on the client's first frame, which must be SETTINGS (RFC 9113 §3.4). */
+  private firstFrame(type: number, flags: number): void {
+    if (type !== FrameType.SETTINGS || (flags & Flag.ACK) !== 0) {
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the first frame must be SETTINGS');
+    }
+    this.phase = 'open';
+    clearTimeout(this.prefaceTimer);
+  }
+
+  private frame(type: number, flags: number, id: number, buf: Buffer, start: number, end: number): void {
+    if (this.phase === 'awaiting-settings') this.firstFrame(type, flags);
     if (this.block.stream !== 0 && (type !== FrameType.CONTINUATION || id !== this.block.stream)) {
       throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'expected CONTINUATION');
     }
@@ -528,7 +569,7 @@ export class H2Connection {
         if (id !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
         if (end - start < 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY too short');
         // The peer opens no more streams; those open finish, then the connection ends.
-        this.goingAway = true;
+        if (this.phase === 'open') this.phase = 'going-away';
         this.endIfIdle();
         return;
       case FrameType.WINDOW_UPDATE:
@@ -662,12 +703,11 @@ export class H2Connection {
       }
     }
     if (dataEnd > dataStart) stream.ondata?.(buf.subarray(dataStart, dataEnd));
-    if (endStream && stream.state !== 'closed') this.remoteEnd(stream);
+    if (endStream && !isClosedState(stream.state)) this.remoteEnd(stream);
   }
 
   /** The client's END_STREAM: open → half-closed (remote), half-closed (local) → closed. */
   private remoteEnd(stream: H2Stream): void {
-    stream.remoteEnded = true;
     if (stream.state === 'half-closed (local)') {
       this.closeStream(stream, ErrorCode.NO_ERROR, ClosedHow.ended);
       return;
@@ -749,8 +789,8 @@ export class H2Connection {
     }
     this.lastStreamId = id;
     this.activeAt = this.readAt;
-    if (this.goingAway) {
-      this.refuse(id);
+    if (this.phase !== 'open') {
+      this.refuse(id); // going away
       return;
     }
     if (this.streams.size >= this.maxConcurrent) {
@@ -1065,7 +1105,7 @@ export class H2Connection {
 
   /** @internal Resets a stream: RST_STREAM `code` sent by us (`resetByUs`) or received (`resetByPeer`). */
   resetStream(stream: H2Stream, code: number, how: ClosedHow): void {
-    if (stream.state === 'closed') return;
+    if (isClosedState(stream.state)) return;
     if (how === ClosedHow.resetByUs) {
       this.writer.frameWords(FrameType.RST_STREAM, 0, stream.id, code);
       this.queueFlush();
@@ -1077,10 +1117,11 @@ export class H2Connection {
     );
   }
 
-  /** The handler's part ends: `onclose` once, and the callbacks let go. */
+  /**
+   * The handler's part ends: `onclose`, and the callbacks let go. Called once, by the move that ended that part (to
+   * half-closed (local), or to closed from a state in which the handler was still serving), after the move.
+   */
   private finish(stream: H2Stream, code: number): void {
-    if (stream.done) return;
-    stream.done = true;
     stream.pending = [];
     stream.pendingBytes = 0;
     const blockedAt = this.blocked.indexOf(stream);
@@ -1090,20 +1131,39 @@ export class H2Connection {
     onclose?.(code, stream);
   }
 
+  /**
+   * Any state but closed → closed. The request was complete if the client's END_STREAM had come (half-closed
+   * (remote)) or is what closes it (`ended` from half-closed (local)); a stream draining its request body
+   * (half-closed (local)) had its `onclose` already.
+   */
   private closeStream(stream: H2Stream, code: number, how: ClosedHow): void {
-    if (stream.state === 'half-closed (local)') this.draining--;
-    stream.state = 'closed';
+    const from = stream.state;
+    if (from === 'half-closed (local)') this.draining--;
+    stream.state = from === 'half-closed (remote)' || how === ClosedHow.ended ? 'closed (request complete)' : 'closed';
     this.streams.delete(stream.id);
     this.closedStreams.remember(stream.id, how);
-    this.finish(stream, code);
+    if (from !== 'half-closed (local)') this.finish(stream, code);
     if (this.streams.size === 0) this.activeAt = this.inRead ? this.readAt : Date.now();
     this.endIfIdle();
   }
 
-  /** Going away and no stream left to serve: streams only draining a request body are reset (NO_ERROR), then the end. */
+  /**
+   * `open` (or a preface state) → `going-away`: GOAWAY NO_ERROR with the last stream this connection will process.
+   * The caller moves on to `closing` or `closed` when nothing is left to serve.
+   */
+  private goAway(): void {
+    this.phase = 'going-away';
+    this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, ErrorCode.NO_ERROR);
+    this.flush();
+  }
+
+  /**
+   * `going-away` → `closing` → `closed` when no stream is left to serve: streams only draining a request body are
+   * reset (NO_ERROR), then the end.
+   */
   private endIfIdle(): void {
-    if (!this.goingAway || this.dead || this.streams.size !== this.draining || this.ending) return;
-    this.ending = true;
+    if (this.phase !== 'going-away' || this.streams.size !== this.draining) return;
+    this.phase = 'closing';
     this.streams.forEach((stream) => this.resetStream(stream, ErrorCode.NO_ERROR, ClosedHow.resetByUs));
     this.flush();
     this.socket.end();
@@ -1111,18 +1171,17 @@ export class H2Connection {
   }
 
   private queueFlush(): void {
-    if (this.flushQueued || this.dead || this.inRead) return;
+    if (this.flushQueued || this.phase === 'closed' || this.inRead) return;
     this.flushQueued = true;
     process.nextTick(() => this.flush());
   }
 
   private flush(): void {
     this.flushQueued = false;
-    if (this.writer.size === 0 || this.dead || this.socket.destroyed) return;
+    if (this.writer.size === 0 || this.phase === 'closed' || this.socket.destroyed) return;
     this.socket.write(this.writer.take());
-    if (this.reading && this.socket.writableLength > this.maxOutput) {
+    if (this.pausedAt === 0 && this.socket.writableLength > this.maxOutput) {
       // The peer is not reading what we send: stop reading what it sends until it does (and cut it if it never does).
-      this.reading = false;
       this.pausedAt = Date.now();
       this.socket.pause();
     }
@@ -1133,7 +1192,7 @@ export class H2Connection {
     const code = e instanceof H2ConnectionError ? e.code : ErrorCode.INTERNAL_ERROR;
     if (e instanceof H2ConnectionError && e.reason !== undefined) this.refused(e.reason);
     this.onError?.(e instanceof Error ? e : new Error(String(e)));
-    if (!this.dead && !this.socket.destroyed) {
+    if (this.phase !== 'closed' && !this.socket.destroyed) {
       this.writer.frameWords(FrameType.GOAWAY, 0, 0, this.lastStreamId, code);
       this.flush();
       this.socket.end();
@@ -1143,10 +1202,10 @@ export class H2Connection {
     this.closed();
   }
 
-  /** Everything ends: streams still open close with CANCEL, close listeners run once. */
+  /** Any phase → `closed` (final): streams still open close with CANCEL, close listeners run once. */
   private closed(): void {
-    if (this.dead) return;
-    this.dead = true;
+    if (this.phase === 'closed') return;
+    this.phase = 'closed';
     this.input = EMPTY;
     this.frameBuf = EMPTY;
     this.frameFill = 0;
