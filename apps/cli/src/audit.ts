@@ -4,10 +4,13 @@ import type { Etcd3, IKeyValue } from 'etcd3';
 import { DEFAULT_LAYOUT, createLayout, type Layout, type LayoutRecord } from '@idgen/core';
 import {
   DEFAULT_TTL_SECONDS,
-  HANDOVER_NODE_ID,
   LeaseConfigError,
-  RESTORED_NODE_ID,
   etcdConnectionFromFlags,
+  resolveConnection,
+  type NamedValue,
+} from '@idgen/lease';
+import { HANDOVER_NODE_ID, RESTORED_NODE_ID, spareCodesOf } from '@idgen/lease/operator';
+import {
   lastMsUpperBound,
   leaseKeys,
   parseLastMsRecord,
@@ -16,16 +19,13 @@ import {
   parseSpareCodeRecord,
   parseTenureRecord,
   regionBindingKey,
-  resolveConnection,
-  spareCodesOf,
   spareKeys,
   type LastMsRecord,
-  type NamedValue,
   type RegionBindingRecord,
   type SpareCodeRecord,
   type Tenure,
   type TenureRecord,
-} from '@idgen/lease';
+} from '@idgen/lease/records';
 import { CliError, isCliError, usageError } from './exit-codes.js';
 import { openEtcdClient, unreachableAfter } from './etcd-state.js';
 import type { Deadlines, EtcdConnection, EtcdFlags } from './options.js';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command, CommanderError } from 'commander';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import type { SpareCodeRecord } from '@idgen/lease';
+import type { SpareCodeRecord } from '@idgen/lease/records';
 import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
 import {

@@ -1,21 +1,19 @@
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { DEFAULT_LAYOUT, createLayout, type Layout, type LayoutRecord } from '@idgen/core';
+import { DEFAULT_CLOCK_BOUND_MS, DEFAULT_TTL_SECONDS, createEtcdClient } from '@idgen/lease';
+import { spareCodesOf } from '@idgen/lease/operator';
 import {
-  DEFAULT_CLOCK_BOUND_MS,
-  DEFAULT_TTL_SECONDS,
-  createEtcdClient,
   leaseKeys,
   parseLastMsRecord,
   parseLayoutRecord,
   parseServingNode,
   parseSpareCodeRecord,
-  spareCodesOf,
   spareKeys,
   type LastMsRecord,
   type SpareCodeRecord,
   type ServingNode,
   type WorkerRecord,
-} from '@idgen/lease';
+} from '@idgen/lease/records';
 import { CliError, EXIT_UNREACHABLE } from './exit-codes.js';
 import { ETCD_PEER, dialCheck } from './dial.js';
 import type { Deadlines, EtcdConnection } from './options.js';

@@ -1,4 +1,5 @@
-import { initRegion, markRegionRestored, regionBindingKey, parseRegionBinding } from '@idgen/lease';
+import { initRegion, markRegionRestored } from '@idgen/lease/operator';
+import { regionBindingKey, parseRegionBinding } from '@idgen/lease/records';
 import type { VerbContext } from './context.js';
 import { EXIT_OK, EXIT_PROBLEM, usageError, type ExitCode } from './exit-codes.js';
 import { integerOption } from './options.js';

@@ -1,5 +1,6 @@
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createLayout, DEFAULT_LAYOUT, type Layout } from '@idgen/core';
+import { isLeaseError } from '@idgen/lease';
 import {
   SpareRegistryCallError,
   adoptSpareCode,
@@ -7,21 +8,22 @@ import {
   describeRegistry,
   exportHandover,
   heldSlotsUnder,
-  isLeaseError,
-  leaseKeys,
   lendSpareCode,
   listRegistryCodes,
   listSpareCodes,
-  parseHandover,
-  parseLayoutRecord,
-  parseSpareCodeRecord,
   spareCodesOf,
   type Handover,
   type RegistryIo,
   type SpareCodeEntry,
+} from '@idgen/lease/operator';
+import {
+  leaseKeys,
+  parseHandover,
+  parseLayoutRecord,
+  parseSpareCodeRecord,
   type SpareCodeRecord,
   type SpareRegistryRecord,
-} from '@idgen/lease';
+} from '@idgen/lease/records';
 import type { Etcd3 } from 'etcd3';
 import {
   EtcdAuthenticationFailedError,

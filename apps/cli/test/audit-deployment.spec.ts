@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
-import { leaseKeys } from '@idgen/lease';
+import { leaseKeys } from '@idgen/lease/records';
 import {
   QUICK_LEASE_SETTINGS,
   bindRegion,

@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { DEFAULT_LAYOUT, createLayout, formatId } from '@idgen/core';
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
-import { createEtcdLease, leaseKeys, type LeaseTarget, type WorkerLease } from '@idgen/lease';
+import { createEtcdLease, type LeaseTarget, type WorkerLease } from '@idgen/lease';
+import { leaseKeys } from '@idgen/lease/records';
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, freePort, startEtcd, type EtcdServer } from '@idgen/testing';
 import { idgen, idgenJson } from './support.js';
 

@@ -2,7 +2,7 @@
 // 3 and 4), then faults: a paused node, a poisoned last-ms record, an unreachable etcd or node.
 import { Etcd3 } from 'etcd3';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { leaseKeys } from '@idgen/lease';
+import { leaseKeys } from '@idgen/lease/records';
 import { cleanupAll, freePort, startEtcd, type EtcdServer } from '@idgen/testing';
 import { idgen, idgenJson, startNode, waitFor, type ServerNode } from './support.js';
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { createEtcdClient, initRegion, type EtcdTlsOptions } from '@idgen/lease';
+import { createEtcdClient, type EtcdTlsOptions } from '@idgen/lease';
+import { initRegion } from '@idgen/lease/operator';
 import { IdGenerator } from '@idgen/proto';
 import { serverLaunchArgs, spawnProcess, tempDirSync, type ProcessHandle } from '@idgen/testing';
 

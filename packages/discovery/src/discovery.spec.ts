@@ -1,8 +1,10 @@
 import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { LeaseConfigError, createEtcdLease, leaseKeys } from '@idgen/lease';
-import type { LeaseExtension, LeaseTarget, ServingNode, WorkerAssignment, WorkerLease } from '@idgen/lease';
+import { LeaseConfigError, createEtcdLease } from '@idgen/lease';
+import { leaseKeys } from '@idgen/lease/records';
+import type { LeaseExtension, LeaseTarget, WorkerAssignment, WorkerLease } from '@idgen/lease';
+import type { ServingNode } from '@idgen/lease/records';
 import { createDiscoveryReader } from './discovery.js';
 
 /** A lease target that only holds what the lease gives it: discovery needs a registered node, not a minter. */

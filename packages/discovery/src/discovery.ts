@@ -1,13 +1,8 @@
 import type { Etcd3, Watcher } from 'etcd3';
-import {
-  LeaseConfigError,
-  createEtcdClient,
-  leaseKeys,
-  parseServingNode,
-  resolveConnection,
-  silentLogger,
-} from '@idgen/lease';
-import type { EtcdConnectionOptions, LeaseLogger, ServingNode } from '@idgen/lease';
+import { LeaseConfigError, createEtcdClient, resolveConnection, silentLogger } from '@idgen/lease';
+import { leaseKeys, parseServingNode } from '@idgen/lease/records';
+import type { EtcdConnectionOptions, LeaseLogger } from '@idgen/lease';
+import type { ServingNode } from '@idgen/lease/records';
 
 /** Races `p` against a timer and `stop` (close); the timer is cleared either way. */
 function withTimeout<T>(p: Promise<T>, ms: number, what: string, stop: Promise<never>): Promise<T> {

@@ -8,4 +8,5 @@
 export { createDiscoveryReader } from './discovery.js';
 export type { DiscoveryReader, DiscoveryReaderOptions } from './discovery.js';
 export { LeaseConfigError, isLeaseError } from '@idgen/lease';
-export type { EtcdConnectionOptions, EtcdTlsOptions, LeaseLogger, ServingNode } from '@idgen/lease';
+export type { EtcdConnectionOptions, EtcdTlsOptions, LeaseLogger } from '@idgen/lease';
+export type { ServingNode } from '@idgen/lease/records';

@@ -1,5 +1,5 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease';
+import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease/operator';
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';

@@ -2,7 +2,8 @@ import { performance } from 'node:perf_hooks';
 import { isIdsUnavailableError as clientIsIdsUnavailableError, type IdClient } from '@idgen/client';
 import type { ClockSource } from '@idgen/clock-guard';
 import { DEFAULT_LAYOUT, createLayout } from '@idgen/core';
-import { LeaseConfigError, leaseKeys, parseLastMsRecord } from '@idgen/lease';
+import { LeaseConfigError } from '@idgen/lease';
+import { leaseKeys, parseLastMsRecord } from '@idgen/lease/records';
 import {
   QUICK_LEASE_SETTINGS,
   bindRegion,

@@ -1,10 +1,16 @@
 /**
- * `@idgen/lease`: worker-ID leases on etcd with self-fencing before etcd can expire them, the standalone
- * (one node only) lease, and the serving-node records discovery reads (docs/design.md §5; the reader itself is
- * `@idgen/discovery`).
+ * `@idgen/lease`: worker-ID leases on etcd with self-fencing before etcd can expire them, and the standalone
+ * (one node only) lease (docs/design.md §5). This entry is for what holds a slot: a generator node, an embedded
+ * source, the discovery reader's connection.
+ *
+ * Two more entries serve other audiences: `@idgen/lease/operator` (spare codes lent between regions, the
+ * registry, a region's binding and its restore: what the `idgen` CLI does) and `@idgen/lease/records` (the etcd
+ * keys and the parsers of every record, for tools that read a region's state).
  *
  * @packageDocumentation
  */
+
+// For end users: a holder and its configuration.
 export {
   DEFAULT_CLOCK_BOUND_MS,
   DEFAULT_FENCE_MARGIN_MS,
@@ -19,11 +25,10 @@ export {
   resolveConnection,
   resolveLeaseConfig,
 } from './config.js';
-export { createEtcdClient } from './etcd-client.js';
-export { ETCD_FLAGS, etcdConnectionFromFlags, etcdFlagsFor } from './flags.js';
-export type { EtcdFlagValues, FlagDoc, NamedValue } from './flags.js';
 export type { EtcdConnectionOptions, EtcdLeaseOptions, EtcdTlsOptions, LeaseConfig, WorkerRange } from './config.js';
 export { createEtcdLease } from './etcd-lease.js';
+export { createStandaloneLease, defaultStandaloneStateFile } from './standalone-lease.js';
+export type { StandaloneLeaseOptions } from './standalone-lease.js';
 export {
   CorruptRecordError,
   LayoutMismatchError,
@@ -34,71 +39,7 @@ export {
   isNoFreeWorkerError,
 } from './errors.js';
 export type { LeaseErrorCode, SlotHolder } from './errors.js';
-export { LeaseAttributes, LeaseMetrics } from './metrics.js';
-export type { ChurnEvent } from './metrics.js';
-export { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
-export type { LastMsRecord, WorkerRecord } from './records.js';
-export {
-  EMPTY_TENURE_RECORD,
-  TENURE_KEEP,
-  closeTenure,
-  compactTenures,
-  lastMsUpperBound,
-  openTenure,
-  parseTenureRecord,
-  tenureDir,
-  tenureKey,
-  updateTenureRecord,
-} from './tenure-ledger.js';
-export type { Tenure, TenureEnd, TenureRecord, TenureWriteOutcome } from './tenure-ledger.js';
-export {
-  DEFAULT_REGIONS_IN_USE,
-  HANDOVER_NODE_ID,
-  SpareCodeError,
-  adoptSpareCode,
-  beginReclaim,
-  checkRegionCode,
-  exportHandover,
-  handoverLastMs,
-  heldSlotsUnder,
-  lendSpareCode,
-  listSpareCodes,
-  parseHandover,
-  parseSpareCodeRecord,
-  readSpareCode,
-  spareCodesOf,
-  spareKeys,
-} from './spare-codes.js';
-export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeRecord, SpareCodeState } from './spare-codes.js';
-export type { WithRegistry } from './spare-codes.js';
-export {
-  SpareRegistryCallError,
-  casRegistryCode,
-  describeRegistry,
-  listRegistryCodes,
-  parseRegistryRecord,
-  readRegistryCode,
-  registryKeys,
-} from './spare-registry.js';
-export type {
-  RegistryAdopter,
-  RegistryHandover,
-  RegistryIo,
-  RegistryState,
-  RegistryTrailEntry,
-  SpareRegistryEntry,
-  SpareRegistryRecord,
-} from './spare-registry.js';
-export {
-  RegionBindingError,
-  checkRegionBinding,
-  initRegion,
-  parseRegionBinding,
-  regionBindingKey,
-} from './region-binding.js';
-export type { RegionBindingCheck, RegionBindingRecord } from './region-binding.js';
-export { RESTORED_NODE_ID, markRegionRestored } from './region-restore.js';
-export type { RegionRestoredReport } from './region-restore.js';
+export { RegionBindingError } from './region-binding.js';
 export { silentLogger } from './types.js';
 export type {
   LeaseExtension,
@@ -106,10 +47,12 @@ export type {
   LeaseSnapshot,
   LeaseState,
   LeaseTarget,
-  ServingNode,
   WorkerAssignment,
   WorkerLease,
 } from './types.js';
 export type { ClockSource } from './clock.js';
-export { createStandaloneLease, defaultStandaloneStateFile } from './standalone-lease.js';
-export type { StandaloneLeaseOptions } from './standalone-lease.js';
+
+// For other libraries and apps: an etcd client and the etcd flags, shared by the server, the CLI and discovery.
+export { createEtcdClient } from './etcd-client.js';
+export { ETCD_FLAGS, etcdConnectionFromFlags, etcdFlagsFor } from './flags.js';
+export type { EtcdFlagValues, FlagDoc, NamedValue } from './flags.js';

@@ -1,0 +1,31 @@
+/**
+ * `@idgen/lease/operator`: what an operator does to a deployment's etcds: lend a spare region code to another
+ * cluster, reclaim and adopt it through the one registry, bind a region's etcd to its code, and mark it restored
+ * from a snapshot (docs/design.md §5, docs/runbook.md). The `idgen` CLI is built on it; a node needs none of it.
+ *
+ * @packageDocumentation
+ */
+export {
+  HANDOVER_NODE_ID,
+  SpareCodeError,
+  adoptSpareCode,
+  beginReclaim,
+  exportHandover,
+  heldSlotsUnder,
+  lendSpareCode,
+  listSpareCodes,
+  spareCodesOf,
+} from '../spare-codes.js';
+export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeState, WithRegistry } from '../spare-codes.js';
+export { SpareRegistryCallError, describeRegistry, listRegistryCodes } from '../spare-registry.js';
+export type {
+  RegistryAdopter,
+  RegistryHandover,
+  RegistryIo,
+  RegistryState,
+  RegistryTrailEntry,
+  SpareRegistryEntry,
+} from '../spare-registry.js';
+export { initRegion } from '../region-binding.js';
+export { RESTORED_NODE_ID, markRegionRestored } from '../region-restore.js';
+export type { RegionRestoredReport } from '../region-restore.js';

@@ -1,0 +1,19 @@
+/**
+ * `@idgen/lease/records`: where a region's state lives in etcd and how each record reads: the keys, and a parser
+ * per record (worker slots, `last-ms`, the layout, serving nodes, slot tenures, spare codes, the registry, the
+ * region binding). For tools that read that state, as `idgen leases` and `idgen audit` do, and for the discovery
+ * reader. Every parser refuses what it cannot read safely.
+ *
+ * @packageDocumentation
+ */
+export { leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from '../records.js';
+export type { LastMsRecord, WorkerRecord } from '../records.js';
+export type { ServingNode } from '../types.js';
+export { lastMsUpperBound, parseTenureRecord, tenureDir, tenureKey } from '../tenure-ledger.js';
+export type { Tenure, TenureEnd, TenureRecord } from '../tenure-ledger.js';
+export { parseHandover, parseSpareCodeRecord, spareKeys } from '../spare-codes.js';
+export type { SpareCodeRecord } from '../spare-codes.js';
+export { parseRegistryRecord, registryKeys } from '../spare-registry.js';
+export type { SpareRegistryRecord } from '../spare-registry.js';
+export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
+export type { RegionBindingRecord } from '../region-binding.js';
