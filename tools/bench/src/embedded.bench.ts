@@ -13,6 +13,7 @@ import { createEmbeddedIdSource, isIdsUnavailableError, type EmbeddedIdSource } 
 import { type ProcessHandle, bindRegion, cleanupAll, freePort, startEtcd } from '@idgen/testing';
 import { BATCH, consume, coreSingleRound, sinkChecksum } from './core-loops.js';
 import { ceilingIdsPerSecond, describeMachine, parseBenchArgs } from './environment.js';
+import { type RefusalCount, embeddedSyncRound } from './embedded-loops.js';
 import { buildServer, startIdgenServer } from './idgen-server.js';
 import { type Round, type RoundsReport, nowNs } from './rounds.js';
 import { countDuplicates, median, summarize } from './stats.js';
@@ -25,7 +26,7 @@ const LATENCY_SAMPLES = 200_000;
 type NextId = () => Promise<bigint>;
 
 /** Refusals (IdsUnavailableError) the embedded source gave during the run: each is an ID not handed out. */
-let refusals = 0;
+const counts: RefusalCount = { refusals: 0 };
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 /**
@@ -72,30 +73,6 @@ async function runInterleaved(
   });
 }
 
-function embeddedSyncRound(source: EmbeddedIdSource): Round {
-  return (budgetMs) => {
-    let fold = 0n;
-    let ids = 0;
-    const start = nowNs();
-    const end = start + budgetMs * 1e6;
-    let now = start;
-    while (now < end) {
-      for (let i = 0; i < BATCH; i++) {
-        try {
-          fold ^= source.nextIdSync();
-          ids++;
-        } catch (error) {
-          if (!isIdsUnavailableError(error)) throw error;
-          refusals++;
-        }
-      }
-      now = nowNs();
-    }
-    consume(fold);
-    return { ids, calls: ids, elapsedNs: now - start };
-  };
-}
-
 function guardSingleRound(next: () => bigint): Round {
   return (budgetMs) => {
     let fold = 0n;
@@ -126,7 +103,7 @@ async function collectSync(source: EmbeddedIdSource, out: BigUint64Array): Promi
       refusingSince = undefined;
     } catch (error) {
       if (!isIdsUnavailableError(error)) throw error;
-      refusals++;
+      counts.refusals++;
       refusingSince ??= nowNs();
       if (nowNs() - refusingSince > 1e9) throw new Error(`the embedded source refused for over 1 s: ${error.message}`);
     }
@@ -212,7 +189,7 @@ async function main(): Promise<void> {
       [
         coreSingleRound(createMinter({ region: REGION, worker: 17 })),
         guardSingleRound(() => guard.next()),
-        embeddedSyncRound(embedded),
+        embeddedSyncRound(embedded, counts),
       ],
       options,
     )) as [RoundsReport, RoundsReport, RoundsReport];
@@ -271,7 +248,7 @@ async function main(): Promise<void> {
       ),
     );
     process.stdout.write(
-      `nextIdSync() duplicates: ${formatCount(duplicates)} / ${formatCount(checked.length)}; refusals during the run: ${refusals}\n` +
+      `nextIdSync() duplicates: ${formatCount(duplicates)} / ${formatCount(checked.length)}; refusals during the run: ${counts.refusals}\n` +
         '(cost per ID at the ceiling includes the wait for the next millisecond: 244 ns is 4,096 IDs in 1 ms)\n',
     );
 

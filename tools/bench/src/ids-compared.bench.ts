@@ -20,6 +20,7 @@ import { type ProcessHandle, bindRegion, cleanupAll, freePort, startEtcd } from 
 import { v7 as uuidV7 } from 'uuid';
 import { BATCH, consume, coreSingleRound, sinkChecksum } from './core-loops.js';
 import { ceilingIdsPerSecond, describeMachine, parseBenchArgs } from './environment.js';
+import { type RefusalCount, embeddedSyncRound } from './embedded-loops.js';
 import { buildServer, startIdgenServer } from './idgen-server.js';
 import { type Round, nowNs, runRounds } from './rounds.js';
 import { median } from './stats.js';
@@ -54,7 +55,7 @@ interface Generator {
 }
 
 /** Refusals (IdsUnavailableError) the embedded source gave: each is an ID not handed out. */
-let refusals = 0;
+const counts: RefusalCount = { refusals: 0 };
 let stringSink = 0;
 
 const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -103,30 +104,6 @@ const uuidRound: Round = (budgetMs) => {
   return { ids, calls: ids, elapsedNs: now - start };
 };
 
-function embeddedRound(source: EmbeddedIdSource): Round {
-  return (budgetMs) => {
-    let fold = 0n;
-    let ids = 0;
-    const start = nowNs();
-    const end = start + budgetMs * 1e6;
-    let now = start;
-    while (now < end) {
-      for (let i = 0; i < BATCH; i++) {
-        try {
-          fold ^= source.nextIdSync();
-          ids++;
-        } catch (error) {
-          if (!isIdsUnavailableError(error)) throw error;
-          refusals++;
-        }
-      }
-      now = nowNs();
-    }
-    consume(fold);
-    return { ids, calls: ids, elapsedNs: now - start };
-  };
-}
-
 /** One caller awaiting each buffered ID in turn for about `budgetMs`; the clock is read every 64 IDs. */
 async function clientRound(client: IdClient, budgetMs: number): Promise<number> {
   let fold = 0n;
@@ -161,7 +138,7 @@ async function countOrder<T extends string | bigint>(next: () => T | Promise<T>,
       refusingSince = undefined;
     } catch (error) {
       if (!isIdsUnavailableError(error)) throw error;
-      refusals++;
+      counts.refusals++;
       refusingSince ??= nowNs();
       if (nowNs() - refusingSince > 1e9) throw new Error(`the generator refused for over 1 s: ${error.message}`);
       continue;
@@ -252,7 +229,7 @@ function generators(embedded: EmbeddedIdSource, client: IdClient, worker: string
       promise: 'strictly increasing per worker (= per process)',
       decodable: idgenFields,
       needs: 'etcd',
-      round: timed(embeddedRound(embedded)),
+      round: timed(embeddedSyncRound(embedded, counts)),
       order: (n) => countOrder(() => embedded.nextIdSync(), n),
     },
     {
@@ -342,7 +319,7 @@ async function main(): Promise<void> {
         `(4,096 sequence values per ms, docs/design.md §1): ` +
         `${formatShare(median(measured[3]?.rates ?? [0]), CEILING)} of it for nextIdSync() (a round of ${args.roundMs} ms can span ${args.roundMs + 2} values of ` +
         `Date.now(), so it may read up to ${formatShare(2, args.roundMs)} over); more IDs/s take more workers.\n` +
-        `embedded refusals during the run: ${refusals}; client counters: ${JSON.stringify(pick(client))}\n`,
+        `embedded refusals during the run: ${counts.refusals}; client counters: ${JSON.stringify(pick(client))}\n`,
     );
     process.stdout.write(
       `(sink checksum ${(sinkChecksum() ^ BigInt(stringSink)) & 0xffffn}: keeps the JIT from dropping the work)\n`,
