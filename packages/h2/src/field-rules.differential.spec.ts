@@ -6,6 +6,7 @@
 // the reason. Deterministic (a fixed seed); needs python3-h2 and python3-hpack, and fails (never skips) without.
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+import { createRandom } from '@idgen/testing';
 import { emptyRequestParts, parseRequestFields } from './field-rules.js';
 import { HpackDecoder } from './hpack.js';
 
@@ -40,20 +41,8 @@ interface PythonVerdict {
   block: string;
 }
 
-/** mulberry32: a small seeded PRNG, so every run judges the same cases. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function generate(n: number, seed: number): Case[] {
-  const rand = prng(seed);
+  const rand = createRandom(seed);
   const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
   const chance = (p: number): boolean => rand() < p;
   // Names and values drawn from a mixed alphabet: token chars, uppercase, separators, SP/HTAB, CR, LF, NUL,

@@ -7,7 +7,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createTcpProxy, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
+import { createRandom, createTcpProxy, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
 import { embeddedNodeName, readBlocksFile } from './records.js';
 import { sleep } from './sleep.js';
 import type { ClockAllowance, Holding, ReceivedBlock } from './verify.js';
@@ -53,18 +53,6 @@ interface Incarnation {
   readonly handle: ProcessHandle;
   readonly file: string;
   seen: number;
-}
-
-/** A small seeded generator (mulberry32): the same seed gives the same embedded faults. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 export interface EmbeddedFleet {
@@ -164,7 +152,7 @@ class ChaosEmbeddedFleet implements EmbeddedFleet {
     allowances,
     signal,
   }: Parameters<EmbeddedFleet['runFaults']>[0]): Promise<void> {
-    const rnd = random(seed ^ 0x5eed17);
+    const rnd = createRandom(seed ^ 0x5eed17); // the same seed gives the same embedded faults
     const ttlMs = this.#o.leaseTtlSeconds * 1000;
     for (let k = 0; Date.now() < untilMs && !signal.aborted; k++) {
       await sleep(3000 + Math.floor(rnd() * 3000), signal);

@@ -1,3 +1,5 @@
+import { createRandom } from '@idgen/testing';
+
 /**
  * The fault schedule: seeded, printed up front, reproducible with `--seed` (issue 7). Faults run one at a
  * time, each in its own window (begin, an effect that lasts `effectMs`, then time to recover), so every
@@ -85,20 +87,8 @@ export interface Schedule {
   readonly missing: readonly FaultKind[];
 }
 
-/**
- * mulberry32: a small, well-mixed 32-bit PRNG. The same seed gives the same sequence on every machine,
- * which is all the schedule needs (not cryptographic).
- */
-export function createRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The schedule's PRNG (mulberry32, seeded), shared with the other seeded specs and tools. */
+export { createRandom };
 
 interface Shape {
   /** How long the fault lasts. */

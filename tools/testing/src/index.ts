@@ -17,6 +17,7 @@ export {
 } from './etcd.js';
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdClusterOptions, StartEtcdOptions } from './etcd.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
+export { createRandom } from './random.js';
 export type { TempDir } from './net.js';
 export { shebangNodeFlags, spawnProcess } from './process.js';
 export { serverLaunchArgs } from './server-launch.js';
