@@ -15,11 +15,21 @@ import {
   createIdClient,
   isIdClientError,
   type DiscoveredNode,
+  type IdClient,
   type IdTransport,
   type NodeDiscovery,
   type NodeTarget,
 } from '@idgen/client';
-import { callerFiles, encodeIds, encodeTimes, type BlockLine, type FailureLine } from './records.js';
+import {
+  LATENCY_FIELDS,
+  STATS_SAMPLE_MS,
+  callerFiles,
+  encodeIds,
+  encodeTimes,
+  type BlockLine,
+  type FailureLine,
+  type StatsLine,
+} from './records.js';
 
 /** A node list kept in a JSON file (`[{"address": "127.0.0.1:1234"}]`), re-read every `pollMs`. */
 function fileDiscovery(path: string, pollMs: number): NodeDiscovery & { close(): void } {
@@ -94,6 +104,65 @@ function parse(argv: string[]): {
   };
 }
 
+/**
+ * Each call's (start wall ms, duration ms, ok, late ms) into one preallocated Float64Array, written out when full and on
+ * `flush()` (every second and at the stop): the hot loop allocates nothing per call (issue 25: keep it cheap).
+ */
+function latencyRecorder(
+  stream: WriteStream,
+  records = 1024,
+): { add(startMs: number, ms: number, ok: boolean, lateMs: number): void; flush(): void } {
+  const buf = new Float64Array(records * LATENCY_FIELDS);
+  let at = 0;
+  const flush = (): void => {
+    if (at === 0) return;
+    // A copy: the array is reused at once, and a stream keeps the chunk until it is written.
+    write(stream, Buffer.from(buf.buffer.slice(0, at * 8)));
+    at = 0;
+  };
+  return {
+    add(startMs, ms, ok, lateMs) {
+      buf[at++] = startMs;
+      buf[at++] = ms;
+      buf[at++] = ok ? 1 : 0;
+      buf[at++] = lateMs;
+      if (at === buf.length) flush();
+    },
+    flush,
+  };
+}
+
+/**
+ * The client's counters as a `stats.jsonl` line whenever they changed since the last one (sampled every
+ * {@link STATS_SAMPLE_MS} ms and at the stop): the run charges their growth to the fault windows.
+ */
+function statsSampler(client: IdClient, stream: WriteStream): () => void {
+  let last = '';
+  return () => {
+    const s = client.stats();
+    const counters = [
+      s.discarded,
+      s.hedgesSent,
+      s.hedgesWon,
+      s.hedgeBlocksDiscarded,
+      s.refusedForeignRegion,
+      s.refusedReplayed,
+    ].join(',');
+    if (counters === last) return;
+    last = counters;
+    const line: StatsLine = {
+      atMs: Date.now(),
+      discarded: s.discarded,
+      hedgesSent: s.hedgesSent,
+      hedgesWon: s.hedgesWon,
+      hedgeBlocksDiscarded: s.hedgeBlocksDiscarded,
+      refusedForeignRegion: s.refusedForeignRegion,
+      refusedReplayed: s.refusedReplayed,
+    };
+    write(stream, `${JSON.stringify(line)}\n`);
+  };
+}
+
 function write(stream: WriteStream, chunk: Buffer | string): void {
   // Backpressure is ignored on purpose: the volume is bounded by the rate (a few MB a minute).
   stream.write(chunk);
@@ -110,6 +179,8 @@ async function main(): Promise<void> {
   const blocksOut = createWriteStream(files.blocks, { flags: 'a' });
   const callsOut = createWriteStream(files.calls, { flags: 'a' });
   const failuresOut = createWriteStream(files.failures, { flags: 'a' });
+  const latencyOut = createWriteStream(files.latency, { flags: 'a' });
+  const statsOut = createWriteStream(files.stats, { flags: 'a' });
 
   const discovery = fileDiscovery(o.nodesFile, 200);
   // Record every block at the transport, with the node that answered and the arrival time: this is every
@@ -131,7 +202,13 @@ async function main(): Promise<void> {
       close: () => inner.close(),
     };
   };
+  // The client's defaults, hedged refills included (on by default): the cost a caller sees out of the box.
   const client = createIdClient({ region: o.region, discovery, transport });
+  const latency = latencyRecorder(latencyOut);
+  const sampleStats = statsSampler(client, statsOut);
+  sampleStats();
+  const statsTimer = setInterval(sampleStats, STATS_SAMPLE_MS);
+  const flushTimer = setInterval(() => latency.flush(), 1000);
 
   let stopping = false;
   let ok = 0;
@@ -141,14 +218,20 @@ async function main(): Promise<void> {
   const loop = (async () => {
     let next = performance.now();
     while (!stopping) {
+      const startMs = Date.now();
+      const t0 = performance.now();
+      // How late this caller's own timer woke (CPU starvation, GC): part of a gap between IDs, not of idgen's cost.
+      const lateMs = Math.max(0, t0 - next);
       try {
         const got = await client.nextIds(o.batch);
+        latency.add(startMs, performance.now() - t0, true, lateMs);
         write(idsOut, encodeIds(got));
         write(callsOut, encodeTimes([Date.now()]));
         ok++;
         ids += got.length;
       } catch (e) {
         if (stopping) break;
+        latency.add(startMs, performance.now() - t0, false, lateMs);
         failed++;
         const line: FailureLine = {
           atMs: Date.now(),
@@ -169,7 +252,11 @@ async function main(): Promise<void> {
     await client.close();
     await loop;
     discovery.close();
-    await Promise.all([end(idsOut), end(blocksOut), end(callsOut), end(failuresOut)]);
+    clearInterval(statsTimer);
+    clearInterval(flushTimer);
+    sampleStats();
+    latency.flush();
+    await Promise.all([end(idsOut), end(blocksOut), end(callsOut), end(failuresOut), end(latencyOut), end(statsOut)]);
     process.stdout.write(
       `${JSON.stringify({ msg: 'caller stopped', index: o.index, signal, calls: ok, ids, failed, stats: client.stats().refills })}\n`,
     );

@@ -310,6 +310,7 @@ export class ChaosRun implements FaultRun {
         `${settled.serving.length} serving${settled.waitedMs >= 500 ? ` (after waiting ${(settled.waitedMs / 1000).toFixed(1)} s for recovery)` : ''}`,
       ],
       servingAtStart: settled.serving.length,
+      settleWaitMs: settled.waitedMs,
       expectationMissed: undefined,
       safetyViolation: undefined,
     };

@@ -39,7 +39,36 @@ export type {
   ReceivedBlock,
   Window,
 } from './verify.js';
-export { auditSection, expectationsSection, formatReport, kindSummary, passed, reportJson } from './report.js';
+export {
+  auditSection,
+  callerCostSection,
+  callerCostTable,
+  expectationsSection,
+  formatMs,
+  formatReport,
+  kindSummary,
+  passed,
+  reportJson,
+} from './report.js';
+export {
+  NO_FAULT,
+  callerCost,
+  counterGrowth,
+  durationsIn,
+  fencesIn,
+  outsideSpans,
+  percentile,
+  summarizeLatency,
+} from './caller-cost.js';
+export type {
+  CallerCostInput,
+  CallerCostReport,
+  ClientCounts,
+  KindCost,
+  LatencySummary,
+  Span,
+  WindowCost,
+} from './caller-cost.js';
 export { auditConfig, judgeAudit, runAudit } from './faults/audit.js';
 export type { AuditOutcome, AuditRegion, RunAuditOptions } from './faults/audit.js';
 export { followersOf, judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
@@ -67,8 +96,11 @@ export type { EmptyStart, StandaloneFaultOptions, StandaloneOutcome } from './fa
 export { NO_METRICS, parseNodeMetrics, sumNodeMetrics } from './node-metrics.js';
 export type { NodeMetrics } from './node-metrics.js';
 export {
+  LATENCY_FIELDS,
+  STATS_SAMPLE_MS,
   callerFiles,
   decodeIds,
+  decodeLatencies,
   decodeTimes,
   encodeIds,
   encodeTimes,
@@ -76,4 +108,4 @@ export {
   readBlocksFile,
   readCallerRecords,
 } from './records.js';
-export type { BlockLine, CallerRecords, FailureLine } from './records.js';
+export type { BlockLine, CallerRecords, FailureLine, StatsLine } from './records.js';

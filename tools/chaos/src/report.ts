@@ -2,6 +2,7 @@
  * The printed report of a chaos run (issue 7): duration, IDs checked, faults (time, kind, target), fences,
  * duplicates, outage windows, and a verdict.
  */
+import type { CallerCostReport, ClientCounts, KindCost, LatencySummary, WindowCost } from './caller-cost.js';
 import type { AuditOutcome } from './faults/audit.js';
 import type { ChaosResult } from './run.js';
 import { formatFault } from './schedule.js';
@@ -107,6 +108,8 @@ export function formatReport(r: ChaosResult): string[] {
     );
   }
   out.push('');
+  out.push(...callerCostSection(r.callerCost));
+  out.push('');
   const fences = Object.entries(r.metrics.fences)
     .map(([k, v]) => `${k} ${v}`)
     .join(', ');
@@ -125,6 +128,8 @@ export function formatReport(r: ChaosResult): string[] {
         .join(', ') || 'none'
     }`,
   );
+  out.push('');
+  out.push(...callerCostTable(r.callerCost.byKind));
   out.push('');
   out.push(...auditSection(r.audit));
   out.push('');
@@ -197,6 +202,60 @@ export function kindSummary(
     byKind.set(f.fault.kind, k);
   }
   return [...byKind.values()].sort((a, b) => a.kind.localeCompare(b.kind));
+}
+
+/** A latency in ms: three decimals below 1 ms (a buffered call takes microseconds), two below 10, one below 100. */
+export function formatMs(ms: number): string {
+  return ms < 1 ? ms.toFixed(3) : ms < 10 ? ms.toFixed(2) : ms < 100 ? ms.toFixed(1) : String(Math.round(ms));
+}
+
+/** Fences by reason as `lease 2, clock-ahead 1`, or `none`. */
+function fenceList(f: Readonly<Record<string, number>>): string {
+  return (
+    Object.entries(f)
+      .filter(([, v]) => v > 0)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none'
+  );
+}
+
+function latencyText(l: LatencySummary): string {
+  return `${n(l.calls)} calls (${n(l.failed)} failed)  p50 ${formatMs(l.p50Ms)} ms  p99 ${formatMs(l.p99Ms)} ms  max ${formatMs(l.maxMs)} ms  caller's own timer late ≤ ${formatMs(l.callerLateMaxMs)} ms`;
+}
+
+function clientText(c: ClientCounts): string {
+  return `discarded ${n(c.discarded)} IDs  hedges ${n(c.hedgesSent)} sent / ${n(c.hedgesWon)} won (${n(c.hedgeBlocksDiscarded)} losing blocks dropped)  refused ${n(c.refusedBlocks)} blocks`;
+}
+
+function costLine(w: WindowCost, at: string): string {
+  return `  ${w.label.padEnd(24)} ${at}  ${latencyText(w.latency)}  ${clientText(w.client)}  fences ${fenceList(w.fences)}`;
+}
+
+/**
+ * The report's section "caller cost per window" (issue 25): each window's call latency, the IDs the clients
+ * discarded, their hedges, and the fences logged in it; then the time outside any fault.
+ */
+export function callerCostSection(c: CallerCostReport): string[] {
+  const outsideMs = c.outside.spans.reduce((t, sp) => t + sp.endMs - sp.startMs, 0);
+  return [
+    "caller cost per window (each caller's nextIds(10) calls by their start, failed ones included: latency p50/p99/max; the clients' stats(): IDs their buffers discarded, hedged refills, refused blocks; fences: the guards' log lines):",
+    ...c.windows.map((w) => costLine(w, `t+${s1(w.spans[0]?.startMs ?? 0).padStart(7)}`)),
+    costLine(c.outside, `${s1(outsideMs)} in ${c.outside.spans.length} spans`),
+    "  (outside any fault: every moment outside each fault's planned window, its effect and recovery)",
+  ];
+}
+
+/** The table "what each fault costs a caller" (issue 25): one row per fault kind, the no-fault time first. */
+export function callerCostTable(rows: readonly KindCost[]): string[] {
+  const head = `  ${'kind'.padEnd(24)} ${'runs'.padStart(4)} ${'failed'.padStart(6)} ${'longest gap'.padStart(11)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)} ${'own stall'.padStart(9)} ${'discarded'.padStart(9)} ${'hedges'.padStart(11)}  fences by reason`;
+  return [
+    "what each fault costs a caller (per kind, its windows merged: nextIds(10) calls that started in them, failed ones included; longest gap and failed calls as in rule 4; own stall: the longest a caller's own timer woke late, which a gap includes and a call's latency does not; IDs discarded by the clients' buffers; hedges sent/won; the guards' fences):",
+    head,
+    ...rows.map(
+      (k) =>
+        `  ${k.kind.padEnd(24)} ${(k.runs === 0 ? '-' : String(k.runs)).padStart(4)} ${n(k.failedCalls).padStart(6)} ${`${n(Math.round(k.longestGapMs))} ms`.padStart(11)} ${formatMs(k.latency.p50Ms).padStart(7)} ${formatMs(k.latency.p99Ms).padStart(7)} ${formatMs(k.latency.maxMs).padStart(7)} ${formatMs(k.latency.callerLateMaxMs).padStart(9)} ${n(k.client.discarded).padStart(9)} ${`${n(k.client.hedgesSent)}/${n(k.client.hedgesWon)}`.padStart(11)}  ${fenceList(k.fences)}`,
+    ),
+  ];
 }
 
 /** The result as JSON (bigints as decimal strings). */

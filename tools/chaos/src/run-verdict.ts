@@ -4,6 +4,7 @@
  * fault window, and each fault's fence expectation (issue 7). {@link judgeRun} turns it all into the
  * {@link ChaosResult} the report prints.
  */
+import { callerCost, outsideSpans, type CallerCostReport } from './caller-cost.js';
 import type { AuditOutcome } from './faults/audit.js';
 import { judgeMemberDown } from './faults/etcd-member-down.js';
 import type { MemberDown } from './fault-context.js';
@@ -197,6 +198,7 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
 
   const fenceEvents = s.fleet.fences;
   judgeFences(s, fenceEvents, outages);
+  const cost = costOf(s, all, windows, timelines, fenceEvents);
 
   const perNodeMetrics = s.fleet.incarnations.map((i) => ({ name: i.name, metrics: i.metrics }));
   const fencesByReason: Record<string, number> = {};
@@ -227,6 +229,7 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     holders,
     clock,
     outages,
+    callerCost: cost,
     metrics: sumNodeMetrics(perNodeMetrics.map((p) => p.metrics)),
     perNodeMetrics,
     fenceEvents: fenceEvents.length,
@@ -242,6 +245,39 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
     safetyViolations: s.records.filter((r) => r.safetyViolation !== undefined).length,
   };
+}
+
+/**
+ * Issue 25: what the faults cost the callers, over the report's windows and the time outside any fault. Fences are
+ * counted from the nodes' log lines (one per fence, with its reason and when it was read), as the fence
+ * expectations are: the simplest accurate per-window count (the /metrics scrapes are 2 s apart, and a process's
+ * counters vanish with it).
+ */
+function costOf(
+  s: RunOutcome,
+  all: readonly CallerRecords[],
+  windows: readonly Window[],
+  timelines: readonly { caller: number; successMs: number[]; failureMs: number[] }[],
+  fenceEvents: readonly FenceEvent[],
+): CallerCostReport {
+  return callerCost({
+    windows: windows.map((w, i) => ({ ...w, kind: i === 0 ? undefined : s.records[i - 1]?.fault.kind })),
+    outside: outsideSpans(
+      s.records.map((r) => ({
+        startedMs: r.startedMs,
+        endedMs: r.endedMs,
+        windowMs: r.fault.windowMs,
+        settleWaitMs: r.settleWaitMs ?? 0,
+      })),
+      s.loadMs,
+    ),
+    originMs: s.loadStart,
+    loadMs: s.loadMs,
+    latencies: all.map((c) => c.latencies),
+    stats: all.map((c) => c.stats),
+    timelines,
+    fences: fenceEvents.filter((e) => e.source === 'guard'),
+  });
 }
 
 /** Each caller's calls, IDs, failures and blocks (its own count of calls when it printed one). */

@@ -10,6 +10,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CallerCostReport } from './caller-cost.js';
 import { ChaosRun } from './chaos-run.js';
 import type { AuditOutcome } from './faults/audit.js';
 import type { EmbeddedFaultRecord } from './embedded-fleet.js';
@@ -75,6 +76,11 @@ export interface FaultRecord {
   notes: string[];
   /** Nodes that could mint (`/readyz` 200) when the fault began. */
   servingAtStart: number;
+  /**
+   * How long the run waited, before this fault began, for the previous one's recovery (fewer nodes serving than
+   * slots): that time belongs to the previous fault, not to the time outside any fault (issue 25).
+   */
+  settleWaitMs?: number;
   /** An expectation of issue 7 that did not hold (a fence that should not happen, or one that should). */
   expectationMissed: string | undefined;
   /** A safety expectation that did not hold (an ID handed out twice, a refused node that served): fails the run. */
@@ -107,6 +113,8 @@ export interface ChaosResult {
   readonly holders: HolderReport;
   readonly clock: ClockBoundReport;
   readonly outages: readonly OutageReport[];
+  /** What the faults cost the callers: latency, discarded IDs, hedges, fences per window and kind (issue 25). */
+  readonly callerCost: CallerCostReport;
   readonly metrics: NodeMetrics;
   readonly perNodeMetrics: readonly { name: string; metrics: NodeMetrics }[];
   readonly fenceEvents: number;
