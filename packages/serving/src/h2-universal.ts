@@ -1,6 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { UniversalServerRequest, UniversalServerResponse } from '@connectrpc/connect/protocol';
 import { ErrorCode, type H2Stream } from '@idgen/h2';
+import { TRANSPORT_DEFAULTS } from './transport-settings.js';
 
 /**
  * A request body read from an @idgen/h2 stream as the async iterable connect-es reads. Chunks wait here until
@@ -65,7 +66,7 @@ export function universalRequestFromH2Stream(
   maxBodyBytes: number,
 ): { request: UniversalServerRequest; abort(reason: ConnectError): void } {
   const controller = new AbortController();
-  const body = new BodyQueue(stream, maxBodyBytes + 64 * 1024);
+  const body = new BodyQueue(stream, maxBodyBytes + TRANSPORT_DEFAULTS.bodySlackBytes);
   let header = new Headers();
   try {
     const fields = stream.headers;

@@ -1,0 +1,328 @@
+import {
+  constants as h2,
+  createServer,
+  type Http2Server as NodeHttp2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Session,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import type { Socket } from 'node:net';
+import type { ConnectError } from '@connectrpc/connect';
+import { DeadlineQueue } from './deadline-queue.js';
+import { isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
+import type { FastPath, ServingServerOptions } from './http.js';
+import { countNodeRequest, serveNodeConnect, writeNotFound, writeProbe } from './node-connect.js';
+import { BodyReader, declaredLength } from './fast-path.js';
+import { tooLarge, type NextIdsCodec } from './nextids-codec.js';
+import type { Responder } from './responder.js';
+import { installStreamTable } from './stream-table.js';
+import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, type TransportSettings } from './transport-settings.js';
+
+// The node:http2 fallback (`http2Server: 'node'`), all of it in this file: the server and its settings, the compat
+// requests, the fast path on the core stream API with its deadline queue, the stream table work-around, and the
+// PING probes of silent sessions. Deleting the fallback is deleting this file and the option.
+
+const kDeadlineTicket = Symbol('idgen.deadlineTicket');
+type TicketedStream = ServerHttp2Stream & { [kDeadlineTicket]?: number };
+
+/** The 'stream' listener node:http2 installs for its compat API ('request' events). */
+type StreamListener = (
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  flags: number,
+  rawHeaders: string[],
+) => void;
+
+/** At its deadline, a compat request's stream is cancelled; the session lives on. */
+function cancelCompat(req: Http2ServerRequest): void {
+  req.stream.close(h2.NGHTTP2_CANCEL);
+}
+
+const noop = (): void => undefined;
+
+/** `this` is the stream whose body ended: the gRPC status of a success travels in trailers. */
+function sendGrpcOk(this: ServerHttp2Stream): void {
+  this.sendTrailers({ 'grpc-status': '0' });
+}
+
+/**
+ * The fast path's answers on node:http2's core stream API: gRPC errors as trailers-only (the status in the headers
+ * of an empty stream), Connect as its JSON error. `dropBody`: the request body is not read to its end, so the
+ * stream is closed (RST_STREAM NO_ERROR, RFC 9113 §8.1) once the answer is out.
+ */
+export const NODE_HTTP2_RESPONDER: Responder<ServerHttp2Stream> = {
+  gone: (stream) => stream.closed || stream.destroyed,
+  ok(stream: ServerHttp2Stream, codec: NextIdsCodec, body: string | Buffer): void {
+    if (codec.grpc) {
+      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': codec.contentType }, { waitForTrailers: true });
+      stream.on('wantTrailers', sendGrpcOk);
+      stream.end(body);
+      return;
+    }
+    stream.respond({
+      [h2.HTTP2_HEADER_STATUS]: 200,
+      'content-type': codec.contentType,
+      'content-length': typeof body === 'string' ? Buffer.byteLength(body) : body.length,
+    });
+    stream.end(body);
+  },
+  error(stream: ServerHttp2Stream, codec: NextIdsCodec, error: ConnectError, dropBody: boolean): void {
+    if (stream.closed || stream.destroyed) return;
+    if (stream.headersSent) {
+      stream.close(h2.NGHTTP2_INTERNAL_ERROR);
+      return;
+    }
+    const cut = dropBody ? () => stream.close(h2.NGHTTP2_NO_ERROR) : undefined;
+    const answer = codec.encodeError(error);
+    if (answer.body === undefined) {
+      stream.respond({ ...answer.headers, [h2.HTTP2_HEADER_STATUS]: answer.status }, { endStream: true });
+      cut?.();
+      return;
+    }
+    stream.respond({ ...answer.headers, [h2.HTTP2_HEADER_STATUS]: answer.status });
+    stream.end(answer.body, cut);
+  },
+};
+
+/** The fast path's reader on node:http2's core stream API (not its compat request/response objects). */
+function takeFastHttp2(fast: FastPath, stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
+  const codec = fast.codecFor(headers[':method'], headers, true);
+  if (codec === undefined) return false;
+  const start = process.hrtime.bigint();
+  const declared = declaredLength(headers);
+  const max = fast.maxBodyBytes;
+  if (declared < 0) {
+    stream.close(h2.NGHTTP2_PROTOCOL_ERROR); // malformed (RFC 9110 §8.6, RFC 9113 §8.1.1); nghttp2 refuses it first
+    return true;
+  }
+  if (declared > max) {
+    fast.refuse(NODE_HTTP2_RESPONDER, stream, codec, tooLarge(declared, max), start, true);
+    return true;
+  }
+  const body = new BodyReader(max);
+  stream.on('data', (chunk: Buffer) => {
+    if (body.over || body.add(chunk)) return;
+    fast.refuse(NODE_HTTP2_RESPONDER, stream, codec, tooLarge(undefined, fast.maxBodyBytes), start, true);
+  });
+  stream.on('end', () => {
+    if (body.over) return;
+    const owner = stream.session ?? stream;
+    fast.mint(
+      codec,
+      body.bytes(),
+      owner,
+      () => stream.closed || stream.destroyed,
+      (result) => fast.answer(NODE_HTTP2_RESPONDER, stream, codec, result, start),
+    );
+  });
+  return true;
+}
+
+/** What is known of a session's reads, for the probe: bytes read when last seen, since when, when PINGed. */
+interface SessionProbe {
+  bytesRead: number;
+  since: number;
+  pingedAt: number | undefined;
+}
+
+/** h2c and TLS `h2` connections on node:http2 (`http2Server: 'node'`). */
+export class NodeHttp2Front {
+  private readonly server: NodeHttp2Server;
+  private readonly sessions = new Set<Http2Session>();
+  private readonly probes = new Map<Http2Session, SessionProbe>();
+  // Fast-path streams still open, with their deadlines (performance.now() ms), oldest first; each stream carries
+  // its ticket under `kDeadlineTicket`.
+  private readonly deadlines = new DeadlineQueue<ServerHttp2Stream>();
+  private readonly probeSweep: ReturnType<typeof setInterval>;
+  private streamTableWarned = false;
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly options: ServingServerOptions,
+    private readonly settings: TransportSettings,
+  ) {
+    this.server = createServer(
+      {
+        settings: {
+          maxConcurrentStreams: HTTP2_SETTINGS.maxConcurrentStreams,
+          maxHeaderListSize: HTTP2_SETTINGS.maxHeaderListSize,
+          initialWindowSize: HTTP2_SETTINGS.initialWindowSize,
+          enablePush: false,
+        },
+        maxSessionMemory: 16,
+        maxHeaderListPairs: HTTP2_SETTINGS.maxHeaderPairs,
+        peerMaxConcurrentStreams: HTTP2_SETTINGS.maxConcurrentStreams,
+      },
+      this.handle,
+    );
+    if (options.fastPath !== undefined) this.takeFastPathFirst(options.fastPath);
+    this.server.on('session', (session: ServerHttp2Session) => this.onSession(session));
+    this.server.on('sessionError', (e) => options.onConnectionError?.(e));
+    dispatcher.onDeadlineSweep((now) => this.deadlines.expire(now, this.cancelLate));
+    this.probeSweep = setInterval(() => this.sweepProbes(Date.now()), settings.connectionSweepMs);
+    this.probeSweep.unref();
+  }
+
+  /** Serves an HTTP/2 connection: the session reads the bytes unshifted onto `socket` itself, on the next tick. */
+  serve(socket: Socket): void {
+    this.server.emit('connection', socket);
+  }
+
+  /** GOAWAY on every session (a shutdown begins). */
+  close(): void {
+    for (const s of this.sessions) s.close();
+  }
+
+  /** Every session gone, the probe sweep stopped (a shutdown's end). */
+  destroy(): void {
+    for (const s of this.sessions) s.destroy();
+    clearInterval(this.probeSweep);
+  }
+
+  private onSession(session: ServerHttp2Session): void {
+    const table = installStreamTable(session);
+    if (!table.installed && !this.streamTableWarned) {
+      this.streamTableWarned = true;
+      this.options.onStreamTableUnavailable?.(table.why);
+    }
+    this.sessions.add(session);
+    this.probes.set(session, { bytesRead: -1, since: Date.now(), pingedAt: undefined });
+    session.once('close', () => {
+      this.sessions.delete(session);
+      this.probes.delete(session);
+    });
+    session.on('error', (e) => this.options.onConnectionError?.(e));
+    if (this.dispatcher.closing) session.close();
+  }
+
+  /**
+   * A connection error (bad SETTINGS length, bad header compression, DATA on an idle stream: found by fuzzing,
+   * apps/server/test/fuzz-wire.spec.ts) makes nghttp2 send GOAWAY and stop reading the socket, and node:http2 says
+   * nothing (no 'error', 'goaway' or 'frameError' on the session, no state to read): the socket would be held until
+   * the idle timeout even after the peer left, since a socket that is not read never sees the close. So every
+   * sweep, a session that has read no byte for `http2ProbeMs` gets a PING (RFC 9113 §6.7: a live peer must ACK it,
+   * and node's clients do so by themselves); one that has still read nothing `http2ProbeMs` after the PING is
+   * destroyed. A live idle connection costs one PING per idle spell; a dead one lives about 2 × http2ProbeMs.
+   */
+  private sweepProbes(now: number): void {
+    const probeMs = this.settings.http2ProbeMs;
+    for (const [session, probe] of this.probes) {
+      if (session.destroyed) continue;
+      const bytesRead = session.socket?.bytesRead ?? 0;
+      if (bytesRead !== probe.bytesRead) {
+        probe.bytesRead = bytesRead;
+        probe.since = now;
+        probe.pingedAt = undefined;
+      } else if (probe.pingedAt === undefined) {
+        if (now - probe.since < probeMs) continue;
+        probe.pingedAt = now;
+        try {
+          session.ping(noop);
+        } catch {
+          probe.pingedAt = now - probeMs; // cannot even ping (closing): destroy on the next sweep
+        }
+      } else if (now - probe.pingedAt >= probeMs) {
+        session.destroy();
+      }
+    }
+  }
+
+  /**
+   * The fast path sees HTTP/2 streams before node:http2's compat layer builds a request and response for them
+   * (fast-path.ts: why). That layer is the one 'stream' listener the server installed for `handle`: it is taken
+   * off and called only for the streams the fast path leaves, so everything else is served as before.
+   */
+  private takeFastPathFirst(fast: FastPath): void {
+    const compat = this.server.listeners('stream') as StreamListener[];
+    const serveCompat = compat[0];
+    if (compat.length !== 1 || serveCompat === undefined) {
+      throw new Error(
+        `node:http2 changed: expected its compat layer as the one 'stream' listener, found ${compat.length}`,
+      );
+    }
+    this.server.removeListener('stream', serveCompat);
+    const { onFastStreamClose, onFastStreamError } = this;
+    this.server.on(
+      'stream',
+      (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+        const path = pathOf(headers[h2.HTTP2_HEADER_PATH] as string | undefined); // a pseudo-header: one value
+        if (path !== fast.path) {
+          serveCompat(stream, headers, flags, rawHeaders);
+          return;
+        }
+        // Listeners first: the fast path may answer (and the stream close) before it returns.
+        stream.on('error', onFastStreamError);
+        stream.on('close', onFastStreamClose);
+        if (!takeFastHttp2(fast, stream, headers)) {
+          stream.off('error', onFastStreamError);
+          stream.off('close', onFastStreamClose);
+          serveCompat(stream, headers, flags, rawHeaders);
+          return;
+        }
+        this.dispatcher.inFlight++;
+        (stream as TicketedStream)[kDeadlineTicket] = this.deadlines.add(
+          stream,
+          performance.now() + this.settings.requestTimeoutMs,
+        );
+      },
+    );
+  }
+
+  /** A fast-path stream's close (`this` is the stream): out of the deadline queue, one fewer in flight. */
+  private readonly onFastStreamClose = ((front: NodeHttp2Front) =>
+    function onFastStreamClose(this: ServerHttp2Stream): void {
+      const ticket = (this as TicketedStream)[kDeadlineTicket];
+      if (ticket !== undefined && front.deadlines.remove(ticket, this)) front.dispatcher.requestDone();
+    })(this);
+
+  /** A caller that resets its stream (or goes away) mid-request: the stream closes; nothing else to do. */
+  private readonly onFastStreamError = (e: Error): void => {
+    this.options.onConnectionError?.(e);
+  };
+
+  /** The late cancel: a fast-path stream still open at its deadline. */
+  private readonly cancelLate = (stream: ServerHttp2Stream): void => {
+    this.dispatcher.requestLate();
+    stream.close(h2.NGHTTP2_CANCEL);
+  };
+
+  /** A compat request (every HTTP/2 request the fast path left). */
+  private readonly handle = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
+    const path = pathOf(req.url);
+    if (isProbePath(path)) {
+      writeProbe(req, res, this.dispatcher.probe(req.method, path));
+      return;
+    }
+    countNodeRequest(
+      req,
+      res,
+      this.settings.requestTimeoutMs,
+      this.dispatcher,
+      this.options.onRequestTimeout,
+      cancelCompat,
+    );
+    const handler = this.dispatcher.handler(path);
+    if (handler === undefined) {
+      writeNotFound(req, res);
+      return;
+    }
+    // As on @idgen/h2 (front-idgen-h2.ts): connect-es gets an HTTP/2 call once its body is complete, collected here
+    // until then, so calls held open without a body cost node:http2's stream until the request deadline, not
+    // connect-es's machinery (38,400 held GetStatus calls took 1.55 GB on node:http2 before).
+    const body: Buffer[] = [];
+    let bodyBytes = 0;
+    const stream = req.stream;
+    const max = this.settings.maxBodyBytes + TRANSPORT_DEFAULTS.bodySlackBytes;
+    req.on('data', (chunk: Buffer) => {
+      bodyBytes += chunk.length;
+      if (bodyBytes > max) stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
+      else body.push(chunk);
+    });
+    req.once('end', () => {
+      if (!stream.closed && !stream.destroyed) serveNodeConnect(handler, req, res, body, this.options.onHandlerError);
+    });
+  };
+}
