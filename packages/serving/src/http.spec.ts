@@ -5,7 +5,7 @@ import {
   type OutgoingHttpHeaders,
 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
-import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
+import type { GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
 import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
 import {
@@ -16,7 +16,8 @@ import {
   type ServingServer,
   type ServingServerOptions,
 } from './http.js';
-import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
+import { createIdGeneratorService, createNextIds } from './service.js';
+import { assignedTestGuard, testServiceDeps } from './service.test-helper.js';
 
 // The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
 // node:http2 (the reference), through the fast path on node:http2, and both again on @idgen/h2 (for HTTP/1.1
@@ -29,15 +30,8 @@ let ready = true;
 let fastCalls = 0;
 
 beforeAll(async () => {
-  guard = createGuardedMinter({ region: 4 });
-  guard.assign({
-    region: 4,
-    worker: 9,
-    floorMs: Date.now() - 1,
-    deadlineMonoMs: Number.MAX_SAFE_INTEGER,
-    ceilingMs: Number.MAX_SAFE_INTEGER,
-  });
-  const deps = testDeps();
+  guard = assignedTestGuard();
+  const deps = testServiceDeps(guard);
   const fast = createNextIdsFastPath({ nextIds: createNextIds(deps), maxBodyBytes: 1024, record: () => fastCalls++ });
   const variants: [string, Http2Server, boolean][] = [
     ['connect-es on node:http2', 'node', false],
@@ -388,30 +382,11 @@ function grpcFrameOf(message: Uint8Array): Buffer {
   return frame;
 }
 
-/** The service's dependencies over the shared test guard (worker 9 of region 4, always assigned). */
-function testDeps(): ServiceDeps {
-  return {
-    guard,
-    lease: () => ({
-      nodeId: 'n',
-      leaseId: undefined,
-      keepAliveAgeSeconds: undefined,
-      deadlineInMs: undefined,
-      mode: 'standalone',
-    }),
-    phase: () => 'running',
-    region: 4,
-    maxCount: 100,
-    timeSourceMode: 'none',
-    advertise: () => 'here:1',
-  };
-}
-
 /** A serving server with the fast path on a free loopback port; `extra` overrides the defaults. */
 async function startFastPathServer(
   extra: Partial<ServingServerOptions>,
 ): Promise<{ server: ServingServer; port: number }> {
-  const deps = testDeps();
+  const deps = testServiceDeps(guard);
   const server = createServingServer({
     routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
     ready: () => true,

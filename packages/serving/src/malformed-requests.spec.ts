@@ -7,13 +7,14 @@ import { once } from 'node:events';
 import { connect as connectHttp2, constants } from 'node:http2';
 import { createServer, connect as connectTcp, type Socket } from 'node:net';
 import type { UniversalServerRequest } from '@connectrpc/connect/protocol';
-import { createGuardedMinter, type GuardedMinter } from '@idgen/clock-guard';
+import type { GuardedMinter } from '@idgen/clock-guard';
 import { encodeHeaders, ErrorCode, FrameType, H2Connection, HpackDecoder, PREFACE, type H2Stream } from '@idgen/h2';
 import { IdGenerator } from '@idgen/proto';
 import { createNextIdsFastPath, NEXT_IDS_PATH } from './fast-path.js';
 import { universalRequestFromH2Stream } from './h2-universal.js';
 import { createServingServer, type Http2Server, type ServingServer } from './http.js';
-import { createIdGeneratorService, createNextIds, type ServiceDeps } from './service.js';
+import { createIdGeneratorService, createNextIds } from './service.js';
+import { assignedTestGuard, testServiceDeps } from './service.test-helper.js';
 
 const END_STREAM = 0x1;
 const END_HEADERS = 0x4;
@@ -119,37 +120,12 @@ const JSON_CALL: [string, string][] = [['content-type', 'application/json']];
 
 let guard: GuardedMinter;
 beforeAll(() => {
-  guard = createGuardedMinter({ region: 4 });
-  guard.assign({
-    region: 4,
-    worker: 9,
-    floorMs: Date.now() - 1,
-    deadlineMonoMs: Number.MAX_SAFE_INTEGER,
-    ceilingMs: Number.MAX_SAFE_INTEGER,
-  });
+  guard = assignedTestGuard();
 });
 afterAll(() => guard.close());
 
-function testDeps(): ServiceDeps {
-  return {
-    guard,
-    lease: () => ({
-      nodeId: 'n',
-      leaseId: undefined,
-      keepAliveAgeSeconds: undefined,
-      deadlineInMs: undefined,
-      mode: 'standalone',
-    }),
-    phase: () => 'running',
-    region: 4,
-    maxCount: 100,
-    timeSourceMode: 'none',
-    advertise: () => 'here:1',
-  };
-}
-
 async function startServing(http2Server: Http2Server): Promise<{ server: ServingServer; port: number }> {
-  const deps = testDeps();
+  const deps = testServiceDeps(guard);
   const server = createServingServer({
     routes: (router) => router.service(IdGenerator, createIdGeneratorService(deps)),
     ready: () => true,
