@@ -112,11 +112,15 @@ it('stops using an address once its record is removed; in-flight calls finish', 
     load = running;
     dnsServer.set(NAME, POD_IPS.slice(0, 2));
     await waitUntil('the client no longer lists the removed address', () => !hostsOf(client).includes(removed.ip));
+    // Its connection closes once the calls on it finish (the TLS close_notify is its last 24 bytes).
+    await waitUntil('the client closes its connection to the removed address', () => removed.openConnections() === 0);
     const bytes = removed.bytesIn();
+    const accepted = removed.accepted();
     const callsAt = running.report.calls;
     await waitUntil('300 more calls are served', () => running.report.calls > callsAt + 300);
     const report = await running.stop();
     expect(removed.bytesIn()).toBe(bytes);
+    expect(removed.accepted()).toBe(accepted);
     expect(hostsOf(client)).toEqual(POD_IPS.slice(0, 2));
     expect(report.failures).toEqual([]);
     expect(ledger.duplicates).toEqual([]);

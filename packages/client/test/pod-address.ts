@@ -14,6 +14,8 @@ export interface PodAddress {
   accepted(): number;
   /** Bytes forwarded from clients to the node so far. */
   bytesIn(): number;
+  /** Client connections open now. */
+  openConnections(): number;
   /** Stops listening and closes every connection; idempotent. */
   close(): Promise<void>;
 }
@@ -25,13 +27,16 @@ export async function startPodAddress(ip: string, port: number, target: string):
     Number(target.slice(target.lastIndexOf(':') + 1)),
   ];
   const sockets = new Set<Socket>();
+  const clients = new Set<Socket>();
   let accepted = 0;
   let bytesIn = 0;
   const server = createServer((client) => {
     accepted++;
     const upstream = connect(targetPort, host);
     sockets.add(client).add(upstream);
+    clients.add(client);
     const end = (): void => {
+      clients.delete(client);
       client.destroy();
       upstream.destroy();
       sockets.delete(client);
@@ -53,6 +58,7 @@ export async function startPodAddress(ip: string, port: number, target: string):
     ip,
     accepted: () => accepted,
     bytesIn: () => bytesIn,
+    openConnections: () => clients.size,
     close() {
       closing ??= new Promise<void>((resolve) => {
         server.close(() => resolve());
