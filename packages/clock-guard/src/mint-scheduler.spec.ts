@@ -29,7 +29,7 @@ function setup() {
 
 const total = (blocks: readonly MintedBlock[]): number => blocks.reduce((n, b) => n + b.count, 0);
 
-describe('createMintScheduler (issue 13: minting never busy-waits on the event loop)', () => {
+describe('createMintScheduler (minting never busy-waits on the event loop)', () => {
   it('answers at once what the current millisecond can serve, and never waits for a millisecond inside a call', async () => {
     const { scheduler, timers, nextMs } = setup();
     const now = scheduler.mint(4000);
@@ -120,6 +120,29 @@ describe('createMintScheduler (issue 13: minting never busy-waits on the event l
     await rejected;
     expect(total(await kept)).toBe(10);
     expect(guard.counts().idsMinted - before).toBe(10);
+  });
+
+  it('costs an arriving request the owners it serves, not every owner waiting (a flood on 300 connections)', async () => {
+    const { scheduler, nextMs } = setup();
+    void scheduler.mint(4096); // this millisecond is spent
+    let asked = 0;
+    const alive = (): boolean => {
+      asked++;
+      return false;
+    };
+    const owners = Array.from({ length: 300 }, (_, i) => ({ i }));
+    const waiting = owners.map((o) => scheduler.mint(4096, o, alive));
+    asked = 0;
+    // 1,000 more requests while the millisecond is still spent: each looks at the owner at the front, once.
+    const more = Array.from({ length: 1_000 }, (_, i) => scheduler.mint(1, owners[i % 300], alive));
+    expect(asked).toBeLessThanOrEqual(1_000);
+    // And the round robin holds: the next millisecond goes to the first owner, the one after to the second.
+    await nextMs();
+    expect(total(await (waiting[0] as Promise<MintedBlock[]>))).toBe(4096);
+    await nextMs();
+    expect(total(await (waiting[1] as Promise<MintedBlock[]>))).toBe(4096);
+    scheduler.close(new Error('done'));
+    await Promise.allSettled([...waiting, ...more]);
   });
 
   it('close rejects every waiting request', async () => {

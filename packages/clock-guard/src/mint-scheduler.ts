@@ -96,42 +96,45 @@ export function createMintScheduler(guard: SchedulableMinter, options: MintSched
     arm();
   }
 
-  /** Serves waiting requests round robin until the millisecond is spent (or nothing waits). */
+  /**
+   * Serves waiting requests round robin until the millisecond is spent (or nothing waits): the owner at the front
+   * gets one request served and goes to the back; one that gets nothing (the millisecond is spent) keeps its place.
+   * It costs the owners it serves, not the owners waiting: `mint` calls it for every request that arrives while
+   * others wait, and a pass over every owner each time made a flood of requests on 300 connections stall the event
+   * loop for seconds (past the lease's deadline).
+   */
   function serve(): void {
-    let spent = false;
-    while (!spent && turn.length > 0) {
-      const served: Line[] = [];
-      const unreached: Line[] = [];
-      for (const line of turn) {
-        // Drop heads whose callers are gone: nothing is minted for them.
-        let p = line.queue[0];
-        while (p?.abandoned?.() === true) {
-          settle(line, p, new MintAbandonedError());
-          p = line.queue[0];
-        }
-        if (p === undefined) continue;
-        if (spent) {
-          unreached.push(line);
-          continue;
-        }
-        let gotAny = false;
-        try {
-          for (const b of guard.tryNextBlock(p.left)) {
-            p.blocks.push(b);
-            p.left -= b.count;
-            gotAny = true;
-          }
-          if (p.left === 0) settle(line, p);
-          else spent = true;
-        } catch (e) {
-          settle(line, p, e);
+    while (turn.length > 0) {
+      const line = turn[0] as Line;
+      // Drop heads whose callers are gone: nothing is minted for them.
+      let p = line.queue[0];
+      while (p?.abandoned?.() === true) {
+        settle(line, p, new MintAbandonedError());
+        p = line.queue[0];
+      }
+      if (p === undefined) {
+        turn.shift();
+        continue;
+      }
+      let gotAny = false;
+      let spent = false;
+      try {
+        for (const b of guard.tryNextBlock(p.left)) {
+          p.blocks.push(b);
+          p.left -= b.count;
           gotAny = true;
         }
-        // An owner that got nothing (the millisecond was already spent) keeps its place at the front.
-        if (line.queue.length > 0) (gotAny ? served : unreached).push(line);
+        if (p.left === 0) settle(line, p);
+        else spent = true;
+      } catch (e) {
+        settle(line, p, e);
+        gotAny = true;
       }
-      // Whoever was not reached goes first next time; a served owner goes to the back.
-      turn = [...unreached, ...served];
+      if (gotAny) {
+        turn.shift();
+        if (line.queue.length > 0) turn.push(line);
+      }
+      if (spent) return;
     }
   }
 

@@ -18,6 +18,7 @@ import {
   READINESS_HEADERS,
   createHealthService,
   createIdGeneratorService,
+  createNextIds,
   type LeaseView,
   type Phase,
 } from './service.js';
@@ -144,6 +145,22 @@ describe('NextIds', () => {
     const e = await failure(f.ids.nextIds({ count }));
     expect(e.code).toBe(Code.InvalidArgument);
     expect(e.rawMessage).toBe(`count must be from 1 to 4096, got ${count}`);
+  });
+
+  it('rejects a request whose caller went away with CANCELED, and does not report it as unexpected', async () => {
+    const f = setup();
+    assign(f);
+    const unexpected: unknown[] = [];
+    const nextIds = createNextIds({ guard: f.guard, maxCount: 4096, onUnexpected: (e) => unexpected.push(e) });
+    nextIds(4096); // spends this millisecond: the next request waits for a later one
+    let gone = false;
+    const waiting = nextIds(10, {}, () => gone);
+    expect(waiting).toBeInstanceOf(Promise);
+    gone = true;
+    f.clock.advance(1);
+    const e = await failure(Promise.resolve(waiting));
+    expect(e.code).toBe(Code.Canceled);
+    expect(unexpected).toEqual([]);
   });
 
   it('honours a configured maximum', async () => {

@@ -3,6 +3,7 @@ import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import {
   createMintScheduler,
   isFencedError,
+  MintAbandonedError,
   type FenceReason,
   type GuardedMinter,
   type GuardStatus,
@@ -114,6 +115,9 @@ export function createNextIds(
   const rangeMessage = `count must be from 1 to ${maxCount}`;
   const toConnectError = (e: unknown): ConnectError => {
     if (isFencedError(e)) return unavailable(e.reason, e.message);
+    // The caller went away (reset, deadline, connection gone) while its IDs waited: nobody reads the answer and
+    // nothing went wrong here. Logging each one would let a caller flood the log and stall the event loop.
+    if (e instanceof MintAbandonedError) return new ConnectError(e.message, Code.Canceled);
     deps.onUnexpected?.(e);
     return new ConnectError('internal error while minting', Code.Internal);
   };
