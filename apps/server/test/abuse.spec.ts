@@ -30,8 +30,11 @@ const ATTACKS: [string, string][] = [
   ['unknown-type', 'unknown-type flood'],
 ];
 
-/** Runs the attack `name` for `ms` from a child process; resolves with how many connections it opened. */
-async function runAttack(port: number, name: string, ms: number): Promise<{ connections: number }> {
+/**
+ * Runs the attack `name` for `ms` from a child process; resolves with how many connections it opened (and, for
+ * `zero-window`, how many of its streams were refused).
+ */
+async function runAttack(port: number, name: string, ms: number): Promise<{ connections: number; refused?: number }> {
   const attacker = spawnProcess(process.execPath, [
     join(__dirname, 'abuse-attacker.js'),
     name,
@@ -42,7 +45,7 @@ async function runAttack(port: number, name: string, ms: number): Promise<{ conn
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
   if (exit.code !== 0 || line === undefined)
     throw new Error(`attacker ${name} failed (${JSON.stringify(exit)}): ${attacker.tail(20)}`);
-  return JSON.parse(line) as { connections: number };
+  return JSON.parse(line) as { connections: number; refused?: number };
 }
 
 describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
@@ -65,6 +68,24 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
     );
     expectWithinBounds(node, during);
     expect(connections).toBeGreaterThan(0);
+  });
+
+  it('zero-window flood (300 connections × 128 NextIds(4096) held unread): RSS < 400 MB, the probe served, no fence', async () => {
+    // Every answer stays in the node (the client's windows are 0) until its deadline; the port's budget of streams
+    // in flight (--max-streams-in-flight) refuses the flooding connections' new streams, and the probe's connection,
+    // with one call out, is still admitted. Without the budget the node held 38,400 streams (541 MB); with one of
+    // 16,384 it peaked at 455 MB.
+    const attack = runAttack(node.port, 'zero-window', 15_000);
+    const during = await probeWhile(node, client, attack);
+    const { connections, refused } = await attack;
+    console.log(
+      `zero-window flood: ${connections} connections, ${refused} streams refused; probes ${during.failed}/${during.calls} failed; peak RSS ${Math.round(during.peakRss / 1e6)} MB`,
+    );
+    expectWithinBounds(node, during);
+    expect(refused).toBeGreaterThan(0);
+    // The flood must not stall the event loop past the lease's deadline (it did: every arriving request cost a pass
+    // over every connection's queue): the node never fenced.
+    expect(node.logs().filter((l) => l['msg'] === 'guard: fenced')).toEqual([]);
   });
 
   it('idle and preface-only connections: capped, then cut; the probe keeps working', async () => {

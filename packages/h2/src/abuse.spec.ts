@@ -223,6 +223,30 @@ describe('H2Connection limits applied as frames arrive', () => {
     expect(server.refusals).toContain('refused-stream-flood');
   });
 
+  it('refuses the streams admitStream turns away as over the limit, and counts them toward the same flood', async () => {
+    const asked: number[] = [];
+    server = await start(
+      {
+        admitStream: (open) => {
+          asked.push(open);
+          return open < 3; // a budget across connections, full: this connection keeps 3
+        },
+      },
+      () => undefined,
+    );
+    raw = await RawClient.open(server.port);
+    raw.send(repeat(200, (i) => frame(FrameType.HEADERS, Flag.END_HEADERS | Flag.END_STREAM, 2 * i + 1, REQUEST)));
+    expect(await raw.goawayCode()).toBe(ErrorCode.ENHANCE_YOUR_CALM);
+    const refused = raw.frames.filter(
+      (f) => f.type === FrameType.RST_STREAM && f.payload.readUInt32BE(0) === ErrorCode.REFUSED_STREAM,
+    );
+    expect(refused[0]?.stream).toBe(7); // streams 1, 3 and 5 admitted
+    expect(refused).toHaveLength(100);
+    expect(asked.slice(0, 4)).toEqual([0, 1, 2, 3]);
+    expect(server.refusals.filter((r) => r === 'stream-budget')).toHaveLength(101);
+    expect(server.refusals).toContain('refused-stream-flood');
+  });
+
   it('ends a peer that makes it reset streams ("MadeYouReset": a WINDOW_UPDATE of 0 on each)', async () => {
     let started = 0;
     server = await start({}, () => {

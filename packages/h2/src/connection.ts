@@ -56,6 +56,12 @@ export interface H2ConnectionOptions {
   readonly stalledWriteTimeoutMs?: number;
   /** Called for each refusal (a flood cut, a lifetime over, a stream refused or answered 431), for a metric. */
   readonly onRefusal?: (reason: H2RefusalReason) => void;
+  /**
+   * Asked before a new stream under the concurrency limit is served, with the streams this connection has open:
+   * false refuses it as one over the limit is (REFUSED_STREAM, counted toward the refused-stream flood; reason
+   * `stream-budget`). For a budget across connections (the serving port's streams in flight).
+   */
+  readonly admitStream?: (open: number) => boolean;
   /** Called for a connection-level protocol error (the peer's fault, worth a debug line). */
   readonly onError?: (e: Error) => void;
 }
@@ -297,6 +303,7 @@ export class H2Connection {
   private readonly stalledWriteTimeoutMs: number;
   private readonly onError: ((e: Error) => void) | undefined;
   private readonly onRefusal: ((reason: H2RefusalReason) => void) | undefined;
+  private readonly admitStream: ((open: number) => boolean) | undefined;
 
   private readonly streams = new StreamTable<number, H2Stream>(16);
   /** Streams in the table whose handler is done (answered in full, the request still arriving). */
@@ -362,6 +369,7 @@ export class H2Connection {
     this.stalledWriteTimeoutMs = options.stalledWriteTimeoutMs ?? 10_000;
     this.onError = options.onError;
     this.onRefusal = options.onRefusal;
+    this.admitStream = options.admitStream;
     this.activeAt = Date.now();
 
     // Our SETTINGS, then the connection window raised from its default.
@@ -793,8 +801,9 @@ export class H2Connection {
       this.refuse(id); // going away
       return;
     }
-    if (this.streams.size >= this.maxConcurrent) {
-      this.refused('stream-limit');
+    const overBudget = this.streams.size < this.maxConcurrent && this.admitStream?.(this.streams.size) === false;
+    if (this.streams.size >= this.maxConcurrent || overBudget) {
+      this.refused(overBudget ? 'stream-budget' : 'stream-limit');
       if (++this.counts.refusedStreams > this.limits.refusedStreams) {
         throw new H2ConnectionError(
           ErrorCode.ENHANCE_YOUR_CALM,

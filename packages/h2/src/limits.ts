@@ -49,7 +49,8 @@ export const DEFAULT_FLOOD_LIMITS: H2FloodLimits = Object.freeze({
  * Why the connection refused something, as reported to `onRefusal` (a metric label: a closed set).
  * Connection-ending: the floods of {@link H2FloodLimits}, a header block in too many CONTINUATIONs or too large,
  * a SETTINGS frame with too many entries, and the three lifetimes. Per stream: a header list over the limits
- * (answered 431) and a stream over the concurrency limit (REFUSED_STREAM).
+ * (answered 431), a stream over the concurrency limit (REFUSED_STREAM), and one `admitStream` turned away (the
+ * same).
  */
 export type H2RefusalReason =
   | 'ping-flood'
@@ -67,7 +68,8 @@ export type H2RefusalReason =
   | 'idle-timeout'
   | 'stalled-writer'
   | 'header-list-too-large'
-  | 'stream-limit';
+  | 'stream-limit'
+  | 'stream-budget';
 
 /**
  * Counts of one second of frames, compared with the limits as frames arrive. Plain numeric fields: counting a

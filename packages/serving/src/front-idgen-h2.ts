@@ -127,6 +127,9 @@ export class IdgenH2Front {
       stalledWriteTimeoutMs: settings.stalledWriteTimeoutMs,
       onError: (e) => options.onConnectionError?.(e),
       onRefusal: options.onRefusal,
+      // Past the port's budget of streams in flight, only a connection with few of its own gets another.
+      admitStream: (open) =>
+        this.dispatcher.inFlight < settings.maxStreamsInFlight || open < TRANSPORT_DEFAULTS.fairShareStreams,
     };
     dispatcher.onDeadlineSweep((now) => this.deadlines.expire(now, this.cancelLate));
   }

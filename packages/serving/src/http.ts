@@ -119,6 +119,16 @@ export interface ServingServerOptions {
    */
   readonly maxConnections?: number;
   /**
+   * Most requests in flight across the port on @idgen/h2 (streams being served, or answered and held by the
+   * client's flow control). Past it, a stream on a connection with more than
+   * {@link TRANSPORT_DEFAULTS}.fairShareStreams of its own is refused (REFUSED_STREAM, reason `stream-budget`,
+   * counted toward the connection's refused-stream flood).
+   * Default 2,048, far above what a node serving at its ceiling has in flight. Under the zero-window flood (300
+   * connections × 128 NextIds(4096) held unread, cut connections opened again) the node peaked at 541 MB without a
+   * budget, 402 MB with 8,192 and 327 MB with 2,048.
+   */
+  readonly maxStreamsInFlight?: number;
+  /**
    * Called for each refusal: what @idgen/h2 refused on a connection (a flood cut, a lifetime over, a stream
    * refused or answered 431; see its README) and `connection-limit` for a connection over `maxConnections`.
    * For a counter by reason.

@@ -9,6 +9,7 @@ describe('resolveServingLimits', () => {
       shutdownTimeoutMs: 5000,
       maxBodyBytes: 65_536,
       maxConnections: 4096,
+      maxStreamsInFlight: 2048,
       prefaceTimeoutMs: 4000,
       idleTimeoutMs: 1000,
       stalledWriteTimeoutMs: 10_000,

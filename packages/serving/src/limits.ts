@@ -59,6 +59,14 @@ export const SERVING_LIMITS = {
     unit: 'ms',
     description: 'a connection with no request for this long is closed (HTTP/2: GOAWAY; HTTP/1.1: closed)',
   },
+  maxStreamsInFlight: {
+    default: 2_048,
+    min: 128,
+    max: 1_000_000,
+    unit: 'n',
+    description:
+      'most requests in flight on the serving port (HTTP/2 streams, answered or waiting for the window to send it); past it a connection with more than 8 of its own gets REFUSED_STREAM',
+  },
   stalledWriteTimeoutMs: {
     default: 10_000,
     min: 1000,

@@ -152,7 +152,7 @@ describe('NextIds', () => {
     assign(f);
     const unexpected: unknown[] = [];
     const nextIds = createNextIds({ guard: f.guard, maxCount: 4096, onUnexpected: (e) => unexpected.push(e) });
-    nextIds(4096); // spends this millisecond: the next request waits for a later one
+    void nextIds(4096); // spends this millisecond: the next request waits for a later one
     let gone = false;
     const waiting = nextIds(10, {}, () => gone);
     expect(waiting).toBeInstanceOf(Promise);

@@ -136,6 +136,7 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
     prefaceTimeoutMs: limits.prefaceTimeoutMs,
     idleTimeoutMs: limits.idleTimeoutMs,
     stalledWriteTimeoutMs: limits.stalledWriteTimeoutMs,
+    maxStreamsInFlight: limits.maxStreamsInFlight,
     fastPath,
     routes: (router) => {
       router.service(IdGenerator, createIdGeneratorService(deps));

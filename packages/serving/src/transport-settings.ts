@@ -36,6 +36,12 @@ export const TRANSPORT_DEFAULTS = {
   prefaceTimeoutMs: SERVING_LIMITS.prefaceTimeoutMs.default,
   stalledWriteTimeoutMs: SERVING_LIMITS.stalledWriteTimeoutMs.default,
   maxConnections: SERVING_LIMITS.maxConnections.default,
+  maxStreamsInFlight: SERVING_LIMITS.maxStreamsInFlight.default,
+  /**
+   * Past `maxStreamsInFlight`, a connection may still open this many streams of its own: a caller with a few calls
+   * out is served while the connections holding the port's streams are refused.
+   */
+  fairShareStreams: 8,
   /** node:http2 only: how long a silent session goes before its PING, and then before it is destroyed. */
   http2ProbeMs: 2_000,
   /** The largest response message connect-es writes. */
@@ -52,6 +58,7 @@ export interface TransportSettings {
   readonly prefaceTimeoutMs: number;
   readonly stalledWriteTimeoutMs: number;
   readonly maxConnections: number;
+  readonly maxStreamsInFlight: number;
   readonly http2ProbeMs: number;
   /** How often requests past their deadline are looked for: a tenth of the deadline, from 10 to 250 ms. */
   readonly deadlineSweepMs: number;
@@ -67,6 +74,7 @@ export function resolveTransportSettings(given: {
   readonly prefaceTimeoutMs?: number | undefined;
   readonly stalledWriteTimeoutMs?: number | undefined;
   readonly maxConnections?: number | undefined;
+  readonly maxStreamsInFlight?: number | undefined;
   readonly http2ProbeMs?: number | undefined;
 }): TransportSettings {
   const http2ProbeMs = given.http2ProbeMs ?? TRANSPORT_DEFAULTS.http2ProbeMs;
@@ -77,6 +85,7 @@ export function resolveTransportSettings(given: {
     prefaceTimeoutMs: given.prefaceTimeoutMs ?? TRANSPORT_DEFAULTS.prefaceTimeoutMs,
     stalledWriteTimeoutMs: given.stalledWriteTimeoutMs ?? TRANSPORT_DEFAULTS.stalledWriteTimeoutMs,
     maxConnections: given.maxConnections ?? TRANSPORT_DEFAULTS.maxConnections,
+    maxStreamsInFlight: given.maxStreamsInFlight ?? TRANSPORT_DEFAULTS.maxStreamsInFlight,
     http2ProbeMs,
     deadlineSweepMs: Math.max(10, Math.min(250, Math.floor(given.requestTimeoutMs / 10))),
     connectionSweepMs: Math.min(1_000, http2ProbeMs),
