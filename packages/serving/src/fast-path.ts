@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { ConnectError, type Code } from '@connectrpc/connect';
 import { parseContentLength } from '@idgen/h2';
 import type { FastPath } from './http.js';
-import { codecFor, idsIn, type NextIdsCodec } from './nextids-codec.js';
+import { codecFor, idsIn, tooLarge, type NextIdsCodec } from './nextids-codec.js';
 import type { Responder } from './responder.js';
 import type { WireBlock } from './service.js';
 
@@ -150,4 +150,53 @@ class NextIdsFastPath implements FastPath {
 export function declaredLength(headers: IncomingHttpHeaders | Readonly<Record<string, string>>): number {
   const length = headers['content-length'];
   return length === undefined ? 0 : parseContentLength(length);
+}
+
+/** Where a fast-path body arrives on node's HTTP stacks: node:http's request, node:http2's stream. */
+export interface NodeBodySource {
+  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+}
+
+/**
+ * The fast path's reader on node's two HTTP stacks (front-http1.ts, front-node-http2.ts): the declared length
+ * checked, the body read up to the limit (refused past it), the IDs minted once it ends and answered through
+ * `responder`. What differs between the two is passed in: the responder, the owner minting is shared by (the
+ * socket, the session), and the answer to a content-length that is not 1*DIGIT (RFC 9110 §8.6), whose framing
+ * cannot be trusted (HTTP/1.1: 400 and the connection closed; HTTP/2: a PROTOCOL_ERROR reset).
+ */
+export function readNodeFastBody<T>(
+  fast: FastPath,
+  codec: NextIdsCodec,
+  responder: Responder<T>,
+  target: T,
+  request: { readonly headers: IncomingHttpHeaders; readonly body: NodeBodySource; readonly owner: object },
+  malformedLength: () => void,
+): void {
+  const start = process.hrtime.bigint();
+  const declared = declaredLength(request.headers);
+  const max = fast.maxBodyBytes;
+  if (declared < 0) {
+    malformedLength();
+    return;
+  }
+  if (declared > max) {
+    fast.refuse(responder, target, codec, tooLarge(declared, max), start, true);
+    return;
+  }
+  const body = new BodyReader(max);
+  request.body.on('data', (chunk: Buffer) => {
+    if (body.over || body.add(chunk)) return;
+    fast.refuse(responder, target, codec, tooLarge(undefined, max), start, true);
+  });
+  request.body.on('end', () => {
+    if (body.over) return;
+    fast.mint(
+      codec,
+      body.bytes(),
+      request.owner,
+      () => responder.gone(target),
+      (result) => fast.answer(responder, target, codec, result, start),
+    );
+  });
 }

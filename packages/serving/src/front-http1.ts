@@ -2,10 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { ConnectError } from '@connectrpc/connect';
 import { isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
-import { BodyReader, declaredLength } from './fast-path.js';
+import { readNodeFastBody } from './fast-path.js';
 import type { FastPath, ServingServerOptions } from './http.js';
 import { countNodeRequest, serveNodeConnect, writeNotFound, writeProbe } from './node-connect.js';
-import { tooLarge, type NextIdsCodec } from './nextids-codec.js';
+import type { NextIdsCodec } from './nextids-codec.js';
 import type { Responder } from './responder.js';
 import { HTTP1_SETTINGS, type TransportSettings } from './transport-settings.js';
 
@@ -72,34 +72,11 @@ export const HTTP1_RESPONDER: Responder<ServerResponse> = {
 function takeFastHttp1(fast: FastPath, req: IncomingMessage, res: ServerResponse): boolean {
   const codec = fast.codecFor(req.method, req.headers, false);
   if (codec === undefined) return false;
-  const start = process.hrtime.bigint();
-  const declared = declaredLength(req.headers);
-  const max = fast.maxBodyBytes;
-  if (declared < 0) {
-    // Not 1*DIGIT (RFC 9110 §8.6): the request's framing cannot be trusted, so 400 and the connection closed.
+  readNodeFastBody(fast, codec, HTTP1_RESPONDER, res, { headers: req.headers, body: req, owner: req.socket }, () => {
+    // Not 1*DIGIT: the request's framing cannot be trusted, so 400 and the connection closed.
     dropRestHttp1(req, res);
     res.writeHead(400, { 'content-length': 0 });
     res.end();
-    return true;
-  }
-  if (declared > max) {
-    fast.refuse(HTTP1_RESPONDER, res, codec, tooLarge(declared, max), start, true);
-    return true;
-  }
-  const body = new BodyReader(max);
-  req.on('data', (chunk: Buffer) => {
-    if (body.over || body.add(chunk)) return;
-    fast.refuse(HTTP1_RESPONDER, res, codec, tooLarge(undefined, fast.maxBodyBytes), start, true);
-  });
-  req.on('end', () => {
-    if (body.over) return;
-    fast.mint(
-      codec,
-      body.bytes(),
-      req.socket,
-      () => res.destroyed,
-      (result) => fast.answer(HTTP1_RESPONDER, res, codec, result, start),
-    );
   });
   return true;
 }

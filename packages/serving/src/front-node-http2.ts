@@ -15,8 +15,8 @@ import { DeadlineQueue } from './deadline-queue.js';
 import { isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
 import type { FastPath, ServingServerOptions } from './http.js';
 import { countNodeRequest, serveNodeConnect, writeNotFound, writeProbe } from './node-connect.js';
-import { BodyReader, declaredLength } from './fast-path.js';
-import { tooLarge, type NextIdsCodec } from './nextids-codec.js';
+import { readNodeFastBody } from './fast-path.js';
+import type { NextIdsCodec } from './nextids-codec.js';
 import type { Responder } from './responder.js';
 import { installStreamTable } from './stream-table.js';
 import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, type TransportSettings } from './transport-settings.js';
@@ -91,33 +91,9 @@ export const NODE_HTTP2_RESPONDER: Responder<ServerHttp2Stream> = {
 function takeFastHttp2(fast: FastPath, stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
   const codec = fast.codecFor(headers[':method'], headers, true);
   if (codec === undefined) return false;
-  const start = process.hrtime.bigint();
-  const declared = declaredLength(headers);
-  const max = fast.maxBodyBytes;
-  if (declared < 0) {
-    stream.close(h2.NGHTTP2_PROTOCOL_ERROR); // malformed (RFC 9110 §8.6, RFC 9113 §8.1.1); nghttp2 refuses it first
-    return true;
-  }
-  if (declared > max) {
-    fast.refuse(NODE_HTTP2_RESPONDER, stream, codec, tooLarge(declared, max), start, true);
-    return true;
-  }
-  const body = new BodyReader(max);
-  stream.on('data', (chunk: Buffer) => {
-    if (body.over || body.add(chunk)) return;
-    fast.refuse(NODE_HTTP2_RESPONDER, stream, codec, tooLarge(undefined, fast.maxBodyBytes), start, true);
-  });
-  stream.on('end', () => {
-    if (body.over) return;
-    const owner = stream.session ?? stream;
-    fast.mint(
-      codec,
-      body.bytes(),
-      owner,
-      () => stream.closed || stream.destroyed,
-      (result) => fast.answer(NODE_HTTP2_RESPONDER, stream, codec, result, start),
-    );
-  });
+  const request = { headers, body: stream, owner: stream.session ?? stream };
+  // A malformed content-length (RFC 9113 §8.1.1) is a PROTOCOL_ERROR reset; nghttp2 refuses it first.
+  readNodeFastBody(fast, codec, NODE_HTTP2_RESPONDER, stream, request, () => stream.close(h2.NGHTTP2_PROTOCOL_ERROR));
   return true;
 }
 
