@@ -3,6 +3,8 @@ import {
   DEFAULT_LAYOUT,
   Minter,
   type Layout,
+  type LeaseExtension,
+  type WorkerAssignment,
   type MintVerdict,
   type MintedBlock,
   type SequenceExhausted,
@@ -20,28 +22,8 @@ const STUCK_CLOCK_MS = 50;
 /** The most IDs one `nextBlock` call may ask for (16 milliseconds of a 12-bit sequence). */
 export const MAX_BLOCK_REQUEST = 65_536;
 
-/** What the lease hands the guard once it holds a slot and the clock has passed the floor (docs/design.md §5). */
-export interface WorkerAssignment {
-  readonly region: number;
-  readonly worker: number;
-  /** Never mint at or below this Unix millisecond: a previous holder of the slot may have used it. */
-  readonly floorMs: number;
-  /** Monotonic ms after which minting stops unless a keep-alive extends it. */
-  readonly deadlineMonoMs: number;
-  /**
-   * The wall ceiling (docs/design.md §5): never mint a Unix millisecond above it. The lease sets it to
-   * `L + TTL − margin`, `L` the last `last-ms` etcd acknowledged for the slot, so whatever the wall clock
-   * does (a VM frozen and resumed, a clock stepped forward), nothing is minted at or above the floor the
-   * slot's next holder computes from `last-ms`.
-   */
-  readonly ceilingMs: number;
-}
-
-/** What an acknowledged keep-alive and `last-ms` refresh give the guard: both limits move forward. */
-export interface LeaseExtension {
-  readonly deadlineMonoMs: number;
-  readonly ceilingMs: number;
-}
+// The lease's side of the contract (WorkerAssignment, LeaseExtension) is declared once, in @idgen/core.
+export type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 
 /** What the time-source check last said. */
 export interface TimeSourceHealth {

@@ -20,6 +20,7 @@ export type { IdFields, LayoutOptions, LayoutRecord } from './layout.js';
 export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
 export { decodeId } from './decode-id.js';
 export type { InvalidIdReason } from './id.js';
+export type { LeaseExtension, WorkerAssignment } from './assignment.js';
 export { Minter, createMinter, isMintVerdict } from './minter.js';
 export type {
   BelowFloor,

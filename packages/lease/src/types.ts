@@ -1,23 +1,7 @@
-/**
- * What the lease hands the minter when it holds a slot and the wall clock has passed the floor. The same
- * shape as `WorkerAssignment` in `@idgen/clock-guard`, declared here so the lease needs no guard to compile.
- */
-export interface WorkerAssignment {
-  readonly region: number;
-  readonly worker: number;
-  /** Never mint at or below this Unix millisecond: a previous holder of the slot may have used it. */
-  readonly floorMs: number;
-  /** Monotonic ms after which minting stops unless a keep-alive extends it. */
-  readonly deadlineMonoMs: number;
-  /** The wall ceiling (docs/design.md §5): never mint a Unix millisecond above it. */
-  readonly ceilingMs: number;
-}
+import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 
-/** What an acknowledged keep-alive and `last-ms` refresh give the minter: both limits move forward. */
-export interface LeaseExtension {
-  readonly deadlineMonoMs: number;
-  readonly ceilingMs: number;
-}
+// What the lease hands the guard, the contract both packages share, is declared once, in @idgen/core.
+export type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 
 /**
  * The part of the clock guard the lease drives. `GuardedMinter` from `@idgen/clock-guard` satisfies it

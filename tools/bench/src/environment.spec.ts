@@ -39,6 +39,34 @@ describe('parseBenchArgs', () => {
   it('rejects an unknown flag', () => {
     expect(() => parseBenchArgs(['--round', '3'], defaults)).toThrow();
   });
+
+  it('reads --baseline and --baseline-name where the benchmark takes them', () => {
+    const argv = ['--seconds', '5', '--baseline', '/tmp/idgen-base', '--baseline-name', '2f8b955'];
+    expect(parseBenchArgs(argv, defaults, { baseline: true })).toEqual({
+      ...defaults,
+      seconds: 5,
+      baseline: '/tmp/idgen-base',
+      baselineName: '2f8b955',
+    });
+    const parsed = parseBenchArgs(['--baseline=/tmp/b'], defaults, { baseline: true });
+    expect(parsed.baseline).toBe('/tmp/b');
+    expect('baselineName' in parsed).toBe(false);
+  });
+
+  it('leaves the baseline out when it is not given', () => {
+    const parsed = parseBenchArgs([], defaults, { baseline: true });
+    expect(parsed).toEqual(defaults);
+    expect('baseline' in parsed).toBe(false);
+  });
+
+  it('rejects --baseline in a benchmark that does not compare builds', () => {
+    expect(() => parseBenchArgs(['--baseline', '/tmp/b'], defaults)).toThrow(/baseline/);
+  });
+
+  it('rejects an empty --baseline and a --baseline-name without --baseline', () => {
+    expect(() => parseBenchArgs(['--baseline='], defaults, { baseline: true })).toThrow(RangeError);
+    expect(() => parseBenchArgs(['--baseline-name', 'x'], defaults, { baseline: true })).toThrow(RangeError);
+  });
 });
 
 describe('runRounds', () => {

@@ -34,14 +34,32 @@ export interface BenchArgs {
   readonly check: number;
   /** Seconds per load-generator case (server and client benchmarks). */
   readonly seconds: number;
+  /**
+   * `--baseline <dir>` (bench:server only): a checkout of another commit with a built `apps/server`, measured
+   * beside this one in the same run. Absent: no comparison.
+   */
+  readonly baseline?: string;
+  /** `--baseline-name <text>`: the baseline's label in the report (default: its commit if `git` can read one, else the dir). */
+  readonly baselineName?: string;
+}
+
+/** Which optional knobs a benchmark takes beyond the four every one does. */
+export interface BenchArgsOptions {
+  /** Accept `--baseline <dir>` and `--baseline-name <text>` (bench:server). Without it they are unknown flags. */
+  readonly baseline?: boolean;
 }
 
 /**
- * Parses `--rounds N`, `--round-ms N`, `--check N` and `--seconds N` from `argv` over `defaults`. A value
- * that is not a positive integer throws a `RangeError` naming the flag: a benchmark run with a mistyped
- * knob should stop, not print figures measured some other way.
+ * Parses `--rounds N`, `--round-ms N`, `--check N` and `--seconds N` from `argv` over `defaults` (and, with
+ * `options.baseline`, `--baseline <dir>` and `--baseline-name <text>`). A value that is not a positive integer
+ * throws a `RangeError` naming the flag, as do an empty `--baseline` and a `--baseline-name` without
+ * `--baseline`: a benchmark run with a mistyped knob should stop, not print figures measured some other way.
  */
-export function parseBenchArgs(argv: readonly string[], defaults: BenchArgs): BenchArgs {
+export function parseBenchArgs(
+  argv: readonly string[],
+  defaults: BenchArgs,
+  options: BenchArgsOptions = {},
+): BenchArgs {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -49,10 +67,20 @@ export function parseBenchArgs(argv: readonly string[], defaults: BenchArgs): Be
       'round-ms': { type: 'string' },
       check: { type: 'string' },
       seconds: { type: 'string' },
+      // Unknown (so rejected by `strict`) where the benchmark would ignore them: a benchmark that took the flag and
+      // compared nothing would print figures that look like a comparison.
+      ...(options.baseline === true
+        ? { baseline: { type: 'string' as const }, 'baseline-name': { type: 'string' as const } }
+        : {}),
     },
     strict: true,
     allowPositionals: false,
   });
+  const baseline = values['baseline'] as string | undefined;
+  const baselineName = values['baseline-name'] as string | undefined;
+  if (baseline === '') throw new RangeError('--baseline must name a directory (a checkout with a built apps/server)');
+  if (baselineName !== undefined && baseline === undefined)
+    throw new RangeError('--baseline-name labels a --baseline: give --baseline <dir> too');
   const positive = (flag: string, raw: string | undefined, fallback: number): number => {
     if (raw === undefined) return fallback;
     const value = Number(raw);
@@ -66,5 +94,7 @@ export function parseBenchArgs(argv: readonly string[], defaults: BenchArgs): Be
     roundMs: positive('round-ms', values['round-ms'], defaults.roundMs),
     check: positive('check', values.check, defaults.check),
     seconds: positive('seconds', values.seconds, defaults.seconds),
+    ...(baseline === undefined ? {} : { baseline }),
+    ...(baselineName === undefined ? {} : { baselineName }),
   };
 }

@@ -10,6 +10,9 @@
  * processes (h2load.ts `runH2loadSpread`: why) and from h2open, an open-loop generator with Poisson arrivals
  * (native/h2open.c: why h2load alone was not enough). HTTP/2 framed by hand with no header decoded
  * (raw-h2-server.ts) at idgen's half-load rate is the floor of this harness, printed beside idgen's.
+ *
+ * `--baseline <dir>` (`--baseline-name <text>`): another checkout's built node, measured last against this one
+ * case by case at saturation, the two alternating (builds-compared.ts); without it the report is unchanged.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,7 +21,8 @@ import { createClient } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { IdGenerator, NextIdsRequestSchema, NextIdsResponseSchema } from '@idgen/proto';
 import { type ProcessHandle, cleanupAll, freePort, makeTestPki, spawnProcess, tempDir } from '@idgen/testing';
-import { buildServer, startIdgenServer } from './idgen-server.js';
+import { compareBuilds, describeCheckout, formatBuildsCompared } from './builds-compared.js';
+import { REPO, buildServer, serverMainIn, startIdgenServer } from './idgen-server.js';
 import { describeMachine, parseBenchArgs } from './environment.js';
 import { type H2loadResult, requireH2load, runH2load, runH2loadSpread } from './h2load.js';
 import { type H2openResult, buildH2open, runH2open } from './h2open.js';
@@ -534,6 +538,35 @@ function printTargets(m: Measured): void {
   );
 }
 
+/**
+ * `--baseline`: the baseline checkout's node (standalone, the same flags as the `idgen` node) against the `idgen`
+ * node, every `idgen` case of {@link LOAD_CASES} at saturation, alternating (builds-compared.ts); both nodes are
+ * checked with real clients before and after. Returns the report section.
+ */
+async function measureBuilds(run: BenchRun, baselineMain: string, labels: BuildLabels): Promise<string> {
+  const port = await freePort();
+  run.servers.push(await startIdgenServer(port, [], { main: baselineMain }));
+  await verify(`http://127.0.0.1:${port}`);
+  const cases = [...LOAD_CASES.entries()]
+    .filter(([, c]) => c.target === 'idgen')
+    .map(([index, c]) => ({ name: c.name, bodyFile: bodyFileOf(run, index), headers: c.headers }));
+  const compared = await compareBuilds(
+    cases,
+    { before: { label: labels.before, port }, after: { label: labels.after, port: run.portOf.idgen } },
+    (p, c, tag) => saturate(run, p, c.bodyFile, c.headers, tag),
+    { progress: (line) => process.stdout.write(`${line}\n`) },
+  );
+  await verify(`http://127.0.0.1:${port}`);
+  await verify(`http://127.0.0.1:${run.portOf.idgen}`);
+  return formatBuildsCompared(compared, run.seconds);
+}
+
+/** What the report calls the two builds of `--baseline`. */
+interface BuildLabels {
+  readonly before: string;
+  readonly after: string;
+}
+
 /** The report's sections, in order. */
 const SECTIONS: readonly ((m: Measured) => void)[] = [
   printSaturation,
@@ -544,12 +577,18 @@ const SECTIONS: readonly ((m: Measured) => void)[] = [
 ];
 
 async function main(): Promise<void> {
-  const args = parseBenchArgs(process.argv.slice(2), { rounds: 1, roundMs: 1, check: 1, seconds: 10 });
+  const args = parseBenchArgs(
+    process.argv.slice(2),
+    { rounds: 1, roundMs: 1, check: 1, seconds: 10 },
+    { baseline: true },
+  );
   let h2load: string;
   let h2open: string;
+  let baselineMain: string | undefined;
   try {
     h2load = requireH2load();
     h2open = buildH2open();
+    baselineMain = args.baseline === undefined ? undefined : serverMainIn(args.baseline);
   } catch (e) {
     process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n`);
     process.exitCode = 1;
@@ -564,6 +603,17 @@ async function main(): Promise<void> {
       `connection (≤ ${HALF_STREAMS} streams each), started apart; and h2open (tools/bench/native/h2open.c), Poisson ` +
       `arrivals over ${POISSON_CONNECTIONS} connections, open loop. The load generators, the servers and this script share the same 2 cores.\n\n`,
   );
+  const labels: BuildLabels | undefined =
+    args.baseline === undefined
+      ? undefined
+      : { before: describeCheckout(args.baseline, args.baselineName), after: describeCheckout(REPO) };
+  if (labels !== undefined) {
+    process.stdout.write(
+      `Builds compared (--baseline), last: before = ${labels.before}; after = ${labels.after}. The machine is shared ` +
+        `(other sessions, perhaps a CI run): the absolute figures move with its load; the two builds alternate ` +
+        `case by case, round by round, for the same seconds, which is what makes their ratio fair.\n\n`,
+    );
+  }
 
   const work = await tempDir('idgen-bench-server');
   const [idgenPort, idgenNodePort, barePort, rawPort] = [
@@ -585,7 +635,10 @@ async function main(): Promise<void> {
   try {
     await startServers(run);
     const measured = await measure(run);
+    const builds =
+      baselineMain === undefined || labels === undefined ? undefined : await measureBuilds(run, baselineMain, labels);
     for (const section of SECTIONS) section(measured);
+    if (builds !== undefined) process.stdout.write(builds);
   } finally {
     for (const server of run.servers) await server.stop(5000);
     await work.remove();
