@@ -138,31 +138,46 @@ async function startServing(http2Server: Http2Server): Promise<{ server: Serving
   return { server, port };
 }
 
-// node:http2 (`--http2-server node`) is left out here: its nghttp2 is given an invalid-header callback by Node that
-// drops such a field and serves the request without it (not what RFC 9113 §8.2.1 asks); content-length it refuses.
-describe.each(['idgen'] as const)('HTTP/2 requests with a malformed field to the serving port (%s)', (http2Server) => {
+/**
+ * One serving port for a describe block on `http2Server`, and a raw HTTP/2 connection per test (`open()`), closed
+ * after it.
+ */
+function rawConnections(http2Server: Http2Server) {
   let serving: { server: ServingServer; port: number };
-  let raw: RawH2;
+  let raw: RawH2 | undefined;
   beforeAll(async () => {
     serving = await startServing(http2Server);
   });
   afterAll(() => serving.server.close(1000));
   afterEach(() => raw?.close());
+  return {
+    async open(): Promise<RawH2> {
+      raw = await RawH2.open(serving.port);
+      return raw;
+    },
+    /** Stream 1 (the malformed one) is reset PROTOCOL_ERROR; `next` on stream 3 of the same connection is answered 200. */
+    async expectOnlyStream1Reset(on: RawH2, next: Buffer[]): Promise<void> {
+      expect(await on.resetCode(1)).toBe(ErrorCode.PROTOCOL_ERROR);
+      on.send(...next);
+      expect(await on.status(3)).toBe('200');
+      expect(on.goaway).toBe(false);
+    },
+  };
+}
 
-  /** Stream 1 (the malformed one) is reset PROTOCOL_ERROR; `next` on stream 3 of the same connection is answered 200. */
-  async function expectOnlyStream1Reset(next: Buffer[]): Promise<void> {
-    expect(await raw.resetCode(1)).toBe(ErrorCode.PROTOCOL_ERROR);
-    raw.send(...next);
-    expect(await raw.status(3)).toBe('200');
-    expect(raw.goaway).toBe(false);
-  }
+// node:http2 (`--http2-server node`) is left out here: its nghttp2 is given an invalid-header callback by Node that
+// drops such a field and serves the request without it (not what RFC 9113 §8.2.1 asks); content-length it refuses.
+describe.each(['idgen'] as const)('HTTP/2 requests with a malformed field to the serving port (%s)', (http2Server) => {
+  const h2 = rawConnections(http2Server);
 
   it('GET /healthz with a value holding CR LF: reset, not 200', async () => {
-    raw = await RawH2.open(serving.port);
+    const raw = await h2.open();
     raw.send(
       frame(FrameType.HEADERS, END_HEADERS | END_STREAM, 1, request('GET', '/healthz', [['x-a', 'a\r\nx-b: 1']])),
     );
-    await expectOnlyStream1Reset([frame(FrameType.HEADERS, END_HEADERS | END_STREAM, 3, request('GET', '/healthz'))]);
+    await h2.expectOnlyStream1Reset(raw, [
+      frame(FrameType.HEADERS, END_HEADERS | END_STREAM, 3, request('GET', '/healthz')),
+    ]);
   });
 
   it.each([
@@ -171,20 +186,20 @@ describe.each(['idgen'] as const)('HTTP/2 requests with a malformed field to the
     ['a name with an octet >= 0x80', 'x\xe9', '1'],
     ['a value with NUL', 'x-a', 'a\x00'],
   ])('a Connect call (GetStatus) with %s: that stream reset, the connection kept', async (_, name, value) => {
-    raw = await RawH2.open(serving.port);
+    const raw = await h2.open();
     const body = Buffer.from('{}');
     raw.send(
       frame(FrameType.HEADERS, END_HEADERS, 1, request('POST', GET_STATUS, [...JSON_CALL, [name, value]])),
       frame(FrameType.DATA, END_STREAM, 1, body),
     );
-    await expectOnlyStream1Reset([
+    await h2.expectOnlyStream1Reset(raw, [
       frame(FrameType.HEADERS, END_HEADERS, 3, request('POST', GET_STATUS, JSON_CALL)),
       frame(FrameType.DATA, END_STREAM, 3, body),
     ]);
   });
 
   it('a Connect call with SP around a value: answered 400 (RFC 9113 §8.2.1), the connection kept', async () => {
-    raw = await RawH2.open(serving.port);
+    const raw = await h2.open();
     const body = Buffer.from('{}');
     raw.send(
       frame(
@@ -208,24 +223,10 @@ describe.each(['idgen'] as const)('HTTP/2 requests with a malformed field to the
 describe.each(['idgen', 'node'] as const)(
   'HTTP/2 requests with a malformed content-length to the serving port (%s)',
   (http2Server) => {
-    let serving: { server: ServingServer; port: number };
-    let raw: RawH2;
-    beforeAll(async () => {
-      serving = await startServing(http2Server);
-    });
-    afterAll(() => serving.server.close(1000));
-    afterEach(() => raw?.close());
-
-    /** Stream 1 (the malformed one) is reset PROTOCOL_ERROR; `next` on stream 3 of the same connection is answered 200. */
-    async function expectOnlyStream1Reset(next: Buffer[]): Promise<void> {
-      expect(await raw.resetCode(1)).toBe(ErrorCode.PROTOCOL_ERROR);
-      raw.send(...next);
-      expect(await raw.status(3)).toBe('200');
-      expect(raw.goaway).toBe(false);
-    }
+    const h2 = rawConnections(http2Server);
 
     it.each(['0x0b', '1e3', '+11', ''])('NextIds (fast path) with content-length %j: reset', async (length) => {
-      raw = await RawH2.open(serving.port);
+      const raw = await h2.open();
       const body = Buffer.alloc(Number(length) || 0, 0x20); // the body Number() would have matched
       raw.send(
         frame(
@@ -237,7 +238,7 @@ describe.each(['idgen', 'node'] as const)(
         frame(FrameType.DATA, END_STREAM, 1, body),
       );
       const ok = Buffer.from('{"count":1}');
-      await expectOnlyStream1Reset([
+      await h2.expectOnlyStream1Reset(raw, [
         frame(
           FrameType.HEADERS,
           END_HEADERS,
