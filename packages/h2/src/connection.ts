@@ -84,6 +84,12 @@ export type H2StreamState = 'open' | 'half-closed (local)' | 'half-closed (remot
  */
 type StreamLifecycle = 'open' | 'half-closed (local)' | 'half-closed (remote)' | 'closed' | 'closed (request complete)';
 
+/**
+ * How far the handler has got with its response, in the order RFC 9113 §8.1 sends it: nothing yet, the headers
+ * (sent or queued), the end (queued behind flow control, with trailers or not). One field, not a flag per step.
+ */
+type ResponseProgress = 'not-started' | 'headers-sent' | 'end-queued';
+
 /** Either closed state: the stream has left the table. */
 function isClosedState(state: StreamLifecycle): boolean {
   return state === 'closed' || state === 'closed (request complete)';
@@ -143,7 +149,7 @@ export class H2Stream {
 
   /** @internal RFC 9113 §5.1, "closed" split by whether the request was complete; changed by the connection only. */
   state: StreamLifecycle;
-  /** @internal */ headersSent = false;
+  /** @internal */ response: ResponseProgress = 'not-started';
   /** @internal */ sendWindow: number;
   /** @internal */ recvWindow: number;
   /** @internal */ recvUnacked = 0;
@@ -151,7 +157,6 @@ export class H2Stream {
   /** @internal */ readonly declaredLength: number;
   /** @internal */ pending: Buffer[] = [];
   /** @internal */ pendingBytes = 0;
-  /** @internal */ pendingEnd = false;
   /** @internal */ pendingTrailers: Buffer | undefined = undefined;
 
   constructor(
@@ -200,7 +205,7 @@ export class H2Stream {
 
   /** True once the response headers are out (or queued to go out). */
   get isResponded(): boolean {
-    return this.headersSent;
+    return this.response !== 'not-started';
   }
 
   /** True once the whole request body has arrived. */
@@ -1026,8 +1031,8 @@ export class H2Connection {
 
   /** @internal */
   respond(stream: H2Stream, status: number, headers: H2ResponseHeaders, endStream: boolean): void {
-    if (stream.done || stream.headersSent) return;
-    stream.headersSent = true;
+    if (stream.done || stream.response !== 'not-started') return;
+    stream.response = 'headers-sent';
     this.headerFrames(stream.id, this.encodeFields(headers, Buffer.isBuffer(headers) ? undefined : status), endStream);
     if (endStream) this.localEnd(stream);
     this.queueFlush();
@@ -1035,15 +1040,15 @@ export class H2Connection {
 
   /** @internal Queues data (and the end of the response, with trailers or not) and sends what the windows allow. */
   sendData(stream: H2Stream, data: Uint8Array, end: boolean, trailers: Buffer | undefined): void {
-    if (stream.done || stream.pendingEnd) return;
-    if (!stream.headersSent) throw new Error('respond() before writing a body');
+    if (stream.done || stream.response === 'end-queued') return;
+    if (stream.response === 'not-started') throw new Error('respond() before writing a body');
     if (data.length > 0) {
       const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.length);
       stream.pending.push(bytes);
       stream.pendingBytes += bytes.length;
     }
     if (end) {
-      stream.pendingEnd = true;
+      stream.response = 'end-queued';
       stream.pendingTrailers = trailers;
     }
     this.pump(stream);
@@ -1064,7 +1069,7 @@ export class H2Connection {
       if (head === undefined) break; // pendingBytes > 0 implies a buffer: not reached
       const n = Math.min(allowed, head.length);
       const last = n === head.length && stream.pending.length === 1;
-      const endHere = last && stream.pendingEnd && stream.pendingTrailers === undefined;
+      const endHere = last && stream.response === 'end-queued' && stream.pendingTrailers === undefined;
       this.writer.frame(FrameType.DATA, endHere ? Flag.END_STREAM : 0, stream.id, head, 0, n);
       this.counts.windowCredit++;
       stream.sendWindow -= n;
@@ -1077,7 +1082,7 @@ export class H2Connection {
         return;
       }
     }
-    if (stream.pendingEnd) {
+    if (stream.response === 'end-queued') {
       if (stream.pendingTrailers !== undefined) {
         this.headerFrames(stream.id, stream.pendingTrailers, true);
       } else {
