@@ -1,6 +1,6 @@
 import { metrics, type Meter } from '@opentelemetry/api';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { DEFAULT_LAYOUT, MAX_ID, type Layout } from '@idgen/core';
+import { DEFAULT_LAYOUT, MAX_ID, MAX_NEXT_IDS, type CallOptions, type Layout } from '@idgen/core';
 import { BlockGuard } from './block-guard.js';
 import { systemClientClock, type ClientClock } from './clock.js';
 import {
@@ -99,13 +99,8 @@ export interface IdClientOptions extends RegionNodes {
   readonly random?: () => number;
 }
 
-/** Options of one call. */
-export interface CallOptions {
-  /** Abandons the call: it rejects with `signal.reason`. */
-  readonly signal?: AbortSignal;
-  /** This call's deadline in milliseconds (default: the client's `deadlineMs`). */
-  readonly deadlineMs?: number;
-}
+/** Options of one call: the contract every ID source shares (`@idgen/core`). */
+export type { CallOptions } from '@idgen/core';
 
 /** A node as {@link IdClient.stats} reports it. */
 export interface NodeStats {
@@ -142,8 +137,8 @@ export interface IdClient {
   close(): Promise<void>;
 }
 
-/** Largest `nextIds` count: bigger batches are a loop of calls away, and hold the buffer less long. */
-export const MAX_NEXT_IDS = 65_536;
+/** Largest `nextIds` count, the same for every ID source (`@idgen/core`). */
+export { MAX_NEXT_IDS } from '@idgen/core';
 
 /**
  * Ceiling of `bufferSize` and `maxBatch`: the servers' largest `--max-count`. A bigger buffer only pulls IDs
@@ -582,8 +577,7 @@ class BufferedIdClient implements IdClient {
     return new IdsUnavailableError(
       `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}` +
         (refused === undefined ? '' : `; ${refused.message}`),
-      [...this.recentFailures],
-      waitedMs,
+      { attempts: [...this.recentFailures], waitedMs },
     );
   }
 

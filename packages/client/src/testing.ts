@@ -84,7 +84,7 @@ export function createTestIdClient(options: TestIdClientOptions = {}): TestIdCli
     if (next === undefined) return undefined;
     counters.failures++;
     return next === 'unavailable'
-      ? new IdsUnavailableError('no IDs within 0 ms: unavailable on demand (test client)', [], 0)
+      ? new IdsUnavailableError('no IDs within 0 ms: unavailable on demand (test client)', { waitedMs: 0 })
       : new IdClientError('rejected', 'rejected on demand (test client)', false);
   };
   const checkSignal = (call: CallOptions | undefined): void => {

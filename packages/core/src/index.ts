@@ -21,6 +21,14 @@ export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
 export { decodeId } from './decode-id.js';
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
+export {
+  IdClientError,
+  IdsUnavailableError,
+  MAX_NEXT_IDS,
+  isIdClientError,
+  isIdsUnavailableError,
+} from './id-source.js';
+export type { AttemptFailure, CallOptions, IdClientErrorCode, UnavailableDetails } from './id-source.js';
 export { Minter, createMinter, isMintVerdict } from './minter.js';
 export type {
   BelowFloor,

@@ -11,7 +11,7 @@ import {
   type TimeSourceCheck,
   type TimeSourceReading,
 } from '@idgen/clock-guard';
-import type { Layout, MintedBlock } from '@idgen/core';
+import { MAX_NEXT_IDS, type CallOptions, type Layout, type MintedBlock } from '@idgen/core';
 import {
   createEtcdLease,
   isLeaseError,
@@ -25,15 +25,22 @@ import {
   type WorkerLease,
   type WorkerRange,
 } from '@idgen/lease';
-import { IdsUnavailableError, RangeFullError, closedError, isIdClientError, type IdClientError } from './errors.js';
+import {
+  IdsUnavailableError,
+  RangeFullError,
+  closedError,
+  isIdClientError,
+  type IdClientError,
+  type UnavailableReason,
+} from './errors.js';
 import { DEFAULT_EMBEDDED_WORKERS } from './slot-budget.js';
 
 /** Default deadline of one asynchronous call, as the client's (`deadlineMs`, 2000 ms). */
 export const DEFAULT_DEADLINE_MS = 2000;
 /** Default time a start waits for a free slot in a full range before giving up. */
 export const DEFAULT_SLOT_WAIT_MS = 30_000;
-/** Largest `nextIds` count, as the client's. */
-export const MAX_NEXT_IDS = 65_536;
+/** Largest `nextIds` count, the same for every ID source (`@idgen/core`). */
+export { MAX_NEXT_IDS } from '@idgen/core';
 /** How often waiting calls look again, besides the guard's state changes. */
 const RETRY_MS = 20;
 
@@ -105,13 +112,8 @@ export interface EmbeddedIdSourceOptions {
   readonly onFatal?: (reason: string) => void;
 }
 
-/** Options of one asynchronous call, as the client's. */
-export interface CallOptions {
-  /** Abandons the call: it rejects with `signal.reason`. */
-  readonly signal?: AbortSignal;
-  /** This call's deadline (default: the source's `deadlineMs`). */
-  readonly deadlineMs?: number;
-}
+/** Options of one asynchronous call: the contract every ID source shares (`@idgen/core`). */
+export type { CallOptions } from '@idgen/core';
 
 /** Where an embedded source is in its life. */
 export type EmbeddedState =
@@ -495,9 +497,9 @@ class LeasedIdSource implements EmbeddedIdSource {
         ? e
         : new IdsUnavailableError(
             `the embedded source could not start: ${e instanceof Error ? e.message : String(e)}`,
-            'start-failed',
-            0,
             {
+              reason: 'start-failed',
+              waitedMs: 0,
               cause: e,
               retryable: isLeaseError(e) ? e.retryable : true,
             },
@@ -608,8 +610,8 @@ class LeasedIdSource implements EmbeddedIdSource {
   }
 }
 
-function unavailable(e: FencedError, waitedMs: number): IdsUnavailableError {
-  return new IdsUnavailableError(`no ID: ${e.reason}: ${e.message}`, e.reason, waitedMs, { cause: e });
+function unavailable(e: FencedError, waitedMs: number): IdsUnavailableError<UnavailableReason> {
+  return new IdsUnavailableError(`no ID: ${e.reason}: ${e.message}`, { reason: e.reason, waitedMs, cause: e });
 }
 
 function expand(blocks: readonly MintedBlock[], count: number): bigint[] {

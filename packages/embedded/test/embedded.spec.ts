@@ -145,7 +145,7 @@ describe('minting in-process', () => {
     expect(isIdClientError(afterClose)).toBe(true);
     expect((afterClose as IdsUnavailableError).code).toBe('closed');
 
-    const fenced = new IdsUnavailableError('no ID: lease: …', 'lease', 5);
+    const fenced = new IdsUnavailableError('no ID: lease: …', { reason: 'lease', waitedMs: 5 });
     expect(clientIsIdsUnavailableError(fenced)).toBe(true);
     expect(fenced.attempts).toEqual([]);
     expect(fenced).toMatchObject({ code: 'ids-unavailable', retryable: true, reason: 'lease', waitedMs: 5 });

@@ -126,7 +126,8 @@ async function main(): Promise<void> {
         if (stopping) break;
         if (!isIdsUnavailableError(e)) throw e;
         refused++;
-        refusedBy[e.reason] = (refusedBy[e.reason] ?? 0) + 1;
+        const reason = e.reason ?? 'unknown'; // an embedded source always gives one
+        refusedBy[reason] = (refusedBy[reason] ?? 0) + 1;
       }
       if (minted.length > 0) record(minted);
       next = Math.max(next + intervalMs, performance.now());
