@@ -37,15 +37,34 @@ import type { Tenure, TenureEnd } from './tenure-ledger.js';
 import type { LastMsRecord, WorkerRecord } from './records.js';
 import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
 
+/** The slot a session won, fixed from its claim: where it is, the floor it mints above, its spare-code guard. */
+interface SessionSlot {
+  readonly region: number;
+  readonly worker: number;
+  /** Never mint at or below it (docs/design.md §5): the highest of the records' floor, the distrust floor and the start hold. */
+  readonly floorMs: number;
+  /** A slot under a borrowed spare code: its spare record as read when `lent`, compared by every refresh (§7). */
+  readonly spare?: SpareGuard;
+}
+
+/**
+ * Where a session is. `claiming`: the lease granted, no slot won yet. `holding`: a slot won, `last-ms` written and
+ * keep-alives running while the floor is waited for; nothing is minted. `assigned`: the target mints on the slot.
+ * `ended`: lost, given back or released, for good; the slot it held (if any) is kept for its final records.
+ */
+type SessionPhase =
+  | { readonly kind: 'claiming' }
+  | { readonly kind: 'holding'; readonly slot: SessionSlot }
+  | { readonly kind: 'assigned'; readonly slot: SessionSlot }
+  | { readonly kind: 'ended'; readonly slot: SessionSlot | undefined };
+
 /** One granted etcd lease and the slot claimed on it. A loss ends the session; a re-claim starts a new one. */
 interface Session {
   readonly lease: Lease;
   readonly leaseId: string;
   /** Ends the keep-alive loop and any floor wait of this session. */
   readonly abort: AbortController;
-  region: number | undefined;
-  worker: number | undefined;
-  floorMs: number | undefined;
+  phase: SessionPhase;
   /** Monotonic fence deadline: (send time of the last acknowledged keep-alive, or the grant) + TTL − margin. */
   deadline: number;
   /**
@@ -59,22 +78,42 @@ interface Session {
   sentLastMs: number;
   /** Monotonic time of the last acknowledgement (or the grant), for the keep-alive age. */
   lastAckMono: number;
-  /** Whether the target has been assigned this session's slot (and not unassigned since). */
-  assigned: boolean;
-  ended: boolean;
   fenceTimer: NodeJS.Timeout | undefined;
   /** The keep-alive loop, once started: a release waits for it so its last refresh cannot land after the final record. */
   loop?: Promise<void>;
   /** The watch on this session's own worker key (docs/design.md §5, root of trust). */
   watcher?: Watcher;
-  /** A slot under a borrowed spare code: its spare record as read when `lent`, compared by every refresh (§7). */
-  spare?: SpareGuard;
-  /** A refresh found the borrowed code's spare record changed (reclaimed): the slot is given back, not lost. */
-  withdrawn?: boolean;
   /** This session's tenure as recorded at its claim (tenure-ledger.ts), closed at its end. */
   tenure?: Tenure;
   /** The tenure record's mod revision as this session's write left it: found at another, someone else wrote it. */
   tenureRevision?: string;
+}
+
+/** Functions, not inline checks: a phase read after an `await` must not be narrowed by one read before it. */
+function ended(s: Session): boolean {
+  return s.phase.kind === 'ended';
+}
+
+function assigned(s: Session): boolean {
+  return s.phase.kind === 'assigned';
+}
+
+/** The slot a session won (kept after its end), or `undefined` while it is still claiming one. */
+function slotOf(s: Session): SessionSlot | undefined {
+  return s.phase.kind === 'claiming' ? undefined : s.phase.slot;
+}
+
+/**
+ * Why a `last-ms` write left the slot: `lost` (not ours any more, or etcd cannot be trusted: fence) or `withdrawn`
+ * (the borrowed code's spare record changed: the slot is given back, not lost, docs/design.md §7).
+ */
+interface SlotLoss {
+  readonly kind: 'lost' | 'withdrawn';
+  readonly why: string;
+}
+
+function lost(why: string): SlotLoss {
+  return { kind: 'lost', why };
 }
 
 /**
@@ -160,7 +199,7 @@ class EtcdWorkerLease implements WorkerLease {
   private readonly age: ObservableGauge;
   private readonly observeAge = (r: ObservableResult): void => {
     const s = this.session;
-    if (s !== undefined && !s.ended) r.observe((this.cfg.clock.monoMs() - s.lastAckMono) / 1000);
+    if (s !== undefined && !ended(s)) r.observe((this.cfg.clock.monoMs() - s.lastAckMono) / 1000);
   };
 
   constructor(
@@ -206,7 +245,7 @@ class EtcdWorkerLease implements WorkerLease {
   setAddress(address: string): void {
     this.address = address;
     const s = this.session;
-    if (this.wantRegistered && s !== undefined && s.assigned && !s.ended) {
+    if (this.wantRegistered && s !== undefined && assigned(s)) {
       void this.putNode(s).catch((e: unknown) =>
         this.cfg.logger.warn({ err: errorText(e) }, 'lease: re-registering the new address failed'),
       );
@@ -218,7 +257,7 @@ class EtcdWorkerLease implements WorkerLease {
       throw new LeaseError('released', 'this lease was released; cannot register', false);
     this.wantRegistered = true;
     const s = this.session;
-    if (s !== undefined && s.assigned && !s.ended) await this.putNode(s);
+    if (s !== undefined && assigned(s)) await this.putNode(s);
   }
 
   release(): Promise<void> {
@@ -228,17 +267,18 @@ class EtcdWorkerLease implements WorkerLease {
 
   snapshot(): LeaseSnapshot {
     const s = this.session;
-    const live = s !== undefined && !s.ended;
+    const live = s !== undefined && !ended(s);
+    const slot = live ? slotOf(s) : undefined;
     const mono = this.cfg.clock.monoMs();
     return {
       state: this.state,
       nodeId: this.cfg.nodeId,
-      region: live ? s.region : undefined,
-      worker: live ? s.worker : undefined,
+      region: slot?.region,
+      worker: slot?.worker,
       leaseId: live ? s.leaseId : undefined,
       keepAliveAgeSeconds: live ? (mono - s.lastAckMono) / 1000 : undefined,
       deadlineInMs: live ? s.deadline - mono : undefined,
-      floorMs: live ? s.floorMs : undefined,
+      floorMs: slot?.floorMs,
       message: this.message,
       mode: 'etcd',
     };
@@ -472,16 +512,12 @@ class EtcdWorkerLease implements WorkerLease {
       lease,
       leaseId,
       abort: new AbortController(),
-      region: undefined,
-      worker: undefined,
-      floorMs: undefined,
+      phase: { kind: 'claiming' },
       deadline: sentMono + ttlMs - fenceMarginMs,
       lastMsRevision: '0',
       ackedLastMs: -1,
       sentLastMs: -1,
       lastAckMono: sentMono,
-      assigned: false,
-      ended: false,
       fenceTimer: undefined,
     };
     this.session = s;
@@ -632,9 +668,6 @@ class EtcdWorkerLease implements WorkerLease {
     // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
     this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
 
-    s.region = claimed.region;
-    s.worker = claimed.worker;
-    if (claimed.spare !== undefined) s.spare = claimed.spare;
     const recordFloor = computeFloor(claimed.last, {
       ttlMs,
       clockBoundMs: this.cfg.clockBoundMs,
@@ -646,14 +679,20 @@ class EtcdWorkerLease implements WorkerLease {
     // The start hold: no first mint before the claim's answer + TTL + bound, whatever the records say (§5).
     const hold = startHoldFloor(clock.nowMs(), claimed.last, ttlMs, this.cfg.clockBoundMs);
     const floorMs = Math.max(recordFloor, untrustedFloor, hold);
-    s.floorMs = floorMs;
+    const slot: SessionSlot = {
+      region: claimed.region,
+      worker: claimed.worker,
+      floorMs,
+      ...(claimed.spare === undefined ? {} : { spare: claimed.spare }),
+    };
+    s.phase = { kind: 'holding', slot };
 
     // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
     const written = await this.writeLastMs(s, false, requestTimeoutMs);
-    if (written !== undefined) throw new SessionLostError(`right after the claim: ${written}`);
+    if (written !== undefined) throw new SessionLostError(`right after the claim: ${written.why}`);
     s.loop = this.keepAliveLoop(s);
     // The tenure on record before the first mint (tenure-ledger.ts), written while the floor is waited for.
-    const tenureWritten = this.recordTenureStart(s, claimed.last);
+    const tenureWritten = this.recordTenureStart(s, slot, claimed.last);
 
     const wait = floorMs - clock.nowMs();
     this.setState(
@@ -681,7 +720,7 @@ class EtcdWorkerLease implements WorkerLease {
       deadlineMonoMs: s.deadline,
       ceilingMs: this.ceilingOf(s),
     });
-    s.assigned = true;
+    s.phase = { kind: 'assigned', slot };
     this.count(LeaseAttributes.acquired);
     this.setState('alive', `holding worker ${claimed.worker} of region ${claimed.region}; minting above ${floorMs}`);
     this.cfg.logger.info({ region: claimed.region, worker: claimed.worker, floorMs, leaseId }, 'lease: alive');
@@ -699,16 +738,19 @@ class EtcdWorkerLease implements WorkerLease {
    * A change under the key by someone else is logged, never fenced for: the record is an audit trail, not a safety
    * record (docs/design.md §5).
    */
-  private async recordTenureStart(s: Session, last: LastMsRecord | undefined): Promise<string | undefined> {
-    if (s.region === undefined || s.worker === undefined || s.floorMs === undefined) return 'no slot claimed';
+  private async recordTenureStart(
+    s: Session,
+    slot: SessionSlot,
+    last: LastMsRecord | undefined,
+  ): Promise<string | undefined> {
     const now = this.cfg.clock.nowMs();
     const mine: Tenure = {
-      code: s.region,
-      worker: s.worker,
+      code: slot.region,
+      worker: slot.worker,
       kind: this.cfg.kind,
       nodeId: this.cfg.nodeId,
       leaseId: s.leaseId,
-      firstMs: s.floorMs + 1,
+      firstMs: slot.floorMs + 1,
       lastMs: null,
       end: 'open',
       startedAt: new Date(now).toISOString(),
@@ -749,8 +791,9 @@ class EtcdWorkerLease implements WorkerLease {
     update: Parameters<typeof updateTenureRecord>[3],
   ): Promise<'written' | 'not-held' | 'left'> {
     const { prefix, requestTimeoutMs } = this.cfg;
-    const region = s.region ?? 0;
-    const worker = s.worker ?? 0;
+    const slot = slotOf(s);
+    if (slot === undefined) return 'not-held';
+    const { region, worker } = slot;
     const keys = { worker: leaseKeys.worker(prefix, region, worker), tenures: tenureKey(prefix, region, worker) };
     const outcome = await updateTenureRecord(this.requireClient(), s.leaseId, keys, update, requestTimeoutMs, {
       ...(s.tenureRevision === undefined ? {} : { lastWritten: s.tenureRevision }),
@@ -794,7 +837,7 @@ class EtcdWorkerLease implements WorkerLease {
     const w = this.requireClient().watch().key(key).startRevision(from).watcher();
     s.watcher = w;
     const changed = (what: string) => (): void => {
-      if (s.ended) return;
+      if (ended(s)) return;
       this.distrust(`the worker key ${key} was ${what} under this holder`);
       this.lose(
         s,
@@ -809,7 +852,7 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   private checkSession(s: Session): void {
-    if (s.ended) throw new SessionLostError('the lease was lost while claiming');
+    if (ended(s)) throw new SessionLostError('the lease was lost while claiming');
   }
 
   /** Waits until the wall clock passes `floorMs` (docs/design.md §5: never mint at or below it). */
@@ -832,7 +875,7 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   /**
-   * Writes `last-ms`; `undefined` when etcd acknowledged it, else why the slot is not ours any more.
+   * Writes `last-ms`; `undefined` when etcd acknowledged it, else why the slot is not ours any more ({@link SlotLoss}).
    *
    * The value is at least the clock now, the floor, the last minted millisecond and every value written
    * before: `last-ms` never goes down, so the ceiling taken from it never has to. The write lands only if
@@ -847,15 +890,16 @@ class EtcdWorkerLease implements WorkerLease {
     released: boolean,
     timeoutMs: number,
     client: Etcd3 = this.requireClient(),
-  ): Promise<string | undefined> {
-    if (s.region === undefined || s.worker === undefined) return 'no slot claimed';
-    const workerKey = leaseKeys.worker(this.cfg.prefix, s.region, s.worker);
-    const lastKey = leaseKeys.lastMs(this.cfg.prefix, s.region, s.worker);
+  ): Promise<SlotLoss | undefined> {
+    const slot = slotOf(s);
+    if (slot === undefined) return lost('no slot claimed');
+    const workerKey = leaseKeys.worker(this.cfg.prefix, slot.region, slot.worker);
+    const lastKey = leaseKeys.lastMs(this.cfg.prefix, slot.region, slot.worker);
     const { clock } = this.cfg;
     const startMono = clock.monoMs();
     for (let attempt = 0; attempt < 2; attempt++) {
       const now = clock.nowMs();
-      const ms = Math.max(now, s.floorMs ?? -1, this.target.lastMintedMs(), s.ackedLastMs);
+      const ms = Math.max(now, slot.floorMs, this.target.lastMintedMs(), s.ackedLastMs);
       s.sentLastMs = Math.max(s.sentLastMs, ms);
       const record: LastMsRecord = {
         ms,
@@ -875,24 +919,26 @@ class EtcdWorkerLease implements WorkerLease {
         s.lastMsRevision,
         record,
         left,
-        released ? undefined : s.spare,
+        released ? undefined : slot.spare,
         this.history,
       );
       const rewound = this.history.problem;
       if (rewound !== undefined) {
         this.distrust(rewound);
-        return `${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`;
+        return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
       }
       if (outcome.kind === 'withdrawn') {
-        s.withdrawn = true;
-        return `spare code ${s.region} is being reclaimed (${s.spare?.key} changed): the borrowed slot ${s.region}/${s.worker} is given back`;
+        return {
+          kind: 'withdrawn',
+          why: `spare code ${slot.region} is being reclaimed (${slot.spare?.key} changed): the borrowed slot ${slot.region}/${slot.worker} is given back`,
+        };
       }
       if (outcome.kind === 'written') {
         s.lastMsRevision = outcome.revision;
         s.ackedLastMs = Math.max(s.ackedLastMs, ms);
         return undefined;
       }
-      if (outcome.kind === 'not-held') return 'the worker key is no longer held by this lease';
+      if (outcome.kind === 'not-held') return lost('the worker key is no longer held by this lease');
       const own = isOwnLateWrite(lastKey, outcome.found, {
         nodeId: this.cfg.nodeId,
         leaseId: s.leaseId,
@@ -900,7 +946,9 @@ class EtcdWorkerLease implements WorkerLease {
       });
       if (own === undefined || outcome.found === undefined) {
         const what = outcome.found === undefined ? 'deleted' : JSON.stringify(outcome.found.value.slice(0, 120));
-        return `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (docs/design.md §5, root of trust)`;
+        return lost(
+          `${lastKey} was changed under this holder (${what}), not by a write of its own: fenced (docs/design.md §5, root of trust)`,
+        );
       }
       this.cfg.logger.warn(
         { key: lastKey, ms: own.ms },
@@ -909,7 +957,7 @@ class EtcdWorkerLease implements WorkerLease {
       s.lastMsRevision = outcome.found.modRevision;
       s.ackedLastMs = Math.max(s.ackedLastMs, own.ms);
     }
-    return `${lastKey} kept changing under this holder`;
+    return lost(`${lastKey} kept changing under this holder`);
   }
 
   /**
@@ -921,7 +969,7 @@ class EtcdWorkerLease implements WorkerLease {
   private async keepAliveLoop(s: Session): Promise<void> {
     const { keepAliveIntervalMs } = this.cfg;
     const routes = this.routes as EndpointRoutes;
-    while (!s.ended) {
+    while (!ended(s)) {
       try {
         await sleep(keepAliveIntervalMs, s.abort.signal);
       } catch {
@@ -929,7 +977,7 @@ class EtcdWorkerLease implements WorkerLease {
       }
       // One member down, paused or slow costs no fence (docs/design.md §5): a refresh that failed on one endpoint is
       // asked again at once of the next, each endpoint once, before the loop goes back to its interval.
-      for (let tried = 0; tried < routes.size && !s.ended; tried++) {
+      for (let tried = 0; tried < routes.size && !ended(s); tried++) {
         const outcome = await this.refreshOnce(s, routes.current());
         if (outcome !== 'failed') break;
       }
@@ -958,7 +1006,7 @@ class EtcdWorkerLease implements WorkerLease {
         return 'ended';
       }
     } catch (e) {
-      if (s.ended) return 'ended';
+      if (ended(s)) return 'ended';
       if (e instanceof EtcdLeaseInvalidError) {
         // Gone without a release: a lease etcd expired, or one a restored etcd never had.
         this.distrust(`etcd says lease ${s.leaseId} is gone`);
@@ -969,22 +1017,22 @@ class EtcdWorkerLease implements WorkerLease {
       this.keepAliveFailed(s, e);
       return 'failed';
     }
-    if (s.ended) return 'ended'; // released (or lost) while the keep-alive was out: no refresh after the final record
+    if (ended(s)) return 'ended'; // released (or lost) while the keep-alive was out: no refresh after the final record
     try {
       if (left() <= 0) throw new Error('no time left for the last-ms refresh');
-      const lost = await this.writeLastMs(s, false, left(), client);
-      if (lost !== undefined) {
-        if (s.withdrawn === true) this.giveBack(s, lost);
-        else this.lose(s, lost);
+      const loss = await this.writeLastMs(s, false, left(), client);
+      if (loss !== undefined) {
+        if (loss.kind === 'withdrawn') this.giveBack(s, loss.why);
+        else this.lose(s, loss.why);
         return 'ended';
       }
     } catch (e) {
-      if (s.ended) return 'ended';
+      if (ended(s)) return 'ended';
       routes.failed(client);
       this.keepAliveFailed(s, e);
       return 'failed';
     }
-    if (s.ended) return 'ended';
+    if (ended(s)) return 'ended';
     s.lastAckMono = clock.monoMs();
     this.extend(s, sentMono + ttlMs - fenceMarginMs);
     return 'done';
@@ -999,18 +1047,18 @@ class EtcdWorkerLease implements WorkerLease {
   /** Both limits move after an acknowledged keep-alive and `last-ms` refresh: the deadline and the wall ceiling. */
   private extend(s: Session, deadline: number): void {
     if (deadline > s.deadline) s.deadline = deadline;
-    if (s.assigned) this.target.extend({ deadlineMonoMs: s.deadline, ceilingMs: this.ceilingOf(s) });
+    if (assigned(s)) this.target.extend({ deadlineMonoMs: s.deadline, ceilingMs: this.ceilingOf(s) });
     this.armFence(s);
   }
 
   /** Schedules the fence at the deadline (the guard also refuses past it on its own). */
   private armFence(s: Session): void {
     clearTimeout(s.fenceTimer);
-    if (s.ended) return;
+    if (ended(s)) return;
     const delay = s.deadline - this.cfg.clock.monoMs();
     s.fenceTimer = setTimeout(
       () => {
-        if (s.ended) return;
+        if (ended(s)) return;
         if (this.cfg.clock.monoMs() >= s.deadline) {
           this.lose(
             s,
@@ -1026,14 +1074,15 @@ class EtcdWorkerLease implements WorkerLease {
 
   /** Lease lost or expired: fence at once, count churn, give the lease up, and claim again (docs/design.md §5). */
   private lose(s: Session, why: string): void {
-    if (s.ended) return;
-    const wasAssigned = s.assigned;
+    if (ended(s)) return;
+    const wasAssigned = assigned(s);
     this.endSession(s);
     if (wasAssigned) {
       this.target.unassign('lease', why);
       this.count(LeaseAttributes.lost);
     }
-    this.cfg.logger.warn({ region: s.region, worker: s.worker, leaseId: s.leaseId, why }, 'lease: fenced');
+    const slot = slotOf(s);
+    this.cfg.logger.warn({ region: slot?.region, worker: slot?.worker, leaseId: s.leaseId, why }, 'lease: fenced');
     this.setState('fenced', why);
     // Minting stopped above: the last minted millisecond is the tenure's exact end. Closed before the revoke (the write
     // compares the worker key's lease); a key already gone leaves it to the next holder, which closes it `expired`.
@@ -1056,24 +1105,25 @@ class EtcdWorkerLease implements WorkerLease {
    * lent code). Safety does not rest on this: the reclaim waits for the worker key to go, released or expired.
    */
   private giveBack(s: Session, why: string): void {
-    if (s.ended) return;
-    const wasAssigned = s.assigned;
+    if (ended(s)) return;
+    const wasAssigned = assigned(s);
     this.endSession(s);
     if (wasAssigned) this.target.unassign('lease', why);
+    const slot = slotOf(s);
     this.cfg.logger.warn(
-      { region: s.region, worker: s.worker, leaseId: s.leaseId, why },
+      { region: slot?.region, worker: slot?.worker, leaseId: s.leaseId, why },
       'lease: giving a borrowed slot back',
     );
     this.setState('fenced', why);
     this.reclaiming = (async () => {
       try {
-        const lost = await this.writeLastMs(s, true, this.cfg.requestTimeoutMs);
-        if (lost === undefined) {
+        const loss = await this.writeLastMs(s, true, this.cfg.requestTimeoutMs);
+        if (loss === undefined) {
           this.count(LeaseAttributes.released);
           await this.recordTenureEnd(s, 'reclaimed', s.ackedLastMs);
         } else
           this.cfg.logger.warn(
-            { why: lost },
+            { why: loss.why },
             'lease: final last-ms of the borrowed slot not written (the handover waits as after a crash)',
           );
       } catch (e) {
@@ -1091,9 +1141,8 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   private endSession(s: Session): void {
-    if (s.ended) return;
-    s.ended = true;
-    s.assigned = false;
+    if (ended(s)) return;
+    s.phase = { kind: 'ended', slot: slotOf(s) };
     clearTimeout(s.fenceTimer);
     const w = s.watcher;
     s.watcher = undefined;
@@ -1110,12 +1159,13 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   private async putNode(s: Session): Promise<void> {
-    if (s.region === undefined || s.worker === undefined) return;
-    const key = leaseKeys.node(this.cfg.prefix, s.region, this.cfg.nodeId);
+    const slot = slotOf(s);
+    if (slot === undefined) return;
+    const key = leaseKeys.node(this.cfg.prefix, slot.region, this.cfg.nodeId);
     const value = {
       nodeId: this.cfg.nodeId,
-      region: s.region,
-      worker: s.worker,
+      region: slot.region,
+      worker: slot.worker,
       address: this.address,
       startedAt: new Date(this.cfg.clock.nowMs()).toISOString(),
     };
@@ -1133,12 +1183,12 @@ class EtcdWorkerLease implements WorkerLease {
     const s = this.session;
     const timeout = this.cfg.requestTimeoutMs;
     try {
-      if (s !== undefined && !s.ended) {
-        const held = s.region !== undefined;
+      if (s !== undefined && !ended(s)) {
+        const slot = slotOf(s);
         this.endSession(s);
-        if (held && this.client !== undefined) {
+        if (slot !== undefined && this.client !== undefined) {
           const client = this.client;
-          const nodeKey = leaseKeys.node(this.cfg.prefix, s.region ?? 0, this.cfg.nodeId);
+          const nodeKey = leaseKeys.node(this.cfg.prefix, slot.region, this.cfg.nodeId);
           try {
             await withTimeout(
               client
@@ -1157,9 +1207,9 @@ class EtcdWorkerLease implements WorkerLease {
             // wait for the loop (ended above, its requests bounded by their timeouts) before writing it.
             await s.loop?.catch(() => undefined);
             // Minting stopped above, so lastMintedMs() is final: the next holder may start right above it.
-            const lost = await this.writeLastMs(s, true, timeout);
-            if (lost !== undefined)
-              this.cfg.logger.warn({ why: lost }, 'lease: final last-ms not written; left as it was');
+            const loss = await this.writeLastMs(s, true, timeout);
+            if (loss !== undefined)
+              this.cfg.logger.warn({ why: loss.why }, 'lease: final last-ms not written; left as it was');
             // The tenure closes at the final released millisecond (the next holder may start right above it).
             else await this.recordTenureEnd(s, 'released', s.ackedLastMs);
           } catch (e) {
