@@ -304,7 +304,7 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
       if (r.state === 'lent' || r.state === 'reclaiming' || r.state === 'adopted')
         loans.set(code, [
           ...(loans.get(code) ?? []),
-          `${v.name} (${r.state}${r.lentTo === undefined ? '' : ` to ${r.lentTo}`})`,
+          `${v.name} (${r.state}${r.state === 'adopted' ? '' : ` to ${r.lentTo}`})`,
         ]);
   for (const [code, where] of loans)
     if (where.length > 1)
@@ -387,7 +387,9 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
  */
 function foreignSlots(v: RegionView, add: (kind: FindingKind, message: string) => void): void {
   if (v.binding === undefined) return;
-  const borrowed = [...v.spare.values()].filter((r) => r.lentTo === v.binding?.code).map((r) => r.code);
+  const borrowed = [...v.spare.values()]
+    .filter((r) => r.state !== 'adopted' && r.lentTo === v.binding?.code)
+    .map((r) => r.code);
   const allowed = new Set([v.binding.code, ...borrowed]);
   const foreign = new Map<number, number[]>();
   for (const s of v.slots) if (!allowed.has(s.code)) foreign.set(s.code, [...(foreign.get(s.code) ?? []), s.worker]);

@@ -235,7 +235,7 @@ function codeArg(text: string, layout: Layout = DEFAULT_LAYOUT): number {
 
 function describeRecord(r: SpareCodeRecord): string {
   if (r.state === 'adopted')
-    return `adopted (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before, reclaimed ${r.adoptedFrom?.reclaimedAt ?? '?'})`;
+    return `adopted (lent to region ${r.adoptedFrom.lentTo} before, reclaimed ${r.adoptedFrom.reclaimedAt || '?'})`;
   return `${r.state}, lent to region ${r.lentTo}`;
 }
 
@@ -388,11 +388,11 @@ export async function runSpareList(flags: SpareFlags, ctx: VerbContext): Promise
     const table = rows.map((r) => [
       String(r.code),
       r.record?.state ?? (r.spare ? 'spare' : ''),
-      r.record?.lentTo === undefined
-        ? r.record?.adoptedFrom === undefined
-          ? ''
-          : `(was ${r.record.adoptedFrom.lentTo})`
-        : String(r.record.lentTo),
+      r.record === undefined || r.record === null
+        ? ''
+        : r.record.state === 'adopted'
+          ? `(was ${r.record.adoptedFrom.lentTo})`
+          : String(r.record.lentTo),
       String(r.held.length),
       r.record?.at ?? '',
       ...(withRegistryColumn ? [registryCell((r as { registry?: SpareRegistryRecord | null }).registry)] : []),
@@ -410,6 +410,6 @@ function registryCell(r: SpareRegistryRecord | null | undefined): string {
 /** What `decode --etcd` and `leases` say about a region code this etcd has a spare record for. */
 export function spareNote(r: SpareCodeRecord): string {
   return r.state === 'adopted'
-    ? `code ${r.code}, adopted here (lent to region ${r.adoptedFrom?.lentTo ?? '?'} before)`
+    ? `code ${r.code}, adopted here (lent to region ${r.adoptedFrom.lentTo} before)`
     : `code ${r.code}, lent to region ${r.lentTo}${r.state === 'lent' ? '' : ` (${r.state})`}`;
 }

@@ -60,7 +60,7 @@ export async function markRegionRestored(
     throw new RegionBindingError(`this etcd serves region ${binding.code} (${key}), not region ${code}`);
   const { entries } = await readSpareCodesLeniently(io);
   const lent = entries
-    .filter((e) => e.record.lentTo === code && (e.record.state === 'lent' || e.record.state === 'reclaiming'))
+    .filter((e) => (e.record.state === 'lent' || e.record.state === 'reclaiming') && e.record.lentTo === code)
     .map((e) => e.record.code);
   const codes = [code, ...lent];
   let written = 0;

@@ -32,11 +32,8 @@ export type SpareCodeState = 'lent' | 'reclaiming' | 'reclaimed' | 'adopted';
 const STATES: readonly SpareCodeState[] = ['lent', 'reclaiming', 'reclaimed', 'adopted'];
 
 /** `{prefix}/spare-codes/{code}`. */
-export interface SpareCodeRecord {
+interface SpareCodeRecordFields {
   readonly code: number;
-  readonly state: SpareCodeState;
-  /** The borrowing region (`lent`, `reclaiming`, `reclaimed`). */
-  readonly lentTo?: number;
   /** ISO time of the last change. */
   readonly at: string;
   /**
@@ -49,14 +46,28 @@ export interface SpareCodeRecord {
    * another is refused here (docs/design.md §7). Absent on records written before it was recorded.
    */
   readonly registry?: RegistryIdentity;
-  /** `adopted`: where the handover came from and the highest floor it carried. */
-  readonly adoptedFrom?: {
+}
+
+/** A loan of the code, in the lending region's etcd: `lent`, then `reclaiming` and `reclaimed` when it is taken back. */
+export interface SpareCodeLoan extends SpareCodeRecordFields {
+  readonly state: 'lent' | 'reclaiming' | 'reclaimed';
+  /** The borrowing region. */
+  readonly lentTo: number;
+}
+
+/** The code adopted by a new region, in that region's etcd: where the handover came from and the highest floor it carried. */
+export interface SpareCodeAdoption extends SpareCodeRecordFields {
+  readonly state: 'adopted';
+  readonly adoptedFrom: {
     readonly lentTo: number;
     readonly reclaimedAt: string;
     readonly workers: number;
     readonly maxLastMs: number;
   };
 }
+
+/** `{prefix}/spare-codes/{code}`, one of its two shapes by `state`. */
+export type SpareCodeRecord = SpareCodeLoan | SpareCodeAdoption;
 
 /** A spare-code record as read, with its mod revision (what a claim under it compares). */
 export interface SpareCodeEntry {
@@ -99,12 +110,6 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
   if (typeof state !== 'string' || !STATES.includes(state as SpareCodeState)) {
     throw new CorruptRecordError(key, `field state is not one of ${STATES.join(', ')}`, raw);
   }
-  const lentTo = o['lentTo'];
-  if (state !== 'adopted') {
-    if (!isInt(lentTo) || lentTo < 0 || lentTo > maxRegion || lentTo === code) {
-      throw new CorruptRecordError(key, `field lentTo is not a region code 0-${maxRegion} other than ${code}`, raw);
-    }
-  }
   const at = typeof o['at'] === 'string' ? o['at'] : '';
   const registryRevision = o['registryRevision'];
   if (registryRevision !== undefined && (typeof registryRevision !== 'string' || !/^[0-9]+$/.test(registryRevision)))
@@ -117,33 +122,35 @@ export function parseSpareCodeRecord(key: string, raw: string, maxRegion = 7): S
       throw new CorruptRecordError(key, 'field registry needs strings clusterId and prefix', raw);
     follows = { clusterId: g['clusterId'], prefix: g['prefix'] };
   }
-  const base: SpareCodeRecord = {
+  const base: SpareCodeRecordFields = {
     code,
-    state: state as SpareCodeState,
     at,
-    ...(isInt(lentTo) ? { lentTo } : {}),
     ...(registryRevision === undefined ? {} : { registryRevision }),
     ...(follows === undefined ? {} : { registry: follows }),
   };
-  const from = o['adoptedFrom'];
-  if (state === 'adopted') {
-    if (typeof from !== 'object' || from === null)
-      throw new CorruptRecordError(key, 'field adoptedFrom is missing', raw);
-    const f = from as Record<string, unknown>;
-    if (!isInt(f['lentTo']) || !isInt(f['workers']) || !isInt(f['maxLastMs'])) {
-      throw new CorruptRecordError(key, 'field adoptedFrom needs integers lentTo, workers, maxLastMs', raw);
+  if (state !== 'adopted') {
+    const lentTo = o['lentTo'];
+    if (!isInt(lentTo) || lentTo < 0 || lentTo > maxRegion || lentTo === code) {
+      throw new CorruptRecordError(key, `field lentTo is not a region code 0-${maxRegion} other than ${code}`, raw);
     }
-    return {
-      ...base,
-      adoptedFrom: {
-        lentTo: f['lentTo'],
-        reclaimedAt: typeof f['reclaimedAt'] === 'string' ? f['reclaimedAt'] : '',
-        workers: f['workers'],
-        maxLastMs: f['maxLastMs'],
-      },
-    };
+    return { ...base, state: state as SpareCodeLoan['state'], lentTo };
   }
-  return base;
+  const from = o['adoptedFrom'];
+  if (typeof from !== 'object' || from === null) throw new CorruptRecordError(key, 'field adoptedFrom is missing', raw);
+  const f = from as Record<string, unknown>;
+  if (!isInt(f['lentTo']) || !isInt(f['workers']) || !isInt(f['maxLastMs'])) {
+    throw new CorruptRecordError(key, 'field adoptedFrom needs integers lentTo, workers, maxLastMs', raw);
+  }
+  return {
+    ...base,
+    state,
+    adoptedFrom: {
+      lentTo: f['lentTo'],
+      reclaimedAt: typeof f['reclaimedAt'] === 'string' ? f['reclaimedAt'] : '',
+      workers: f['workers'],
+      maxLastMs: f['maxLastMs'],
+    },
+  };
 }
 
 /**
@@ -351,7 +358,7 @@ export async function lendSpareCode(
     const r = existing.record;
     if (!(r.state === 'lent' && r.lentTo === toRegion))
       throw new SpareCodeError(
-        `spare code ${code} is already recorded here as ${r.state}${r.lentTo === undefined ? '' : ` (lent to region ${r.lentTo})`} (${existing.key}); ` +
+        `spare code ${code} is already recorded here as ${r.state}${r.state === 'adopted' ? '' : ` (lent to region ${r.lentTo})`} (${existing.key}); ` +
           'a code is lent once: after a reclaim it belongs to the region that adopts it',
       );
   } else {
@@ -413,17 +420,17 @@ export async function lendSpareCode(
 export async function beginReclaim(
   io: Io & WithRegistry & { layout: Layout; now?: () => number },
   code: number,
-): Promise<SpareCodeRecord> {
+): Promise<SpareCodeLoan> {
   const existing = await readSpareCode(io, code);
   if (existing === undefined)
     throw new SpareCodeError(
       `spare code ${code} is not lent from this etcd (${spareKeys.code(io.prefix, code)} is absent)`,
     );
   const r = existing.record;
-  if (r.lentTo !== undefined) await checkRegionBinding(io, r.lentTo);
   if (r.state === 'adopted')
     throw new SpareCodeError(`spare code ${code} is adopted in this etcd, not lent: nothing to reclaim here`);
-  const lentTo = r.lentTo as number;
+  const lentTo = r.lentTo;
+  await checkRegionBinding(io, lentTo);
   const at = new Date((io.now ?? Date.now)()).toISOString();
   const reg = await registryAtLeastReclaiming(io, code, lentTo, at);
   await checkOneRegistry(io, reg);
@@ -525,7 +532,7 @@ export async function exportHandover(
   const r = existing.record;
   if (r.state !== 'reclaiming' && r.state !== 'reclaimed')
     throw new SpareCodeError(`spare code ${code} is ${r.state}: reclaim it first`);
-  const lentTo = r.lentTo as number;
+  const lentTo = r.lentTo;
   const held = await heldSlotsUnder(io, code);
   if (held.length > 0)
     throw new SpareCodeError(

@@ -12,7 +12,7 @@ export type { ServingNode } from '../types.js';
 export { lastMsUpperBound, parseTenureRecord, tenureDir, tenureKey } from '../tenure-ledger.js';
 export type { Tenure, TenureEnd, TenureRecord } from '../tenure-ledger.js';
 export { parseHandover, parseSpareCodeRecord, spareKeys } from '../spare-codes.js';
-export type { SpareCodeRecord } from '../spare-codes.js';
+export type { SpareCodeAdoption, SpareCodeLoan, SpareCodeRecord } from '../spare-codes.js';
 export { parseRegistryRecord, registryKeys } from '../spare-registry.js';
 export type { SpareRegistryRecord } from '../spare-registry.js';
 export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
