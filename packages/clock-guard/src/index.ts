@@ -35,6 +35,7 @@ export {
   judgeTracking,
   parseChronyTracking,
   readChrony,
+  untilTimeSourceHealthy,
 } from './time-source.js';
 export type {
   ChronyTracking,
@@ -43,4 +44,5 @@ export type {
   TimeSourceLogger,
   TimeSourceProblem,
   TimeSourceReading,
+  UntilHealthyOptions,
 } from './time-source.js';

@@ -8,6 +8,7 @@ import {
   judgeTracking,
   parseChronyTracking,
   readChrony,
+  untilTimeSourceHealthy,
   type TimeSourceLogger,
 } from './index.js';
 import { createTestClock } from './testing.js';
@@ -234,5 +235,47 @@ describe('readChrony (real processes)', () => {
     expect(r.healthy).toBe(true);
     expect(r.message).toMatch(/turned off/);
     expect(warnings.join('\n')).toMatch(/TIME SOURCE CHECK TURNED OFF.*never in production/);
+  });
+});
+
+describe('untilTimeSourceHealthy', () => {
+  const unhealthy = { healthy: false, problem: 'unsynchronised', message: 'chrony: not synchronised' } as const;
+  const healthy = { healthy: true, message: 'chrony: synchronised' } as const;
+
+  it('reads again while unhealthy, telling each unhealthy reading, and resolves with the first healthy one', async () => {
+    const readings = [unhealthy, unhealthy, healthy];
+    const check = {
+      start: () => Promise.resolve(readings.shift() ?? healthy),
+      readNow: () => Promise.resolve(readings.shift() ?? healthy),
+    };
+    const told: string[] = [];
+    const r = await untilTimeSourceHealthy(check, {
+      retryMs: 1,
+      signal: new AbortController().signal,
+      onUnhealthy: (x) => told.push(x.message),
+    });
+    expect(r).toEqual(healthy);
+    expect(told).toEqual([unhealthy.message, unhealthy.message]);
+    expect(readings).toHaveLength(0);
+  });
+
+  it("an abort during the wait rejects with the signal's own reason (what a caller's close() gave), not a timer's AbortError", async () => {
+    const abort = new AbortController();
+    const reason = new Error('boot aborted: SIGTERM');
+    let reads = 0;
+    const check = {
+      start: () => Promise.resolve(unhealthy),
+      readNow: () => {
+        reads++;
+        return Promise.resolve(unhealthy);
+      },
+    };
+    const waiting = untilTimeSourceHealthy(check, {
+      retryMs: 60_000,
+      signal: abort.signal,
+      onUnhealthy: () => abort.abort(reason),
+    });
+    await expect(waiting).rejects.toBe(reason);
+    expect(reads).toBe(0);
   });
 });

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { execFile } from 'node:child_process';
 import type { GuardedMinter } from './guard.js';
 
@@ -310,6 +311,40 @@ export function createTimeSourceCheck(options: TimeSourceCheckOptions): TimeSour
       timer = undefined;
     },
   };
+}
+
+/** Options of {@link untilTimeSourceHealthy}. */
+export interface UntilHealthyOptions {
+  /** How long to wait between readings while the source is unhealthy. */
+  readonly retryMs: number;
+  /** Ends the wait: the promise rejects with `signal.reason`. */
+  readonly signal: AbortSignal;
+  /** Told of each unhealthy reading, before the wait for the next one (to log it, or to say why not ready). */
+  readonly onUnhealthy: (reading: TimeSourceReading) => void;
+}
+
+/**
+ * Starts `check` and resolves with its first healthy reading, reading again every `retryMs` while it is unhealthy
+ * (docs/design.md §4: no first mint, and no readiness, on an unhealthy clock). A node's boot and an embedded source's
+ * start wait here.
+ */
+export async function untilTimeSourceHealthy(
+  check: Pick<TimeSourceCheck, 'start' | 'readNow'>,
+  options: UntilHealthyOptions,
+): Promise<TimeSourceReading> {
+  const { signal } = options;
+  let reading = await check.start();
+  while (!reading.healthy) {
+    options.onUnhealthy(reading);
+    try {
+      await delay(options.retryMs, undefined, { signal });
+    } catch (e) {
+      // node:timers rejects with its own AbortError: the caller's reason is what the caller waits for.
+      throw signal.aborted ? signal.reason : e;
+    }
+    reading = await check.readNow();
+  }
+  return reading;
 }
 
 function clip(s: string): string {

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Meter } from '@opentelemetry/api';
 import {
   DEFAULT_MAX_OFFSET_MS,
@@ -9,7 +10,7 @@ import {
   type GuardedMinter,
   type ClockSource,
   type TimeSourceCheck,
-  type TimeSourceReading,
+  untilTimeSourceHealthy,
 } from '@idgen/clock-guard';
 import { MAX_NEXT_IDS, type CallOptions, type Layout, type MintedBlock } from '@idgen/core';
 import {
@@ -476,16 +477,17 @@ class LeasedIdSource implements EmbeddedIdSource {
   private async start(): Promise<void> {
     const signal = this.lifetime.signal;
     try {
-      let reading: TimeSourceReading = await this.timeSource.start();
-      while (!reading.healthy) {
-        this.moveTo('waiting-for-time-source');
-        this.logger.error(
-          { problem: reading.problem, timeSource: reading.message },
-          'embedded: time source unhealthy, not minting; re-checking',
-        );
-        await sleep(this.timeSourceRetryMs, signal);
-        reading = await this.timeSource.readNow();
-      }
+      await untilTimeSourceHealthy(this.timeSource, {
+        retryMs: this.timeSourceRetryMs,
+        signal,
+        onUnhealthy: (reading) => {
+          this.moveTo('waiting-for-time-source');
+          this.logger.error(
+            { problem: reading.problem, timeSource: reading.message },
+            'embedded: time source unhealthy, not minting; re-checking',
+          );
+        },
+      });
       signal.throwIfAborted();
       this.moveTo('claiming');
       await this.claim(signal);
@@ -530,7 +532,7 @@ class LeasedIdSource implements EmbeddedIdSource {
             'embedded: every slot of the range is held; waiting',
           );
         }
-        await sleep(Math.min(delay, this.slotWaitMs - waited), signal);
+        await sleep(Math.min(delay, this.slotWaitMs - waited), undefined, { signal });
         delay = Math.min(delay * 2, this.backoffMaxMs);
       }
     }
@@ -643,25 +645,4 @@ function pick<T extends object, K extends keyof T>(o: T, keys: readonly K[]): Pa
   const out: Partial<Pick<T, K>> = {};
   for (const k of keys) if (o[k] !== undefined) out[k] = o[k];
   return out;
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    const t = setTimeout(
-      () => {
-        signal.removeEventListener('abort', onAbort);
-        resolve();
-      },
-      Math.max(0, ms),
-    );
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }

@@ -1,9 +1,9 @@
-import { IdClientError, IdsUnavailableError } from '@idgen/core';
+import { IdClientError, IdsUnavailableError, isIdsUnavailableError as isAnyIdsUnavailableError } from '@idgen/core';
 import type { FenceReason } from '@idgen/clock-guard';
 
 // The error family is the contract every ID source shares (`@idgen/core`'s id-source.ts): the client throws the
 // same classes, so a caller that switches between the two by configuration keeps its error handling.
-export { IdClientError, IdsUnavailableError, isIdClientError, isIdsUnavailableError } from '@idgen/core';
+export { IdClientError, IdsUnavailableError, isIdClientError } from '@idgen/core';
 export type { AttemptFailure, IdClientErrorCode } from '@idgen/core';
 
 /**
@@ -35,4 +35,13 @@ export class RangeFullError extends IdsUnavailableError<UnavailableReason> {
 /** The error every call gets after `close()`. */
 export function closedError(): IdClientError {
   return new IdClientError('closed', 'the embedded ID source is closed', false);
+}
+
+/**
+ * True when `e` is an {@link IdsUnavailableError}, from any ID source and any copy of its package (core's guard), with
+ * `reason` typed as this source's {@link UnavailableReason}: the client sets no reason, so the type holds for its
+ * errors too.
+ */
+export function isIdsUnavailableError(e: unknown): e is IdsUnavailableError<UnavailableReason> {
+  return isAnyIdsUnavailableError(e);
 }

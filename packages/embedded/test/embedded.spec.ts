@@ -21,6 +21,7 @@ import {
   isIdsUnavailableError,
   type EmbeddedIdSource,
   type EmbeddedIdSourceOptions,
+  type UnavailableReason,
 } from '../src/index.js';
 
 // The embedded mode against a real etcd (docs/design.md §5, §7): the same lease and guard as a node, in this
@@ -186,6 +187,9 @@ describe('refusing rather than guessing', () => {
     const e = caught(() => second.nextIdSync());
     expect(isIdsUnavailableError(e)).toBe(true);
     expect(e).toMatchObject({ code: 'ids-unavailable', reason: 'not-assigned' });
+    // The guard types `reason` as the source's own (this line does not compile against core's untyped guard).
+    const reason: UnavailableReason | undefined = isIdsUnavailableError(e) ? e.reason : undefined;
+    expect(reason).toBe('not-assigned');
     expect(second.tryNextId()).toBeUndefined();
     const short = await second.nextId({ deadlineMs: 50 }).catch((x: unknown) => x);
     expect(short).toMatchObject({ code: 'ids-unavailable', reason: 'not-assigned' });

@@ -1,4 +1,5 @@
-import type { TimeSourceCheck, TimeSourceReading } from '@idgen/clock-guard';
+import { untilTimeSourceHealthy } from '@idgen/clock-guard';
+import type { TimeSourceCheck } from '@idgen/clock-guard';
 import type { LeaseSnapshot, WorkerLease } from '@idgen/lease';
 
 /** Where boot logs (a pino logger fits). */
@@ -58,18 +59,16 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
 
   await step(
     'time-source',
-    async () => {
-      let reading: TimeSourceReading = await deps.timeSource.start();
-      while (!reading.healthy) {
-        logger.error(
-          { step: 'time-source', problem: reading.problem, timeSource: reading.message },
-          `boot: time source unhealthy (${reading.problem ?? 'unknown'}), not ready; re-checking`,
-        );
-        await sleep(deps.timeSourceRetryMs ?? 2000, signal);
-        reading = await deps.timeSource.readNow();
-      }
-      return reading;
-    },
+    () =>
+      untilTimeSourceHealthy(deps.timeSource, {
+        retryMs: deps.timeSourceRetryMs ?? 2000,
+        signal,
+        onUnhealthy: (reading) =>
+          logger.error(
+            { step: 'time-source', problem: reading.problem, timeSource: reading.message },
+            `boot: time source unhealthy (${reading.problem ?? 'unknown'}), not ready; re-checking`,
+          ),
+      }),
     (r) => ({ healthy: r.healthy, timeSource: r.message, offsetSeconds: r.offsetSeconds }),
   );
 
@@ -112,24 +111,4 @@ export async function boot(deps: BootDeps): Promise<BootReport> {
     () => ({}),
   );
   return { bootMs: Math.round(now() - started), steps, lease: deps.lease.snapshot() };
-}
-
-/** Waits `ms`, or rejects with the abort's reason, at once if the signal was aborted before the wait began. */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    // An abort that came while the caller awaited something else (a chronyc read) has fired its event already.
-    if (signal.aborted) {
-      reject(signal.reason);
-      return;
-    }
-    const onAbort = (): void => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    const t = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
 }
