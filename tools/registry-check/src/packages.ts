@@ -17,8 +17,15 @@ export const PUBLIC_PACKAGES: readonly { readonly name: string; readonly dir: st
   { name: '@idgen/discovery', dir: 'packages/discovery' },
   { name: '@idgen/client', dir: 'packages/client' },
   { name: '@idgen/embedded', dir: 'packages/embedded' },
+  { name: '@idgen/server', dir: 'apps/server' },
   { name: '@idgen/cli', dir: 'apps/cli' },
 ];
+
+/** The public packages that are commands on the runtime, not libraries, and the `bin` each publishes. */
+export const COMMANDS: Readonly<Record<string, Readonly<Record<string, string>>>> = {
+  '@idgen/server': { 'idgen-server': './bin/idgen-server.js' },
+  '@idgen/cli': { idgen: './bin/idgen.js' },
+};
 
 /** Node 24 LTS: the runtime: the server, the CLI and the workspace declare `"node": ">=24"`. */
 export const RUNTIME_NODE_MAJOR = 24;
@@ -30,11 +37,11 @@ export const RUNTIME_NODE_MAJOR = 24;
 export const LIBRARY_NODE_MAJOR = 22;
 
 /**
- * The `engines` a public package publishes: the CLI is a command on the runtime, the rest are libraries; `@idgen/flags`
+ * The `engines` a public package publishes: the server and the CLI are commands on the runtime, the rest are libraries; `@idgen/flags`
  * wants 22.12, where Node `require()`s ES modules unflagged (its commander 15 ships ES modules only).
  */
 export function expectedEngines(name: string): { node: string } {
-  if (name === '@idgen/cli') return { node: `>=${RUNTIME_NODE_MAJOR}` };
+  if (COMMANDS[name] !== undefined) return { node: `>=${RUNTIME_NODE_MAJOR}` };
   return { node: name === '@idgen/flags' ? `>=${LIBRARY_NODE_MAJOR}.12` : `>=${LIBRARY_NODE_MAJOR}` };
 }
 

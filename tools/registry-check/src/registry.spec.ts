@@ -599,6 +599,49 @@ it('npx @idgen/cli decode runs from the registry, outside the repository', async
   });
 });
 
+it('@idgen/server installs from the registry by version and its idgen-server runs a standalone node outside the repository: NextIds answers with IDs of its region', async () => {
+  const project = freshProject('server');
+  await install(project, ['@idgen/server@0.1.0']);
+  const installed = JSON.parse(readFileSync(join(project, 'node_modules/@idgen/server/package.json'), 'utf8')) as {
+    version: string;
+    bin: Record<string, string>;
+  };
+  expect(installed.version).toBe('0.1.0');
+  // The installed command, as `npx idgen-server` would run it (its shebang's V8 flag included), on the runtime.
+  const child = spawnProcess(nodeOf(RUNTIME_NODE_MAJOR), [
+    '--max-semi-space-size=16',
+    join(project, 'node_modules/@idgen/server', installed.bin['idgen-server'] ?? 'missing-bin'),
+    '--standalone',
+    '--state-file',
+    join(project, 'state.json'),
+    '--region',
+    '4',
+    '--time-source',
+    'none',
+    '--listen',
+    '127.0.0.1:0',
+    '--metrics-listen',
+    'off',
+  ]);
+  try {
+    const open = JSON.parse(await child.waitForLine(/"msg":"serving port open/, 30_000)) as { listen: string };
+    await child.waitForLine(/"msg":"ready"/, 30_000);
+    const url = `http://127.0.0.1:${open.listen.split(':').pop() ?? ''}`;
+    const res = await fetch(`${url}/idgen.v1.IdGenerator/NextIds`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{"count":3}',
+      signal: AbortSignal.timeout(10_000),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { blocks: { first: string; count: number }[] };
+    expect(body.blocks.reduce((n, b) => n + b.count, 0)).toBe(3);
+    for (const b of body.blocks) expect(regionOf(b.first)).toBe(4);
+  } finally {
+    await child.stop();
+  }
+});
+
 /** The region of a decimal ID under the default layout (bits 19-21). */
 function regionOf(id: string): number {
   return Number((BigInt(id) >> 19n) & 7n);
