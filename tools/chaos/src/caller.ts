@@ -5,7 +5,10 @@
  * docs/design.md §7), so every node process has its own URL and each block can be traced to the process that
  * minted it. Runs until SIGTERM/SIGINT, then flushes its files and prints one JSON summary line.
  *
- * `node caller.js --index N --dir DIR --nodes-file FILE --region R --rate IDS_PER_S --batch B`
+ * `node caller.js --index N --dir DIR --nodes-file FILE --region R --rate IDS_PER_S --batch B [--fallback CODE:FILE …]`
+ *
+ * Each `--fallback CODE:FILE` (a run over regions, src/regions.ts) is a fallback region and the node list file of its
+ * nodes, tried in the order given once every home node has failed and the buffer is empty (docs/design.md §7).
  */
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
@@ -73,6 +76,7 @@ function parse(argv: string[]): {
   region: number;
   rate: number;
   batch: number;
+  fallbacks: { region: number; nodesFile: string }[];
 } {
   const { values } = parseArgs({
     args: argv,
@@ -83,6 +87,7 @@ function parse(argv: string[]): {
       region: { type: 'string', default: '1' },
       rate: { type: 'string', default: '1000' },
       batch: { type: 'string', default: '10' },
+      fallback: { type: 'string', multiple: true },
     },
     strict: true,
   });
@@ -101,6 +106,11 @@ function parse(argv: string[]): {
     region: int('region', values.region, 0),
     rate: int('rate', values.rate, 1),
     batch: int('batch', values.batch, 1),
+    fallbacks: (values.fallback ?? []).map((f) => {
+      const at = f.indexOf(':');
+      if (at <= 0) throw new Error(`caller: --fallback must be CODE:FILE, got ${f}`);
+      return { region: int('fallback', f.slice(0, at), 0), nodesFile: f.slice(at + 1) };
+    }),
   };
 }
 
@@ -203,7 +213,13 @@ async function main(): Promise<void> {
     };
   };
   // The client's defaults, hedged refills included (on by default): the cost a caller sees out of the box.
-  const client = createIdClient({ region: o.region, discovery, transport });
+  const fallbacks = o.fallbacks.map((f) => ({ region: f.region, discovery: fileDiscovery(f.nodesFile, 200) }));
+  const client = createIdClient({
+    region: o.region,
+    discovery,
+    transport,
+    ...(fallbacks.length > 0 ? { fallbackRegions: fallbacks } : {}),
+  });
   const latency = latencyRecorder(latencyOut);
   const sampleStats = statsSampler(client, statsOut);
   sampleStats();
@@ -252,6 +268,7 @@ async function main(): Promise<void> {
     await client.close();
     await loop;
     discovery.close();
+    for (const f of fallbacks) f.discovery.close();
     clearInterval(statsTimer);
     clearInterval(flushTimer);
     sampleStats();

@@ -22,6 +22,14 @@ import { FAULT_HANDLERS } from './faults/index.js';
 import { createEmbeddedFleet, type EmbeddedFleet } from './embedded-fleet.js';
 import { createNodeFleet, type Incarnation, type NodeFleet } from './node-fleet.js';
 import { probeBlocksFile, type BlockLine } from './records.js';
+import {
+  REGION_CALLERS,
+  REGION_NODES,
+  fallbackFlags,
+  startRegion,
+  type RegionOutage,
+  type RegionPart,
+} from './regions.js';
 import type { ChaosOptions, ChaosResult, FaultRecord } from './run.js';
 import { judgeRun, type CallerSummary } from './run-verdict.js';
 import { createSchedule, type Fault, type Schedule } from './schedule.js';
@@ -48,8 +56,13 @@ interface Parts {
   readonly dir: string;
   readonly cluster: EtcdCluster;
   readonly fleet: NodeFleet;
+  /** Every caller, by index (region 1's first, then each further region's). */
   readonly callers: readonly ProcessHandle[];
+  /** The home region of each caller, by index. */
+  readonly callerHomes: readonly number[];
   readonly embedded: EmbeddedFleet | undefined;
+  /** The further regions (`--regions` ≥ 2; src/regions.ts), empty otherwise. */
+  readonly regions: readonly RegionPart[];
 }
 
 /** The load phase's own parts (from its start until the probe file is closed). */
@@ -71,6 +84,8 @@ export class ChaosRun implements FaultRun {
   readonly clockAllowances: ClockAllowance[] = [];
   /** When each `etcd-member-down` had its member stopped (judged in {@link judge}, with the window's failed calls). */
   readonly memberDowns = new Map<FaultRecord, MemberDown>();
+  /** When each region fault took its region away and gave it back. */
+  readonly regionOutages = new Map<FaultRecord, RegionOutage>();
   #parts: Parts | undefined;
   #load: Load | undefined;
   #wrongRegionNodes = 0;
@@ -84,6 +99,7 @@ export class ChaosRun implements FaultRun {
       seed: o.seed,
       leaseTtlMs: this.ttlMs,
       ...(o.kinds !== undefined ? { kinds: o.kinds } : {}),
+      ...(o.regions !== undefined ? { regions: o.regions } : {}),
     });
     this.operatorCli = o.operatorCliMain ?? o.cliMain;
   }
@@ -100,6 +116,10 @@ export class ChaosRun implements FaultRun {
     return this.#set().fleet;
   }
 
+  get regions(): readonly RegionPart[] {
+    return this.#set().regions;
+  }
+
   /** The run directory, a 3-member etcd cluster bound to the region, the nodes, the callers, the embedded callers. */
   async setUp(): Promise<void> {
     const o = this.o;
@@ -111,9 +131,10 @@ export class ChaosRun implements FaultRun {
     await bindRegion(cluster.endpoints[0] as string, o.region);
     o.say(`  bound to region ${o.region} (/idgen/region)`);
     const fleet = await this.#startNodes(dir, cluster);
-    const callers = await this.#startCallers(dir, fleet);
+    const regions = await this.#startRegions(dir);
+    const { callers, callerHomes } = await this.#startCallers(dir, fleet, regions);
     const embedded = await this.#startEmbedded(dir, cluster);
-    this.#parts = { dir, cluster, fleet, callers, embedded };
+    this.#parts = { dir, cluster, fleet, callers, callerHomes, embedded, regions };
   }
 
   /**
@@ -151,7 +172,7 @@ export class ChaosRun implements FaultRun {
   /** Stops the callers, the nodes and the embedded callers, audits the run's etcd, and stops etcd. */
   async tearDown(): Promise<Stopped> {
     const o = this.o;
-    const { fleet, embedded, callers, cluster, dir } = this.#set();
+    const { fleet, embedded, callers, cluster, dir, regions } = this.#set();
     o.say('stopping callers');
     const callerSummaries = await Promise.all(
       callers.map(async (c) => {
@@ -167,21 +188,24 @@ export class ChaosRun implements FaultRun {
       await embedded.stopAll(15_000);
     }
     o.say('stopping nodes');
-    await fleet.stopAll(10_000);
+    await Promise.all([fleet, ...regions.map((g) => g.fleet)].map((f) => f.stopAll(10_000)));
     // Everything that minted has stopped: the audit judges what the run's etcd holds, before it is torn down.
     o.say("idgen audit of the run's etcd");
-    const audit = await this.#audit(dir, cluster);
+    const audit = await this.#audit(dir, cluster, regions);
     for (const l of audit.lines) o.say(`  ${l}`);
     o.say('stopping etcd');
-    await cluster.stopAll();
+    await Promise.all([cluster, ...regions.map((g) => g.cluster)].map((c) => c.stopAll()));
     return { callerSummaries, audit };
   }
 
   /** Verifies every ID received and judges each fault (src/run-verdict.ts). */
   judge(loadMs: number, stopped: Stopped): Promise<ChaosResult> {
     this.o.say('verifying');
-    const { dir, fleet, embedded } = this.#set();
+    const { dir, fleet, embedded, regions, callerHomes } = this.#set();
     return judgeRun(this.o, {
+      regions,
+      regionOutages: this.regionOutages,
+      callerHomes,
       schedule: this.schedule,
       loadStart: this.#loaded().start,
       loadMs,
@@ -367,7 +391,9 @@ export class ChaosRun implements FaultRun {
     const want = Math.min(this.o.slots, this.o.nodes);
     for (;;) {
       const serving = await this.fleet.serving();
-      if (serving.length >= want || Date.now() - t0 >= SETTLE_LIMIT_MS || this.o.signal.aborted)
+      // A further region taken away by the previous fault counts too: the next fault waits for its pool.
+      const regionsBack = await this.#regionsServing();
+      if ((serving.length >= want && regionsBack) || Date.now() - t0 >= SETTLE_LIMIT_MS || this.o.signal.aborted)
         return { serving, waitedMs: Date.now() - t0 };
       await this.sleep(250);
     }
@@ -415,12 +441,57 @@ export class ChaosRun implements FaultRun {
     return fleet;
   }
 
-  /** The caller processes (src/caller.ts), each minting `rate` IDs/s from the nodes in the fleet's list. */
-  async #startCallers(dir: string, fleet: NodeFleet): Promise<ProcessHandle[]> {
+  /** Whether every further region has its whole pool serving again. */
+  async #regionsServing(): Promise<boolean> {
+    const regions = this.#set().regions;
+    const serving = await Promise.all(regions.map((g) => g.fleet.serving()));
+    return serving.every((s) => s.length >= REGION_NODES);
+  }
+
+  /** The further regions of a run over regions (codes 2 … N, src/regions.ts), started side by side. */
+  async #startRegions(dir: string): Promise<RegionPart[]> {
     const o = this.o;
-    o.say(`starting ${o.callers} callers at ${o.rate} IDs/s each`);
+    const n = o.regions ?? 1;
+    if (n < 2) return [];
+    o.say(`starting ${n - 1} further regions (each a one-member etcd bound to its code, ${REGION_NODES} nodes)`);
+    return Promise.all(
+      Array.from({ length: n - 1 }, (_, k) =>
+        startRegion({
+          code: o.region + 1 + k,
+          dir,
+          serverMain: o.serverMain,
+          faketimeLib: this.faketimeLib,
+          leaseTtlSeconds: o.leaseTtlSeconds,
+          say: o.say,
+        }),
+      ),
+    );
+  }
+
+  /**
+   * The caller processes (src/caller.ts), each minting `rate` IDs/s from the nodes in its home region's list: region
+   * 1's `callers`, then (over regions) {@link REGION_CALLERS} per further region, each with every other region as a
+   * fallback.
+   */
+  async #startCallers(
+    dir: string,
+    fleet: NodeFleet,
+    regions: RegionPart[],
+  ): Promise<{ callers: ProcessHandle[]; callerHomes: number[] }> {
+    const o = this.o;
+    const files = [
+      { code: o.region, nodesFile: fleet.nodesFile },
+      ...regions.map((g) => ({ code: g.code, nodesFile: g.fleet.nodesFile })),
+    ];
+    const homes = Array.from({ length: o.callers }, () => ({ code: o.region, nodesFile: fleet.nodesFile }));
+    for (const g of regions)
+      for (let k = 0; k < Math.min(o.callers, REGION_CALLERS); k++) {
+        g.callerIndexes.push(homes.length);
+        homes.push({ code: g.code, nodesFile: g.fleet.nodesFile });
+      }
+    o.say(`starting ${homes.length} callers at ${o.rate} IDs/s each`);
     const callers: ProcessHandle[] = [];
-    for (let i = 0; i < o.callers; i++) {
+    for (const [i, home] of homes.entries()) {
       callers.push(
         spawnProcess(process.execPath, [
           o.callerMain,
@@ -429,18 +500,20 @@ export class ChaosRun implements FaultRun {
           '--dir',
           dir,
           '--nodes-file',
-          fleet.nodesFile,
+          home.nodesFile,
           '--region',
-          String(o.region),
+          String(home.code),
           '--rate',
           String(o.rate),
           '--batch',
           '10',
+          ...(regions.length > 0 ? fallbackFlags(home.code, files) : []),
         ]),
       );
     }
     await Promise.all(callers.map((c) => c.waitForLine(/caller started/, 30_000)));
-    return callers;
+    for (const g of regions) g.callers = g.callerIndexes.map((i) => callers[i] as ProcessHandle);
+    return { callers, callerHomes: homes.map((h) => h.code) };
   }
 
   /** The embedded callers (slots 18 and up, one a spare), when asked for, until all but the spare hold a slot. */
@@ -471,7 +544,7 @@ export class ChaosRun implements FaultRun {
    * `idgen audit` over the run's etcd: one region, the nodes' and the embedded callers' (both `o.region`). A CLI that
    * cannot be run is a failed audit, not a crash: the report says why.
    */
-  async #audit(dir: string, cluster: EtcdCluster): Promise<AuditOutcome> {
+  async #audit(dir: string, cluster: EtcdCluster, regions: readonly RegionPart[]): Promise<AuditOutcome> {
     const o = this.o;
     if (!existsSync(o.cliMain))
       return {
@@ -484,7 +557,10 @@ export class ChaosRun implements FaultRun {
     return runAudit({
       cliMain: o.cliMain,
       dir,
-      regions: [{ name: `region-${o.region}`, etcd: cluster.endpoints, prefix: ETCD_PREFIX }],
+      regions: [
+        { name: `region-${o.region}`, etcd: cluster.endpoints, prefix: ETCD_PREFIX },
+        ...regions.map((g) => ({ name: `region-${g.code}`, etcd: g.cluster.endpoints, prefix: ETCD_PREFIX })),
+      ],
       timeoutMs: 5000,
     });
   }

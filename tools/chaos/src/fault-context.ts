@@ -5,6 +5,7 @@
  */
 import type { EtcdCluster } from '@idgen/testing';
 import type { Incarnation, NodeFleet } from './node-fleet.js';
+import type { RegionOutage, RegionPart } from './regions.js';
 import type { ChaosOptions, FaultRecord } from './run.js';
 import type { Fault } from './schedule.js';
 import type { ClockAllowance } from './verify.js';
@@ -31,6 +32,10 @@ export interface FaultRun {
   /** The faults begun so far, this one last. */
   readonly records: readonly FaultRecord[];
   readonly memberDowns: Map<FaultRecord, MemberDown>;
+  /** The further regions of a run over regions (`--regions`, src/regions.ts; empty in a one-region run). */
+  readonly regions: readonly RegionPart[];
+  /** When each region fault took its region away and gave it back (the failover table's times). */
+  readonly regionOutages: Map<FaultRecord, RegionOutage>;
   /** A fresh name for the next wrong-region node (`wrong-region-1`, …). */
   nextWrongRegionName(): string;
   /** Sleeps `ms`, or less when the run is aborted. */

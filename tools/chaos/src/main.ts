@@ -2,7 +2,7 @@
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
  * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--embedded 3] [--nodes 4] [--slots 3]
- *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--server-main PATH] [--cli-main PATH]`
+ *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--regions N] [--server-main PATH] [--cli-main PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
  * 130 interrupted (everything started is cleaned up either way).
@@ -15,8 +15,10 @@ import { parseArgs } from 'node:util';
 import { cleanupAll } from '@idgen/testing';
 import { formatReport, passed, reportJson } from './report.js';
 import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
+import { REGION_NODES } from './regions.js';
 import {
   FAULT_KINDS,
+  REGION_FAULT_KINDS,
   FULL_ROUND_SECONDS,
   createSchedule,
   formatFault,
@@ -24,7 +26,7 @@ import {
   type FaultKind,
 } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--server-main <path>] [--cli-main <path>]
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--regions <n>] [--server-main <path>] [--cli-main <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
@@ -34,7 +36,9 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --slots      worker slots the nodes share (default 3: one node is a spare)
   --rate       IDs per second per caller (default 1000)
   --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)
-  --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')})
+  --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')}; with --regions also ${REGION_FAULT_KINDS.join(', ')})
+  --regions    regions (default 1; 3 to 8: regions 2 … N each get a one-member etcd bound to their code, ${REGION_NODES} nodes and
+               callers; every caller falls back to the other regions; adds the region kinds and the failover table)
   --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
                e.g. another commit's worktree: the same harness and verification against older code
   --cli-main   the operator's idgen the faults run (spare lend, region restored; default that build's
@@ -63,6 +67,7 @@ function parse(argv: string[]): Omit<
       rate: { type: 'string', default: '1000' },
       'lease-ttl': { type: 'string', default: '3' },
       faults: { type: 'string' },
+      regions: { type: 'string', default: '1' },
       'server-main': { type: 'string' },
       'cli-main': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -82,6 +87,10 @@ function parse(argv: string[]): Omit<
   const nodes = int('nodes', values.nodes, 1, 16);
   const slots = int('slots', values.slots, 1, 128);
   const kinds: FaultKind[] | undefined = values.faults === undefined ? undefined : parseFaultKinds(values.faults);
+  const regions = values.regions === '1' ? 1 : int('regions', values.regions, 3, 8);
+  const regionKinds = (kinds ?? []).filter((k) => (REGION_FAULT_KINDS as readonly string[]).includes(k));
+  if (regions < 2 && regionKinds.length > 0)
+    throw new RangeError(`--faults ${regionKinds.join(',')} needs --regions 3 or more`);
   if (values['server-main'] !== undefined && values['server-main'] === '')
     throw new RangeError('--server-main needs a path');
   return {
@@ -95,6 +104,7 @@ function parse(argv: string[]): Omit<
     rate: int('rate', values.rate, 10, 100_000),
     leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
     region: 1,
+    ...(regions > 1 ? { regions } : {}),
     ...(kinds !== undefined ? { kinds } : {}),
     ...operatorCliOf(values['cli-main'], values['server-main']),
     ...(values['server-main'] !== undefined
@@ -151,10 +161,15 @@ async function main(): Promise<number> {
     seed: flags.seed,
     leaseTtlMs: flags.leaseTtlSeconds * 1000,
     ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
+    ...(flags.regions !== undefined ? { regions: flags.regions } : {}),
   });
   say(
     `idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`,
   );
+  if (flags.regions !== undefined)
+    say(
+      `regions: ${flags.regions} (region 1 as above; regions 2-${flags.regions}: ${REGION_NODES} nodes each, one-member etcd)`,
+    );
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
   if (flags.operatorCliMain !== undefined) say(`operator CLI for the faults: ${flags.operatorCliMain}`);

@@ -2,6 +2,7 @@
  * The printed report of a chaos run (issue 7): duration, IDs checked, faults (time, kind, target), fences,
  * duplicates, outage windows, and a verdict.
  */
+import { formatRegions } from './regions.js';
 import type { CallerCostReport, ClientCounts, KindCost, LatencySummary, WindowCost } from './caller-cost.js';
 import type { AuditOutcome } from './faults/audit.js';
 import type { ChaosResult } from './run.js';
@@ -18,7 +19,9 @@ export function formatReport(r: ChaosResult): string[] {
   out.push(
     `seed ${r.seed} · load ${s1(r.loadMs)} · ${r.faults.length} faults · ${r.nodeProcesses} node processes (${r.supervisorRestarts} restarted by the supervisor, ${r.spareRestarts} of them spares finding no free slot)`,
   );
-  const kinds = r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '';
+  const kinds =
+    (r.regions !== undefined ? ` --regions ${r.regions.regions.length}` : '') +
+    (r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '');
   out.push(
     `reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`,
   );
@@ -130,6 +133,7 @@ export function formatReport(r: ChaosResult): string[] {
   );
   out.push('');
   out.push(...callerCostTable(r.callerCost.byKind));
+  if (r.regions !== undefined) out.push(...formatRegions(r.regions));
   out.push('');
   out.push(...auditSection(r.audit));
   out.push('');

@@ -11,6 +11,7 @@ import type { MemberDown } from './fault-context.js';
 import type { EmbeddedFleet } from './embedded-fleet.js';
 import type { FenceEvent, NodeFleet } from './node-fleet.js';
 import { sumNodeMetrics } from './node-metrics.js';
+import { failoverReport, regionViolations, type RegionOutage, type RegionPart, type RegionsReport } from './regions.js';
 import { probeBlocksFile, readBlocksFile, readCallerRecords, type CallerRecords } from './records.js';
 import type { ChaosOptions, ChaosResult, FaultRecord } from './run.js';
 import type { Fault, FaultKind, Schedule } from './schedule.js';
@@ -50,6 +51,10 @@ export interface RunOutcome {
   readonly clockAllowances: readonly ClockAllowance[];
   readonly memberDowns: ReadonlyMap<FaultRecord, MemberDown>;
   readonly audit: AuditOutcome;
+  /** The further regions of a run over regions (empty otherwise), their outages, and each caller's home region. */
+  readonly regions: readonly RegionPart[];
+  readonly regionOutages: ReadonlyMap<FaultRecord, RegionOutage>;
+  readonly callerHomes: readonly number[];
 }
 
 /** Rule 1 over every ID a node handed to any caller, and over every ID the clients handed out. */
@@ -174,7 +179,7 @@ function judgeFences(s: RunOutcome, fenceEvents: readonly FenceEvent[], outages:
 
 /** Reads every record, checks the rules and the expectations, and builds the result. */
 export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosResult> {
-  const all = await Promise.all(Array.from({ length: o.callers }, (_, i) => readCallerRecords(s.dir, i)));
+  const all = await Promise.all(Array.from({ length: s.callerHomes.length }, (_, i) => readCallerRecords(s.dir, i)));
   const probeBlocks = await readBlocksFile(probeBlocksFile(s.dir), -1);
   // Every ID the embedded callers minted is checked with the nodes' (rules 1-3).
   const embeddedBlocks = (await s.embedded?.blocks()) ?? [];
@@ -182,8 +187,13 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
 
   const receivedIds = expandBlocks(blocks);
   const { duplicates, handedOutDuplicates, handedOut } = checkRuleOne(all, receivedIds);
-  // Rules 2 and 3.
-  const holders = checkHolders(blocks, [...s.fleet.holdings, ...(s.embedded?.holdings ?? [])]);
+  // Rules 2 and 3 (rule 2 per region: a further region's slots are its own, src/regions.ts).
+  const elsewhere = new Set(s.regions.flatMap((g) => g.fleet.incarnations.map((i) => i.url)));
+  const holders = checkHolders(elsewhere.size === 0 ? blocks : blocks.filter((b) => !elsewhere.has(b.node)), [
+    ...s.fleet.holdings,
+    ...(s.embedded?.holdings ?? []),
+  ]);
+  const regions = regionsOf(o, s, all);
   const clock = checkClockBound(blocks, CLOCK_BOUND_MS, undefined, s.clockAllowances);
 
   // Rule 4, per fault window (times relative to the load start).
@@ -209,7 +219,8 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     handedOutDuplicates.duplicates +
     handedOut.invented +
     holders.violationCount +
-    clock.violationCount;
+    clock.violationCount +
+    regionViolations(regions);
   return {
     seed: o.seed,
     kinds: o.kinds,
@@ -244,7 +255,35 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     violations,
     expectationsMissed: s.records.filter((r) => r.expectationMissed !== undefined).length,
     safetyViolations: s.records.filter((r) => r.safetyViolation !== undefined).length,
+    ...(regions !== undefined ? { regions } : {}),
   };
+}
+
+/** A run over regions: the failover table, the region-code check, rule 2 per further region (src/regions.ts). */
+function regionsOf(o: ChaosOptions, s: RunOutcome, all: readonly CallerRecords[]): RegionsReport | undefined {
+  if (s.regions.length === 0) return undefined;
+  const nodeRegion = new Map<string, number>();
+  for (const i of s.fleet.incarnations) nodeRegion.set(i.url, o.region);
+  for (const g of s.regions) for (const i of g.fleet.incarnations) nodeRegion.set(i.url, g.code);
+  return failoverReport(
+    {
+      records: s.records,
+      outages: s.regionOutages,
+      loadStart: s.loadStart,
+      loadMs: s.loadMs,
+      callers: all.map((records, i) => ({ records, home: s.callerHomes[i] ?? o.region })),
+      nodeRegion,
+      regionCodes: [o.region, ...s.regions.map((g) => g.code)],
+      fences: new Map(s.regions.map((g) => [g.code, g.fleet.fences])),
+    },
+    s.regions,
+    {
+      code: o.region,
+      etcdMembers: 3,
+      nodes: s.fleet.positions.length,
+      callers: s.callerHomes.flatMap((h, i) => (h === o.region ? [i] : [])),
+    },
+  );
 }
 
 /**

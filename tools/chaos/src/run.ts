@@ -15,6 +15,7 @@ import { ChaosRun } from './chaos-run.js';
 import type { AuditOutcome } from './faults/audit.js';
 import type { EmbeddedFaultRecord } from './embedded-fleet.js';
 import type { NodeMetrics } from './node-metrics.js';
+import type { RegionsReport } from './regions.js';
 import type { Fault, FaultKind, Schedule } from './schedule.js';
 import type {
   ClockAllowance,
@@ -40,6 +41,11 @@ export interface ChaosOptions {
   readonly rate: number;
   readonly leaseTtlSeconds: number;
   readonly region: number;
+  /**
+   * Regions (`--regions`, default 1): from 2 on, regions `region + 1` … get their own etcd, nodes and callers, every
+   * caller falls back to the other regions, and the schedule adds the region kinds (src/regions.ts).
+   */
+  readonly regions?: number;
   /** `--server-main` as given, when given (for the report's reproduce line). */
   readonly serverMainFlag?: string;
   /** Only these fault kinds (`--faults`); default all. */
@@ -146,6 +152,8 @@ export interface ChaosResult {
   readonly expectationsMissed: number;
   /** Faults whose safety expectation did not hold (any: exit non-zero, like a rule violation). */
   readonly safetyViolations: number;
+  /** A run over regions (`--regions` ≥ 2): the regions, the failover table and the region-code check. */
+  readonly regions?: RegionsReport;
 }
 
 /** libfaketime.so.1 as docs/toolchain.md finds it (`dpkg -L libfaketime`); a clear error when missing. */

@@ -39,8 +39,14 @@ export const FAULT_KINDS = [
   'standalone-empty-state',
 ] as const;
 
+/**
+ * The kinds that take a whole region away (issue 25, item 2): scheduled only in a run over regions (`--regions` ≥ 2,
+ * src/regions.ts), never in the one-region default, whose rounds stay {@link FAULT_KINDS}.
+ */
+export const REGION_FAULT_KINDS = ['region-pool-down', 'region-etcd-down'] as const;
+
 /** One kind of fault. */
-export type FaultKind = (typeof FAULT_KINDS)[number];
+export type FaultKind = (typeof FAULT_KINDS)[number] | (typeof REGION_FAULT_KINDS)[number];
 
 /** One scheduled fault. Times are milliseconds from the start of the load (callers minting). */
 export interface Fault {
@@ -77,6 +83,8 @@ export interface ScheduleOptions {
   readonly tailMs?: number;
   /** Only these kinds (default every kind), e.g. to aim a run at one fault (`--faults`). */
   readonly kinds?: readonly FaultKind[];
+  /** Regions of the run (default 1): from 2 on, the default kinds include {@link REGION_FAULT_KINDS}. */
+  readonly regions?: number;
 }
 
 /** A schedule and what it did not fit. */
@@ -202,6 +210,14 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       // The first run mints 2.5 s and stops; two more starts on the truncated file (one refused, one --fresh-state
       // pulled 1 s if it serves).
       return { effectMs: 2500, windowMs: 2500 + 4000 };
+    case 'region-pool-down':
+      // Every node of one region killed past a TTL, then restarted: each newcomer waits out last-ms + TTL before it
+      // serves (~2 TTL), while the region's callers mint from a fallback region.
+      return { effectMs: jitter(ttl * 1.5), windowMs: ttl * 4.5 };
+    case 'region-etcd-down':
+      // The region's etcd killed past the TTL (its nodes fence at their deadline), then started again: the old
+      // leases come back and must expire, the claims retry and wait out the floors (like etcd-cluster-stop).
+      return { effectMs: jitter(ttl * 1.5), windowMs: ttl * 5.5 };
   }
 }
 
@@ -245,7 +261,7 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
-  const kinds = options.kinds ?? FAULT_KINDS;
+  const kinds = options.kinds ?? ((options.regions ?? 1) >= 2 ? [...FAULT_KINDS, ...REGION_FAULT_KINDS] : FAULT_KINDS);
   if (kinds.length === 0) throw new RangeError('createSchedule: no fault kinds');
   const warmupMs = options.warmupMs ?? 2000;
   const tailMs = options.tailMs ?? 1000;
@@ -300,8 +316,10 @@ export function parseFaultKinds(list: string): FaultKind[] {
   for (const raw of list.split(',')) {
     const k = raw.trim();
     if (k === '') continue;
-    if (!(FAULT_KINDS as readonly string[]).includes(k))
-      throw new RangeError(`unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')})`);
+    if (![...FAULT_KINDS, ...REGION_FAULT_KINDS].includes(k as FaultKind))
+      throw new RangeError(
+        `unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')}; with --regions: ${REGION_FAULT_KINDS.join(', ')})`,
+      );
     if (!out.includes(k as FaultKind)) out.push(k as FaultKind);
   }
   if (out.length === 0) throw new RangeError('--faults names no fault kind');

@@ -19,6 +19,8 @@ import { etcdSlow } from './etcd-slow.js';
 import { killNode } from './kill-node.js';
 import { partitionNode } from './partition-node.js';
 import { pauseNode } from './pause-node.js';
+import { regionEtcdDown } from './region-etcd-down.js';
+import { regionPoolDown } from './region-pool-down.js';
 import { sigtermNode } from './sigterm-node.js';
 import { etcdSnapshotRestore } from './snapshot-restore.js';
 import { standaloneFault } from './standalone.js';
@@ -47,4 +49,6 @@ export const FAULT_HANDLERS: Readonly<Record<FaultKind, FaultHandler>> = {
   'standalone-pause': standaloneFault,
   'standalone-step': standaloneFault,
   'standalone-empty-state': standaloneFault,
+  'region-pool-down': regionPoolDown,
+  'region-etcd-down': regionEtcdDown,
 };
