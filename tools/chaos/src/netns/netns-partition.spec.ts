@@ -35,9 +35,10 @@ interface Minted {
 }
 
 test('a netns partition longer than the TTL: the node fences by its own deadline, late writes change nothing, no duplicates', async () => {
-  net = createNetnsNetwork(['etcd', 'n1', 'n2', 'c']);
+  const network = createNetnsNetwork(['etcd', 'n1', 'n2', 'c']);
+  net = network;
   dir = await tempDir('idgen-netns');
-  const etcd = net.member('etcd');
+  const etcd = network.member('etcd');
   const etcdUrl = `http://${etcd.address}:2379`;
   const e = etcd.spawn('etcd', [
     '--name',
@@ -76,7 +77,7 @@ test('a netns partition longer than the TTL: the node fences by its own deadline
   await c.post(`${etcdUrl}/v3/kv/put`, { key: b64('/idgen/region'), value: b64(value) }, 5000);
 
   const startNode = (name: string, workers: string): { h: ProcessHandle; url: string } => {
-    const m = net!.member(name);
+    const m = network.member(name);
     const h = m.spawn(process.execPath, [
       ...serverLaunchArgs(SERVER_MAIN),
       '--region',
@@ -205,6 +206,8 @@ test('a netns partition longer than the TTL: the node fences by its own deadline
   const maxN1 = n1w0.reduce((a, b) => (b > a ? b : a), 0n);
   const minN2 = n2w0.reduce((a, b) => (b < a ? b : a), n2w0[0] as bigint);
   expect(maxN1 < minN2).toBe(true);
+  // The late `last-ms` writes of n1 (compare on its old revision) did not win the slot back: etcd's record names n2.
+  expect(keys.find((k) => k.startsWith(`/idgen/regions/${REGION}/last-ms/${held} `))).toContain('"nodeId":"n2"');
   // Before the cut n1 minted on one worker; after the heal it serves from the other (its old one is n2's).
   for (const m of minted.filter((x) => x.node === 'n1' && x.phase === 'before'))
     for (const id of m.ids) expect(decodeId(id).worker).toBe(held);
