@@ -239,7 +239,7 @@ describe('readChrony (real processes)', () => {
 });
 
 describe('untilTimeSourceHealthy', () => {
-  const unhealthy = { healthy: false, problem: 'unsynchronised', message: 'chrony: not synchronised' } as const;
+  const unhealthy = { healthy: false, problem: 'not-synchronised', message: 'chrony: not synchronised' } as const;
   const healthy = { healthy: true, message: 'chrony: synchronised' } as const;
 
   it('reads again while unhealthy, telling each unhealthy reading, and resolves with the first healthy one', async () => {
