@@ -46,9 +46,14 @@ const published: string[] = [];
 /** The Node binaries every installed library program runs on: the runtime first, then the libraries' floor. */
 const runtimes: { major: number; node: string }[] = [];
 
-async function startServer(args: readonly string[]): Promise<{ process: ProcessHandle; url: string }> {
-  const child = spawnProcess(process.execPath, [
-    SERVER_MAIN,
+/** A node started with `args` (on loopback, no time source, no metrics), by default from the workspace's build. */
+async function startServer(
+  args: readonly string[],
+  command: readonly [string, ...string[]] = [process.execPath, SERVER_MAIN],
+): Promise<{ process: ProcessHandle; url: string }> {
+  const [cmd, ...first] = command;
+  const child = spawnProcess(cmd, [
+    ...first,
     '--time-source',
     'none',
     '--listen',
@@ -608,25 +613,16 @@ it('@idgen/server installs from the registry by version and its idgen-server run
   };
   expect(installed.version).toBe('0.1.0');
   // The installed command, as `npx idgen-server` would run it (its shebang's V8 flag included), on the runtime.
-  const child = spawnProcess(nodeOf(RUNTIME_NODE_MAJOR), [
-    '--max-semi-space-size=16',
-    join(project, 'node_modules/@idgen/server', installed.bin['idgen-server'] ?? 'missing-bin'),
-    '--standalone',
-    '--state-file',
-    join(project, 'state.json'),
-    '--region',
-    '4',
-    '--time-source',
-    'none',
-    '--listen',
-    '127.0.0.1:0',
-    '--metrics-listen',
-    'off',
-  ]);
+  const node = await startServer(
+    ['--standalone', '--state-file', join(project, 'state.json'), '--region', '4'],
+    [
+      nodeOf(RUNTIME_NODE_MAJOR),
+      '--max-semi-space-size=16',
+      join(project, 'node_modules/@idgen/server', installed.bin['idgen-server'] ?? 'missing-bin'),
+    ],
+  );
   try {
-    const open = JSON.parse(await child.waitForLine(/"msg":"serving port open/, 30_000)) as { listen: string };
-    await child.waitForLine(/"msg":"ready"/, 30_000);
-    const url = `http://127.0.0.1:${open.listen.split(':').pop() ?? ''}`;
+    const url = node.url;
     const res = await fetch(`${url}/idgen.v1.IdGenerator/NextIds`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -638,7 +634,7 @@ it('@idgen/server installs from the registry by version and its idgen-server run
     expect(body.blocks.reduce((n, b) => n + b.count, 0)).toBe(3);
     for (const b of body.blocks) expect(regionOf(b.first)).toBe(4);
   } finally {
-    await child.stop();
+    await node.process.stop();
   }
 });
 
