@@ -6,6 +6,8 @@ export type LeaseErrorCode =
   | 'layout-mismatch'
   /** A key this package reads holds something it cannot understand. */
   | 'corrupt-record'
+  /** A record of a newer schema than this release reads (docs/design.md §5 "Record schema"): upgrade this node. */
+  | 'record-schema'
   /** Every worker slot this node may claim is held. */
   | 'no-free-worker'
   /** The lease was released; it cannot start again. */
@@ -69,11 +71,34 @@ export class LayoutMismatchError extends LeaseError {
 /** A key this package reads holds garbage: says which key, what is wrong, and what it held. */
 export class CorruptRecordError extends LeaseError {
   readonly key: string;
-  constructor(key: string, problem: string, raw: string) {
+  constructor(key: string, problem: string, raw: string, code: 'corrupt-record' | 'record-schema' = 'corrupt-record') {
     const shown = raw.length > 200 ? `${raw.slice(0, 200)}…` : raw;
-    super('corrupt-record', `etcd key ${key} holds an unreadable value (${problem}): ${JSON.stringify(shown)}`, false);
+    super(code, `etcd key ${key} holds an unreadable value (${problem}): ${JSON.stringify(shown)}`, false);
     this.name = 'CorruptRecordError';
     this.key = key;
+  }
+}
+
+/**
+ * A record of a newer schema than this release reads (docs/design.md §5 "Record schema"): written by a later release
+ * that changed it. A `CorruptRecordError` (the slot, the layout or the binding is refused, as for garbage) with its
+ * own code, `record-schema`, so a node's start exits 2 (the operator's to fix); its one-line message names the key,
+ * both schemas and what to do.
+ */
+export class UnreadableSchemaError extends CorruptRecordError {
+  readonly schema: number;
+  readonly readable: number;
+  constructor(key: string, schema: number, readable: number, raw: string) {
+    super(
+      key,
+      `schema ${schema}, and this release reads schemas up to ${readable}: a later release wrote it; run that release ` +
+        `or a newer one here, never an older one, and see the README's "Upgrades" for which versions share a region`,
+      raw,
+      'record-schema',
+    );
+    this.name = 'UnreadableSchemaError';
+    this.schema = schema;
+    this.readable = readable;
   }
 }
 

@@ -31,6 +31,7 @@ export { createStandaloneLease, defaultStandaloneStateFile } from './standalone-
 export type { StandaloneLeaseOptions } from './standalone-lease.js';
 export {
   CorruptRecordError,
+  UnreadableSchemaError,
   LayoutMismatchError,
   LeaseConfigError,
   LeaseError,

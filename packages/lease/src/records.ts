@@ -1,5 +1,5 @@
 import type { LayoutRecord } from '@idgen/core';
-import { CorruptRecordError } from './errors.js';
+import { CorruptRecordError, UnreadableSchemaError } from './errors.js';
 import type { ServingNode } from './types.js';
 
 /** The etcd keys of docs/design.md §5 under one prefix. */
@@ -36,7 +36,30 @@ export interface WorkerRecord {
   readonly startedAt: string;
 }
 
-/** Parses a record's JSON object; anything else throws {@link CorruptRecordError} naming the key. */
+/**
+ * The schema of the etcd records (docs/design.md §5 "Record schema"): every JSON record may carry `"schema": N`, and
+ * a record without the field is schema 1, what release 0.1.0 wrote. This release writes schema 1 (no field: its
+ * records are byte for byte what 0.1.0 writes and reads) and reads up to {@link RECORD_SCHEMA_READ}. A release that
+ * changes a record so that the release before it would misread it writes the next schema on it, after a release
+ * that reads that schema has shipped; a node that meets a schema above what it reads refuses the record
+ * ({@link UnreadableSchemaError}), never guesses.
+ */
+export const RECORD_SCHEMA_READ = 1;
+
+/** A record's schema: 1 when it has no `schema` field; a field that is not a positive integer is garbage. */
+export function recordSchema(key: string, o: Record<string, unknown>, raw: string): number {
+  const v = o['schema'];
+  if (v === undefined) return 1;
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
+    throw new CorruptRecordError(key, 'field schema is not a positive integer', raw);
+  }
+  return v;
+}
+
+/**
+ * Parses a record's JSON object; anything else throws {@link CorruptRecordError} naming the key, and a record of a
+ * schema this release cannot read throws {@link UnreadableSchemaError} (every record parser starts here).
+ */
 export function parseJsonObject(key: string, raw: string): Record<string, unknown> {
   let value: unknown;
   try {
@@ -47,7 +70,10 @@ export function parseJsonObject(key: string, raw: string): Record<string, unknow
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new CorruptRecordError(key, 'not a JSON object', raw);
   }
-  return value as Record<string, unknown>;
+  const o = value as Record<string, unknown>;
+  const schema = recordSchema(key, o, raw);
+  if (schema > RECORD_SCHEMA_READ) throw new UnreadableSchemaError(key, schema, RECORD_SCHEMA_READ, raw);
+  return o;
 }
 
 const LAYOUT_FIELDS = ['epochMs', 'timestampBits', 'regionBits', 'workerBits', 'sequenceBits'] as const;

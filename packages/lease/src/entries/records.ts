@@ -6,7 +6,14 @@
  *
  * @packageDocumentation
  */
-export { leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from '../records.js';
+export {
+  RECORD_SCHEMA_READ,
+  leaseKeys,
+  parseLastMsRecord,
+  parseLayoutRecord,
+  parseServingNode,
+  recordSchema,
+} from '../records.js';
 export type { LastMsRecord, WorkerRecord } from '../records.js';
 export type { ServingNode } from '../types.js';
 export { lastMsUpperBound, parseTenureRecord, tenureDir, tenureKey } from '../tenure-ledger.js';
