@@ -1,8 +1,7 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
 import {
   cleanupAll,
-  freePort,
   spawnProcess,
   startEtcd,
   tempDir,
@@ -21,6 +20,7 @@ import {
   packPackage,
   run,
 } from './packages.js';
+import { startVerdaccio, type LocalRegistry } from './verdaccio.js';
 
 // The proof that a team can use idgen from a registry: every public package is published to a real npm
 // registry (Verdaccio) on loopback, then a fresh project outside the workspace installs @idgen/client and
@@ -33,12 +33,11 @@ import {
 jest.setTimeout(900_000);
 
 const SERVER_MAIN = join(ROOT, 'apps/server/dist/main.js');
-const VERDACCIO = join(ROOT, 'node_modules/verdaccio/bin/verdaccio');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
 let dir: TempDir;
 let registry: string;
-let verdaccio: ProcessHandle;
+let local: LocalRegistry;
 let server: ProcessHandle;
 let serverUrl: string;
 let etcd: EtcdServer;
@@ -67,26 +66,9 @@ async function startServer(
   return { process: child, url: `http://127.0.0.1:${open.listen.split(':').pop() ?? ''}` };
 }
 
-async function waitForRegistry(url: string): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`${url}-/ping`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    if (verdaccio.exitStatus() !== undefined) throw new Error(`verdaccio exited:\n${verdaccio.tail(30)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`verdaccio did not answer /-/ping:\n${verdaccio.tail(30)}`);
-}
-
 /** A fresh project: its own package.json, `@idgen` from our registry only, and its own npm cache. */
 function freshProject(name: string): string {
-  const path = join(dir.path, name);
-  mkdirSync(path, { recursive: true });
-  writeFileSync(join(path, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true }, null, 2));
-  writeFileSync(join(path, '.npmrc'), `@idgen:registry=${registry}\ncache=${join(dir.path, 'npm-cache')}\n`);
-  return path;
+  return local.freshProject(name);
 }
 
 /** npm's install under `node` (npm's `#!/usr/bin/env node` takes the first `node` on the PATH), with engines enforced. */
@@ -222,60 +204,12 @@ beforeAll(async () => {
   expect(versions.map((v) => v.split('.')[0])).toEqual([`v${RUNTIME_NODE_MAJOR}`, `v${LIBRARY_NODE_MAJOR}`]);
 
   dir = await tempDir('idgen-registry-');
-  const port = await freePort();
-  registry = `http://127.0.0.1:${port}/`;
-  writeFileSync(
-    join(dir.path, 'verdaccio.yaml'),
-    [
-      `storage: ${join(dir.path, 'storage')}`,
-      'auth:',
-      '  htpasswd:',
-      `    file: ${join(dir.path, 'htpasswd')}`,
-      '    max_users: 1',
-      'uplinks: {}', // nothing leaves the machine: the registry serves only what was published to it
-      'packages:',
-      "  '@idgen/*':",
-      '    access: $all',
-      '    publish: $authenticated',
-      "  '**':",
-      '    access: $all',
-      'web:',
-      '  enable: false',
-      'log: { type: stdout, format: json, level: warn }',
-      '',
-    ].join('\n'),
-  );
-  verdaccio = spawnProcess(process.execPath, [
-    VERDACCIO,
-    '--config',
-    join(dir.path, 'verdaccio.yaml'),
-    '--listen',
-    `127.0.0.1:${port}`,
-  ]);
-  await waitForRegistry(registry);
-
-  // A throwaway user and its token, in an .npmrc only the publish commands read.
-  const user = await fetch(`${registry}-/user/org.couchdb.user:registry-check`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'registry-check', password: `pw-${process.pid}-${port}`, type: 'user', roles: [] }),
-  });
-  expect(user.status).toBe(201);
-  const { token } = (await user.json()) as { token: string };
-  const publishRc = join(dir.path, 'publish.npmrc');
-  writeFileSync(publishRc, `//127.0.0.1:${port}/:_authToken=${token}\n`);
+  local = await startVerdaccio(dir.path);
+  registry = local.url;
 
   for (const pkg of PUBLIC_PACKAGES) {
     const tgz = await packPackage(pkg, join(dir.path, 'stage', pkg.name), join(dir.path, 'tarballs'));
-    const r = await npm(
-      ['publish', tgz, '--registry', registry, '--userconfig', publishRc, '--provenance=false'],
-      dir.path,
-    );
-    expect({ pkg: pkg.name, code: r.code, stderr: r.code === 0 ? '' : r.stderr }).toEqual({
-      pkg: pkg.name,
-      code: 0,
-      stderr: '',
-    });
+    await local.publish(tgz);
     published.push(pkg.name);
   }
 
@@ -286,7 +220,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await server?.stop();
-  await verdaccio?.stop();
+  await local?.stop();
   await etcd?.stop();
   await cleanupAll();
 });
