@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { PUBLIC_PACKAGES, ROOT, run } from './packages.js';
 
 // `nx release` as configured in nx.json (independent versions, conventional commits, a CHANGELOG.md per published
-// package), run as a dry run in a clone of this checkout: the first release (0.1.0, 2026-12-02) is the base, so the
+// package), run as a dry run in a clone of this checkout, on a branch from the first release (0.1.0, 2026-12-02), so the
 // plan for a `feat` on @idgen/core is a patch of core (a 0.x minor) and of every package that depends on it, each
 // with a changelog entry; a `docs` commit bumps nothing. The dry run touches no file, creates no tag and needs no
 // network (publishing is skipped). The clone gets the release's tags when this checkout lacks them (a clone made
@@ -37,6 +37,8 @@ beforeAll(async () => {
   const release = await git(['log', '--grep=^chore(release): publish', '-1', '--format=%H']);
   if (release === '') throw new Error('no `chore(release): publish` commit: the first release has not been cut');
   for (const p of PUBLIC_PACKAGES) await git(['tag', '-f', `${p.name}@${RELEASE}`, release]);
+  // From the release itself, so what landed since (feats and fixes of their own) does not enter the plan.
+  await git(['checkout', '-q', '-B', 'release-spec', release]);
   await git(['config', 'user.email', 'release-spec@example.invalid']);
   await git(['config', 'user.name', 'release spec']);
 });
