@@ -410,7 +410,9 @@ function lastMsRule(
   const last = record.tenures[record.tenures.length - 1];
   const ms = slot.lastMs;
   if (last === undefined || ms === undefined || MARKERS.has(ms.nodeId)) return;
-  // A claim in progress: the new holder wrote its first last-ms and has not yet put its tenure on record.
+  // A claim in progress: the holder of the worker key wrote its first last-ms and has not yet put its tenure on
+  // record. Holders write the two in one transaction (docs/design.md §5); this is for versions that wrote them apart,
+  // and a record that could not be joined. With the key gone, no claim vouches for the record: it is reported.
   const claiming =
     ms.leaseId !== undefined && ms.leaseId === slot.heldBy && !record.tenures.some((t) => t.leaseId === ms.leaseId);
   if (claiming) return;

@@ -33,7 +33,7 @@ import { LeaseAttributes, LeaseMetrics } from './metrics.js';
 import type { ChurnEvent } from './metrics.js';
 import { computeFloor, describeWorkerHolder, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import { closeTenure, openTenure, tenureKey, updateTenureRecord } from './tenure-ledger.js';
-import type { Tenure, TenureEnd } from './tenure-ledger.js';
+import type { JoinedWrite, Tenure, TenureEnd } from './tenure-ledger.js';
 import type { LastMsRecord, WorkerRecord } from './records.js';
 import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
 
@@ -687,12 +687,11 @@ class EtcdWorkerLease implements WorkerLease {
     };
     s.phase = { kind: 'holding', slot };
 
-    // last-ms before the first mint: a crash from here on makes the next holder wait as for an unclean end.
-    const written = await this.writeLastMs(s, false, requestTimeoutMs);
+    // last-ms and the tenure before the first mint, in one transaction: a crash from here on makes the next holder
+    // wait as for an unclean end, and the audit finds the tenure that allowed the record (docs/design.md §5).
+    const written = await this.writeFirstRecords(s, slot, claimed.last, requestTimeoutMs);
     if (written !== undefined) throw new SessionLostError(`right after the claim: ${written.why}`);
     s.loop = this.keepAliveLoop(s);
-    // The tenure on record before the first mint (tenure-ledger.ts), written while the floor is waited for.
-    const tenureWritten = this.recordTenureStart(s, slot, claimed.last);
 
     const wait = floorMs - clock.nowMs();
     this.setState(
@@ -707,8 +706,6 @@ class EtcdWorkerLease implements WorkerLease {
         (floorMs === hold ? ' (the start hold)' : ''),
     );
     await this.waitForFloor(s, floorMs);
-    const tenureProblem = await tenureWritten;
-    if (tenureProblem !== undefined) throw new SessionLostError(tenureProblem);
 
     this.checkSession(s);
     this.lifetime.signal.throwIfAborted();
@@ -732,18 +729,25 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   /**
-   * Records this session's tenure, open, in the slot's tenure record (closing a predecessor's left open), before the
-   * first mint: `undefined` once on record (or when the record is unreadable: left for an operator, the audit reports
-   * it), else why the claim must not go on (the slot is not ours, or etcd did not answer: the claim is tried again).
-   * A change under the key by someone else is logged, never fenced for: the record is an audit trail, not a safety
-   * record (docs/design.md §5).
+   * The claim's first records, before the first mint (docs/design.md §5): the first `last-ms` and this session's
+   * tenure, open, in the slot's tenure record (closing a predecessor's left open), in ONE transaction comparing the
+   * worker key's lease, `last-ms`'s and the record's mod revisions (and a borrowed code's spare record): both land or
+   * neither. Written apart, a holder that died between the two left a `last-ms` no tenure allowed, which the audit
+   * cannot tell from a holder that minted without a tenure. `undefined` once written, else why the slot is not ours
+   * ({@link SlotLoss}). A tenure record that is unreadable (left for an operator: the audit reports it), keeps
+   * changing under us (someone else's hand: logged, never fenced for, it is an audit record), or already holds this
+   * tenure, cannot be joined: `last-ms` is then written on its own, as every refresh is ({@link writeLastMs}).
    */
-  private async recordTenureStart(
+  private async writeFirstRecords(
     s: Session,
     slot: SessionSlot,
     last: LastMsRecord | undefined,
-  ): Promise<string | undefined> {
-    const now = this.cfg.clock.nowMs();
+    timeoutMs: number,
+  ): Promise<SlotLoss | undefined> {
+    const { clock, prefix } = this.cfg;
+    const startMono = clock.monoMs();
+    const now = clock.nowMs();
+    const iso = new Date(now).toISOString();
     const mine: Tenure = {
       code: slot.region,
       worker: slot.worker,
@@ -753,17 +757,37 @@ class EtcdWorkerLease implements WorkerLease {
       firstMs: slot.floorMs + 1,
       lastMs: null,
       end: 'open',
-      startedAt: new Date(now).toISOString(),
+      startedAt: iso,
     };
     s.tenure = mine;
-    const iso = new Date(now).toISOString();
-    try {
-      const outcome = await this.updateTenure(s, (r) => openTenure(r, mine, last, this.cfg.ttlMs, iso));
-      if (outcome === 'not-held') return 'the worker key is no longer held by this lease (tenure record)';
-      return undefined;
-    } catch (e) {
-      return `the tenure record was not written: ${errorText(e)}`;
+    const record = this.nextLastMs(s, slot, false);
+    const lastKey = leaseKeys.lastMs(prefix, slot.region, slot.worker);
+    const outcome = await this.updateTenure(s, (r) => openTenure(r, mine, last, this.cfg.ttlMs, iso), {
+      key: lastKey,
+      expectedRevision: s.lastMsRevision,
+      value: JSON.stringify(record),
+      ...(slot.spare === undefined ? {} : { guard: slot.spare }),
+    });
+    const rewound = this.history.problem;
+    if (rewound !== undefined) {
+      this.distrust(rewound);
+      return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
     }
+    if (outcome === 'not-held') return lost('the worker key is no longer held by this lease');
+    if (outcome === 'joined-withdrawn') {
+      return {
+        kind: 'withdrawn',
+        why: `spare code ${slot.region} is being reclaimed (${slot.spare?.key} changed): the borrowed slot ${slot.region}/${slot.worker} is given back`,
+      };
+    }
+    if (outcome === 'written' && s.tenureRevision !== undefined) {
+      // One transaction: `last-ms`'s mod revision is the record's.
+      s.lastMsRevision = s.tenureRevision;
+      s.ackedLastMs = Math.max(s.ackedLastMs, record.ms);
+      return undefined;
+    }
+    // Not joined (see above); a `last-ms` not at the revision the claim read is judged as every write judges it.
+    return this.writeLastMs(s, false, Math.max(1, timeoutMs - (clock.monoMs() - startMono)));
   }
 
   /**
@@ -786,10 +810,17 @@ class EtcdWorkerLease implements WorkerLease {
     }
   }
 
+  /**
+   * Updates this session's tenure record (tenure-ledger.ts's updateTenureRecord), with `joined` in the same
+   * transaction if given: `written` (the record changed, `joined` with it), `not-held`, `joined-moved` and
+   * `joined-withdrawn` (nothing written), or `left` (nothing needed writing, or the record is unreadable or kept
+   * changing: logged; nothing written, `joined` included).
+   */
   private async updateTenure(
     s: Session,
     update: Parameters<typeof updateTenureRecord>[3],
-  ): Promise<'written' | 'not-held' | 'left'> {
+    joined?: JoinedWrite,
+  ): Promise<'written' | 'not-held' | 'left' | 'joined-moved' | 'joined-withdrawn'> {
     const { prefix, requestTimeoutMs } = this.cfg;
     const slot = slotOf(s);
     if (slot === undefined) return 'not-held';
@@ -797,13 +828,16 @@ class EtcdWorkerLease implements WorkerLease {
     const keys = { worker: leaseKeys.worker(prefix, region, worker), tenures: tenureKey(prefix, region, worker) };
     const outcome = await updateTenureRecord(this.requireClient(), s.leaseId, keys, update, requestTimeoutMs, {
       ...(s.tenureRevision === undefined ? {} : { lastWritten: s.tenureRevision }),
+      ...(joined === undefined ? {} : { joined, history: this.history }),
       onForeign: (found) =>
         this.cfg.logger.error(
           { key: keys.tenures, found: found?.value.slice(0, 200) ?? 'deleted' },
           'lease: the tenure record changed under a key this holder holds, not by a write of its own (not fenced: it is an audit record; idgen audit reports it)',
         ),
     });
-    if (outcome.kind === 'not-held') return 'not-held';
+    if (outcome.kind === 'not-held' || outcome.kind === 'joined-moved' || outcome.kind === 'joined-withdrawn')
+      return outcome.kind;
+    if (outcome.kind === 'unchanged' && joined !== undefined) return 'left';
     if (outcome.kind === 'unreadable') {
       this.cfg.logger.error(
         { key: keys.tenures, err: outcome.problem },
@@ -875,6 +909,24 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   /**
+   * The `last-ms` record to send now: at least the clock, the floor, the last minted millisecond and every value
+   * acknowledged before (counted as sent).
+   */
+  private nextLastMs(s: Session, slot: SessionSlot, released: boolean): LastMsRecord {
+    const now = this.cfg.clock.nowMs();
+    const ms = Math.max(now, slot.floorMs, this.target.lastMintedMs(), s.ackedLastMs);
+    s.sentLastMs = Math.max(s.sentLastMs, ms);
+    return {
+      ms,
+      released,
+      nodeId: this.cfg.nodeId,
+      leaseId: s.leaseId,
+      at: new Date(now).toISOString(),
+      ttlMs: this.cfg.ttlMs,
+    };
+  }
+
+  /**
    * Writes `last-ms`; `undefined` when etcd acknowledged it, else why the slot is not ours any more ({@link SlotLoss}).
    *
    * The value is at least the clock now, the floor, the last minted millisecond and every value written
@@ -898,17 +950,8 @@ class EtcdWorkerLease implements WorkerLease {
     const { clock } = this.cfg;
     const startMono = clock.monoMs();
     for (let attempt = 0; attempt < 2; attempt++) {
-      const now = clock.nowMs();
-      const ms = Math.max(now, slot.floorMs, this.target.lastMintedMs(), s.ackedLastMs);
-      s.sentLastMs = Math.max(s.sentLastMs, ms);
-      const record: LastMsRecord = {
-        ms,
-        released,
-        nodeId: this.cfg.nodeId,
-        leaseId: s.leaseId,
-        at: new Date(now).toISOString(),
-        ttlMs: this.cfg.ttlMs,
-      };
+      const record = this.nextLastMs(s, slot, released);
+      const { ms } = record;
       const left = timeoutMs - (clock.monoMs() - startMono);
       const keys = { worker: workerKey, lastMs: lastKey };
       // A borrowed slot's refreshes compare its spare record (docs/design.md §7); the final released record does not.

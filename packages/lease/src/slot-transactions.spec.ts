@@ -6,6 +6,8 @@ import { leaseKeys, parseLastMsRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
 import { uniquePrefix } from './recording-target.test-helper.js';
 import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
+import { openTenure, updateTenureRecord } from './tenure-ledger.js';
+import type { Tenure, TenureRecord } from './tenure-ledger.js';
 
 jest.setTimeout(60_000);
 
@@ -137,5 +139,71 @@ describe('writeLastMsRecord', () => {
       isOwnLateWrite(key, { value: '{"ms":0,"released":true}', lease: '0', modRevision: '9' }, own),
     ).toBeUndefined();
     expect(isOwnLateWrite(key, undefined, own)).toBeUndefined();
+  });
+});
+
+describe('updateTenureRecord with a joined last-ms write (the claim, docs/design.md §5)', () => {
+  const tenure = (leaseId: string): Tenure => ({
+    code: 2,
+    worker: 9,
+    kind: 'service',
+    nodeId: 'node-a',
+    leaseId,
+    firstMs: 1000,
+    lastMs: null,
+    end: 'open',
+    startedAt: new Date(0).toISOString(),
+  });
+  const setup = async (name: string) => {
+    const prefix = uniquePrefix(name);
+    const keys = keysOf(prefix, 9);
+    const tenures = leaseKeys.tenures(prefix, 2, 9);
+    const { lease, id } = await grant();
+    const claimed = await claimSlot(client, lease, id, keys, '{"nodeId":"node-a"}', 2000);
+    expect(claimed.kind).toBe('claimed');
+    const joined = { key: keys.lastMs, expectedRevision: '0', value: JSON.stringify(record(999, id)) };
+    const open = (r: TenureRecord): TenureRecord | undefined =>
+      openTenure(r, tenure(id), undefined, 6000, new Date(0).toISOString());
+    return { keys: { worker: keys.worker, tenures }, lastMs: keys.lastMs, id, joined, open };
+  };
+  const read = async (key: string) => (await client.get(key).exec()).kvs[0];
+
+  it('writes last-ms and the open tenure at one revision, both or neither', async () => {
+    const { keys, lastMs, id, joined, open } = await setup('joined');
+    const outcome = await updateTenureRecord(client, id, keys, open, 2000, { joined });
+    expect(outcome.kind).toBe('written');
+    const revision = outcome.kind === 'written' ? outcome.revision : undefined;
+    expect((await read(lastMs))?.mod_revision).toBe(revision);
+    expect((await read(keys.tenures))?.mod_revision).toBe(revision);
+    expect((await lastMsNow(lastMs)).ms).toBe(999);
+  });
+
+  it('a last-ms not at the revision read: nothing written, the tenure neither', async () => {
+    const { keys, lastMs, id, joined, open } = await setup('joined-moved');
+    await client.put(lastMs).value(JSON.stringify(record(5, '1')));
+    const outcome = await updateTenureRecord(client, id, keys, open, 2000, { joined });
+    expect(outcome).toMatchObject({ kind: 'joined-moved', found: { modRevision: (await read(lastMs))?.mod_revision } });
+    expect(await read(keys.tenures)).toBeUndefined();
+    expect((await lastMsNow(lastMs)).ms).toBe(5);
+  });
+
+  it('a worker key no longer held: nothing written, last-ms neither', async () => {
+    const { keys, lastMs, id, joined, open } = await setup('joined-lost');
+    await client.delete().key(keys.worker);
+    expect(await updateTenureRecord(client, id, keys, open, 2000, { joined })).toEqual({ kind: 'not-held' });
+    expect(await read(keys.tenures)).toBeUndefined();
+    expect(await read(lastMs)).toBeUndefined();
+  });
+
+  it("a borrowed code's spare record changed (a reclaim): joined-withdrawn, nothing written", async () => {
+    const { keys, lastMs, id, joined, open } = await setup('joined-withdrawn');
+    const spare = `${keys.worker}-spare`;
+    await client.put(spare).value('lent');
+    const guard = { key: spare, modRevision: (await read(spare))?.mod_revision ?? '' };
+    await client.put(spare).value('reclaiming');
+    const outcome = await updateTenureRecord(client, id, keys, open, 2000, { joined: { ...joined, guard } });
+    expect(outcome).toEqual({ kind: 'joined-withdrawn' });
+    expect(await read(keys.tenures)).toBeUndefined();
+    expect(await read(lastMs)).toBeUndefined();
   });
 });

@@ -227,7 +227,25 @@ export type TenureWriteOutcome =
   /** The record there does not parse: left as it is, for an operator (the audit reports it). */
   | { readonly kind: 'unreadable'; readonly problem: string }
   /** The record kept changing under a key this lease holds: `foreign` describes the writes found. */
-  | { readonly kind: 'contended'; readonly foreign: string };
+  | { readonly kind: 'contended'; readonly foreign: string }
+  /** The {@link JoinedWrite}'s key was not at its expected revision (`found`: what is there). Nothing was written. */
+  | { readonly kind: 'joined-moved'; readonly found: KeyRead | undefined }
+  /** The {@link JoinedWrite}'s guard changed (a borrowed code being reclaimed, §7). Nothing was written. */
+  | { readonly kind: 'joined-withdrawn' };
+
+/**
+ * A write made in the same transaction as the tenure record's, compared as its own writes are: the holder's first
+ * `last-ms` at its claim (docs/design.md §5), so that the two land together or not at all. Only `written` means it
+ * landed; with any other outcome nothing was written, and the caller writes it on its own if it still should.
+ */
+export interface JoinedWrite {
+  readonly key: string;
+  /** Its mod revision as the holder last read or wrote it ("0": absent), compared. */
+  readonly expectedRevision: string;
+  readonly value: string;
+  /** A key compared at its mod revision as well (a borrowed code's spare record, docs/design.md §7). */
+  readonly guard?: { readonly key: string; readonly modRevision: string };
+}
 
 /**
  * Updates a slot's tenure record with `update` (a pure function of the record read; `undefined`: nothing to write).
@@ -238,6 +256,9 @@ export type TenureWriteOutcome =
  * idempotent, so a late write of ours is found and nothing is written twice), at most `attempts` times; a change that
  * is not ours is reported to the caller (`onForeign`), who logs it: the record is not a safety record, and no holder is
  * fenced for it.
+ *
+ * `o.joined` ({@link JoinedWrite}) is put in the same transaction, its key and guard compared too; it lands only with
+ * a record that `update` changed (`unchanged`, `unreadable` and `contended` write nothing, it included).
  */
 export async function updateTenureRecord(
   client: Etcd3,
@@ -251,6 +272,7 @@ export async function updateTenureRecord(
     /** The mod revision this holder's last write left: a record found at another one was changed by someone else. */
     lastWritten?: string;
     onForeign?: (found: KeyRead | undefined) => void;
+    joined?: JoinedWrite;
   } = {},
 ): Promise<TenureWriteOutcome> {
   const started = Date.now();
@@ -272,27 +294,44 @@ export async function updateTenureRecord(
       return { kind: 'unreadable', problem: (e as Error).message };
     }
     const next = update(current);
-    // After a failed compare, a record that needs nothing more holds our own write, landed late.
-    if (next === undefined) return { kind: moved ? 'written' : 'unchanged' };
+    // After a failed compare, a record that needs nothing more holds our own write, landed late; with a joined write
+    // it would have failed the joined key's compare first, so that write is not ours: `unchanged`, nothing joined.
+    if (next === undefined) return { kind: moved && o.joined === undefined ? 'written' : 'unchanged' };
     if (moved) {
       o.onForeign?.(read.tenures);
       foreign = read.tenures === undefined ? 'deleted' : JSON.stringify(read.tenures.value.slice(0, 120));
     }
     const expected = read.tenures?.modRevision ?? '0';
+    const j = o.joined;
+    let cmp = client.if(keys.worker, 'Lease', '==', leaseId).and(keys.tenures, 'Mod', '==', expected);
+    if (j !== undefined) cmp = cmp.and(j.key, 'Mod', '==', j.expectedRevision);
+    if (j?.guard !== undefined) cmp = cmp.and(j.guard.key, 'Mod', '==', j.guard.modRevision);
     const res = await withTimeout(
-      client
-        .if(keys.worker, 'Lease', '==', leaseId)
-        .and(keys.tenures, 'Mod', '==', expected)
-        .then(client.put(keys.tenures).value(JSON.stringify(next)))
-        .else(client.get(keys.worker), client.get(keys.tenures))
+      cmp
+        .then(
+          ...(j === undefined ? [] : [client.put(j.key).value(j.value)]),
+          client.put(keys.tenures).value(JSON.stringify(next)),
+        )
+        .else(
+          client.get(keys.worker),
+          client.get(keys.tenures),
+          ...(j === undefined ? [] : [client.get(j.key)]),
+          ...(j?.guard === undefined ? [] : [client.get(j.guard.key)]),
+        )
         .options(deadlineIn(left()))
         .commit(),
       left(),
-      `tenure write to ${keys.tenures}`,
+      j === undefined ? `tenure write to ${keys.tenures}` : `${j.key} and tenure write to ${keys.tenures}`,
     );
     o.history?.observe(res.header);
     if (res.succeeded) return { kind: 'written', revision: String(res.header.revision) };
     read = { worker: rangeKey(res.responses[0]), tenures: rangeKey(res.responses[1]), header: res.header };
+    if (j !== undefined && read.worker?.lease === leaseId) {
+      const found = rangeKey(res.responses[2]);
+      if ((found?.modRevision ?? '0') !== j.expectedRevision) return { kind: 'joined-moved', found };
+      if (j.guard !== undefined && rangeKey(res.responses[3])?.modRevision !== j.guard.modRevision)
+        return { kind: 'joined-withdrawn' };
+    }
     moved = true;
   }
   return { kind: 'contended', foreign };

@@ -1,7 +1,7 @@
-// Every slot tenure on record (tenure-ledger.ts), on a real etcd: a claim opens a tenure at floor + 1, a
-// release closes it at the final released millisecond, a crashed holder's tenure is closed `expired` by the next
-// holder with the bound of what it may have minted (and the next one starts above it), and 40 tenures on one slot
-// keep the record at K entries with `compacted` counting the rest.
+// Every slot tenure on record (tenure-ledger.ts), on a real etcd: a claim opens a tenure at floor + 1, in the
+// transaction of its first last-ms; a release closes it at the final released millisecond; a crashed holder's tenure
+// is closed `expired` by the next holder with the bound of what it may have minted (and the next one starts above
+// it); and 40 tenures on one slot keep the record at K entries with `compacted` counting the rest.
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
@@ -55,6 +55,17 @@ describe('the tenure record', () => {
       expect.objectContaining({ leaseId, firstMs: floor + 1, lastMs: final.ms, end: 'released' }),
     ]);
     expect(closed.tenures[0]?.lastMs).toBeGreaterThanOrEqual(target.lastMinted);
+  });
+
+  it('writes the first last-ms and the open tenure in one transaction: both created at one revision', async () => {
+    const prefix = uniquePrefix('tenure-joint');
+    const a = lease(options(prefix, { workers: '9-9', nodeId: 'node-joint' }), new RecordingTarget('joint'));
+    await a.start();
+    const created = async (key: string): Promise<string | undefined> =>
+      (await kv.get(key).exec()).kvs[0]?.create_revision;
+    const lastMs = await created(leaseKeys.lastMs(prefix, 2, 9));
+    expect(lastMs).toBeDefined();
+    expect(await created(leaseKeys.tenures(prefix, 2, 9))).toBe(lastMs);
   });
 
   it("closes a crashed holder's tenure expired at last-ms + TTL; the next holder starts above it", async () => {
