@@ -278,7 +278,7 @@ export function partitionSection(r: Pick<ChaosResult, 'faults' | 'callerCost'>):
   const table = callerCostTable(r.callerCost.byKind.filter((k) => kinds.has(k.kind)));
   return [
     '',
-    "partitions side by side (proxy: the TCP proxy reads and drops, closes every connection on restore; netns: the router namespace drops silently both ways, the kernels retransmit; cut→fence: to the cut node's first fence line; heal→etcd: to its first answer from etcd after the heal, a slot held or a claim refused for no free slot):",
+    "partitions side by side (proxy: the TCP proxy reads and drops, closes every connection on restore; netns: the router namespace drops silently both ways, the kernels retransmit; cut→fence: to the cut node's first fence line; heal→etcd: to its first claim etcd settled after the heal, a slot claimed or held, or refused for no free slot):",
     `  ${'fault'.padEnd(28)} ${'via'.padEnd(5)} ${'node'.padEnd(6)} ${'cut'.padStart(9)} ${'cut→fence'.padStart(9)} ${'takeover'.padStart(9)} ${'heal→etcd'.padStart(9)}  ${'probe ok/refused'.padStart(16)}  fences (answer)`,
     ...runs.map((f) => {
       const p = f.partition as NonNullable<typeof f.partition>;

@@ -114,8 +114,8 @@ export interface PartitionFigures {
   readonly takeoverMs: number | undefined;
   readonly cutMs: number;
   /**
-   * Heal → the cut node's first answer from etcd (a claim refused for no free slot, or a slot held again): how soon it
-   * hears etcd again; undefined: not within the fault's window.
+   * Heal → the cut node's first claim etcd settled (a slot claimed or held, or refused for no free slot): how soon it
+   * hears etcd again; undefined: not within 30 s.
    */
   healToEtcdMs: number | undefined;
   /** What that first answer was. */

@@ -49,13 +49,14 @@ async function handItASlot(c: FaultContext, position: string): Promise<boolean> 
     return false;
   }
   const t0 = Date.now();
+  const released = victim.worker;
   victim.expectedExit = true;
   await victim.handle.stop(15_000);
   while (holding() === undefined && Date.now() - t0 < HAND_OVER_MS && !run.o.signal.aborted) await run.sleep(100);
   const next = await run.fleet.start(victim.position);
   const got = holding();
   r.notes.push(
-    `the netns node was the spare: ${victim.name} SIGTERMed to hand it worker ${victim.worker ?? '-'}; ${got === undefined ? 'not taken' : `${got.name} held worker ${got.worker ?? '-'} after ${secondsSince(t0)} s`}; replacement ${next.name}`,
+    `the netns node was the spare: ${victim.name} SIGTERMed to hand it worker ${released ?? '-'}; ${got === undefined ? 'not taken' : `${got.name} held worker ${got.worker ?? '-'} after ${secondsSince(t0)} s`}; replacement ${next.name}`,
   );
   if (got === undefined) {
     r.expectationMissed = `the netns node ${position} claimed no slot within ${HAND_OVER_MS / 1000} s of a release`;

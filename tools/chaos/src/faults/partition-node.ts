@@ -72,14 +72,19 @@ export async function runPartition(c: FaultContext, inc: Incarnation, link: Part
   void watchAnswer(c, inc, seenAtHeal, healAt, figures);
 }
 
-/** A line of the cut node that is an answer from etcd: a slot held, or a claim refused for no free slot. */
+/**
+ * A line of the cut node that shows a claim etcd settled: a slot claimed (waiting out its floor) or held, or a claim
+ * refused for no free slot. Not a late answer to a request sent during the cut (a lease granted then is fenced at a
+ * deadline counted from its send time, and its keep-alives may still wait on a retransmission).
+ */
 function answerOf(line: string): string | undefined {
   if (line.includes('"msg":"lease: alive"')) return 'held a slot';
+  if (line.includes('"state":"waiting-for-floor"')) return 'claimed a slot';
   if (line.includes('no free worker slot')) return 'claim refused: no free slot';
   return undefined;
 }
 
-/** In the background: the cut node's first answer from etcd after the heal, into `figures` (read by the report). */
+/** In the background: the cut node's first claim etcd settled after the heal, into `figures` (read by the report). */
 async function watchAnswer(
   c: FaultContext,
   inc: Incarnation,
