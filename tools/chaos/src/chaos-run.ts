@@ -100,6 +100,7 @@ export class ChaosRun implements FaultRun {
       leaseTtlMs: this.ttlMs,
       ...(o.kinds !== undefined ? { kinds: o.kinds } : {}),
       ...(o.regions !== undefined ? { regions: o.regions } : {}),
+      ...(o.netns === true ? { netns: true } : {}),
     });
     this.operatorCli = o.operatorCliMain ?? o.cliMain;
   }
@@ -355,8 +356,8 @@ export class ChaosRun implements FaultRun {
       begin,
       until: () => this.sleep(begin + f.effectMs - Date.now()),
       line,
-      hitNode: async (noteWorker) => {
-        const inc = await this.#pickNode(f);
+      hitNode: async (noteWorker, position) => {
+        const inc = position !== undefined ? this.fleet.current(position) : await this.#pickNode(f);
         if (inc === undefined) return undefined;
         r.target = inc.name;
         if (noteWorker) r.notes.push(`held worker ${inc.worker ?? '-'}`);
@@ -425,6 +426,7 @@ export class ChaosRun implements FaultRun {
       nodes: o.nodes,
       slots: o.slots,
       leaseTtlSeconds: o.leaseTtlSeconds,
+      ...(o.netns === true ? { netns: { position: 'n1', relayMain: o.relayMain } } : {}),
       say: o.say,
     });
     o.say(

@@ -61,8 +61,11 @@ export interface FaultContext {
   until(): Promise<void>;
   /** Announces the fault and its target (`t+…s fault #n kind → target`). */
   line(): void;
-  /** The fault's node: named in the record (with the worker it held), announced, its metrics scraped first. */
-  hitNode(noteWorker: boolean): Promise<Incarnation | undefined>;
+  /**
+   * The fault's node (picked among those serving, or the running process of `position`): named in the record (with
+   * the worker it held), announced, its metrics scraped first.
+   */
+  hitNode(noteWorker: boolean, position?: string): Promise<Incarnation | undefined>;
 }
 
 /** Runs one fault kind; writes what it saw into `c.record`. */

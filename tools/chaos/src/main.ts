@@ -2,7 +2,7 @@
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
  * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--embedded 3] [--nodes 4] [--slots 3]
- *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--regions N] [--server-main PATH] [--cli-main PATH]`
+ *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--regions N] [--netns] [--server-main PATH] [--cli-main PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
  * 130 interrupted (everything started is cleaned up either way).
@@ -19,6 +19,7 @@ import { REGION_NODES } from './regions.js';
 import {
   FAULT_KINDS,
   REGION_FAULT_KINDS,
+  NETNS_FAULT_KINDS,
   FULL_ROUND_SECONDS,
   createSchedule,
   formatFault,
@@ -26,7 +27,7 @@ import {
   type FaultKind,
 } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--regions <n>] [--server-main <path>] [--cli-main <path>]
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--regions <n>] [--netns] [--server-main <path>] [--cli-main <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
@@ -39,6 +40,9 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')}; with --regions also ${REGION_FAULT_KINDS.join(', ')})
   --regions    regions (default 1; 3 to 8: regions 2 … N each get a one-member etcd bound to their code, ${REGION_NODES} nodes and
                callers; every caller falls back to the other regions; adds the region kinds and the failover table)
+  --netns      run node n1 in its own network namespace, reaching etcd through a router namespace, and add the kind
+               ${NETNS_FAULT_KINDS.join(', ')} (a silent cut in the router: no RST, kernels retransmit; its callers still reach
+               it). Needs root and iproute2: without them the run fails, it never falls back to the proxy
   --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
                e.g. another commit's worktree: the same harness and verification against older code
   --cli-main   the operator's idgen the faults run (spare lend, region restored; default that build's
@@ -50,7 +54,7 @@ function say(line: string): void {
 
 function parse(argv: string[]): Omit<
   ChaosOptions,
-  'signal' | 'say' | 'serverMain' | 'callerMain' | 'embeddedMain' | 'cliMain'
+  'signal' | 'say' | 'serverMain' | 'callerMain' | 'relayMain' | 'embeddedMain' | 'cliMain'
 > & {
   serverMain?: string;
 } {
@@ -68,6 +72,7 @@ function parse(argv: string[]): Omit<
       'lease-ttl': { type: 'string', default: '3' },
       faults: { type: 'string' },
       regions: { type: 'string', default: '1' },
+      netns: { type: 'boolean', default: false },
       'server-main': { type: 'string' },
       'cli-main': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -91,6 +96,9 @@ function parse(argv: string[]): Omit<
   const regionKinds = (kinds ?? []).filter((k) => (REGION_FAULT_KINDS as readonly string[]).includes(k));
   if (regions < 2 && regionKinds.length > 0)
     throw new RangeError(`--faults ${regionKinds.join(',')} needs --regions 3 or more`);
+  const netnsKinds = (kinds ?? []).filter((k) => (NETNS_FAULT_KINDS as readonly string[]).includes(k));
+  if (values.netns !== true && netnsKinds.length > 0)
+    throw new RangeError(`--faults ${netnsKinds.join(',')} needs --netns`);
   if (values['server-main'] !== undefined && values['server-main'] === '')
     throw new RangeError('--server-main needs a path');
   return {
@@ -105,6 +113,7 @@ function parse(argv: string[]): Omit<
     leaseTtlSeconds: int('lease-ttl', values['lease-ttl'], 2, 60),
     region: 1,
     ...(regions > 1 ? { regions } : {}),
+    ...(values.netns === true ? { netns: true } : {}),
     ...(kinds !== undefined ? { kinds } : {}),
     ...operatorCliOf(values['cli-main'], values['server-main']),
     ...(values['server-main'] !== undefined
@@ -162,6 +171,7 @@ async function main(): Promise<number> {
     leaseTtlMs: flags.leaseTtlSeconds * 1000,
     ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
     ...(flags.regions !== undefined ? { regions: flags.regions } : {}),
+    ...(flags.netns === true ? { netns: true } : {}),
   });
   say(
     `idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`,
@@ -170,6 +180,8 @@ async function main(): Promise<number> {
     say(
       `regions: ${flags.regions} (region 1 as above; regions 2-${flags.regions}: ${REGION_NODES} nodes each, one-member etcd)`,
     );
+  if (flags.netns === true)
+    say('netns: n1 in its own network namespace, etcd through a router namespace (netns-partition cuts it there)');
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
   if (flags.operatorCliMain !== undefined) say(`operator CLI for the faults: ${flags.operatorCliMain}`);

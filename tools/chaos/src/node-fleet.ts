@@ -28,6 +28,7 @@ import {
   type ProcessHandle,
   type TcpProxy,
 } from '@idgen/testing';
+import { createNetnsNodeLink, type NetnsExposure, type NetnsNodeLink } from './netns/netns-node-link.js';
 import { NO_METRICS, parseNodeMetrics, type NodeMetrics } from './node-metrics.js';
 import type { Holding } from './verify.js';
 
@@ -88,6 +89,11 @@ export interface NodeFleetOptions {
   readonly leaseTtlSeconds: number;
   /** Nodes reach etcd through a proxy per position and member (default true; false: straight to etcd). */
   readonly etcdLinks?: boolean;
+  /**
+   * The position that runs in its own network namespace and reaches etcd through the router namespace
+   * (`--netns`, src/netns/netns-node-link.ts), and the relay agent it needs (dist/netns/relay-main.js).
+   */
+  readonly netns?: { readonly position: string; readonly relayMain: string };
   /** Delay before an exited process is restarted (default 2000 ms). */
   readonly restartDelayMs?: number;
   /** Progress lines. */
@@ -125,6 +131,12 @@ export interface NodeFleet {
   setEtcdLatency(ms: number): void;
   /** Whether the position's link to etcd is cut. */
   etcdCut(position: string): boolean;
+  /** The position in its own network namespace (`--netns`), if any. */
+  readonly netnsPosition: string | undefined;
+  /** Cuts the netns position off from etcd in the router namespace (silence both ways; callers still reach it). */
+  netnsCut(): void;
+  /** Deletes the netns cut. */
+  netnsHeal(): void;
   /** Writes `offset` (faketime syntax: `-3`, `-0.008`, `+0`) into the position's clock-control file. */
   setClock(position: string, offset: string): Promise<void>;
   /** Scrapes one process's /metrics (kept on the incarnation). */
@@ -212,6 +224,8 @@ class ChaosNodeFleet implements NodeFleet {
   readonly #listed = new Set<Incarnation>();
   readonly #usedPorts = new Set<number>();
   readonly #links = new Map<string, TcpProxy[]>();
+  readonly #exposures = new Map<Incarnation, NetnsExposure>();
+  #netns: NetnsNodeLink | undefined;
   readonly #restartDelayMs: number;
   readonly #useLinks: boolean;
   readonly #timer: NodeJS.Timeout;
@@ -243,6 +257,16 @@ class ChaosNodeFleet implements NodeFleet {
   async startAll(): Promise<void> {
     await this.#writeList();
     if (this.#useLinks) await this.#openLinks();
+    const ns = this.#o.netns;
+    if (ns !== undefined) {
+      this.#netns = await createNetnsNodeLink({
+        etcdTargets: this.#useLinks ? this.#linkOf(ns.position).map((p) => p.address) : this.#o.etcd.map(hostPortOf),
+        relayMain: ns.relayMain,
+      });
+      this.#o.say(
+        `  ${ns.position} runs in its own network namespace, reaching etcd through a router namespace (--netns)`,
+      );
+    }
     for (const p of this.positions) await this.start(p);
   }
 
@@ -271,16 +295,23 @@ class ChaosNodeFleet implements NodeFleet {
     this.#counters.set(position, n);
     const name = `${position}#${n}`;
     await writeFile(this.#clockFile(position), '+0\n');
-    const listenPort = await this.#port();
-    const metricsPort = await this.#port();
-    const address = `127.0.0.1:${listenPort}`;
-    const handle = this.#spawn(position, n, address, metricsPort);
+    const exposure =
+      this.#netns !== undefined && position === this.#o.netns?.position
+        ? await this.#netns.expose(() => this.#port())
+        : undefined;
+    const listenPort = exposure === undefined ? await this.#port() : 0;
+    const metricsPort = exposure === undefined ? await this.#port() : 0;
+    const address = exposure?.address ?? `127.0.0.1:${listenPort}`;
+    const handle = this.#spawn(position, n, {
+      listen: exposure?.listen ?? address,
+      metrics: exposure?.metricsListen ?? `127.0.0.1:${metricsPort}`,
+    });
     const inc: Incarnation = {
       name,
       position,
       url: `http://${address}`,
       address,
-      metricsUrl: `http://127.0.0.1:${metricsPort}/metrics`,
+      metricsUrl: exposure?.metricsUrl ?? `http://127.0.0.1:${metricsPort}/metrics`,
       handle,
       spawnedMs: Date.now(),
       readyMs: undefined,
@@ -298,6 +329,7 @@ class ChaosNodeFleet implements NodeFleet {
       log: createWriteStream(join(this.#o.dir, `node-${name.replace('#', '-')}.log`)),
     };
     this.incarnations.push(inc);
+    if (exposure !== undefined) this.#exposures.set(inc, exposure);
     return inc;
   }
 
@@ -322,7 +354,23 @@ class ChaosNodeFleet implements NodeFleet {
   }
 
   etcdCut(position: string): boolean {
-    return this.#useLinks && this.#linkOf(position).some((p) => p.isCut);
+    return (
+      (this.#useLinks && this.#linkOf(position).some((p) => p.isCut)) ||
+      (position === this.netnsPosition && this.#netns?.isCut() === true)
+    );
+  }
+
+  get netnsPosition(): string | undefined {
+    return this.#netns === undefined ? undefined : this.#o.netns?.position;
+  }
+
+  netnsCut(): void {
+    if (this.#netns === undefined) throw new Error('no netns position (--netns)');
+    this.#netns.cut();
+  }
+
+  netnsHeal(): void {
+    if (this.#netns?.isCut() === true) this.#netns.heal();
   }
 
   async setClock(position: string, offset: string): Promise<void> {
@@ -353,6 +401,8 @@ class ChaosNodeFleet implements NodeFleet {
     this.poll();
     clearInterval(this.#timer);
     await Promise.all([...this.#links.values()].flat().map((p) => p.close()));
+    this.netnsHeal();
+    await this.#netns?.destroy();
     for (const i of this.incarnations) {
       if (!i.finalized) {
         i.finalized = true;
@@ -381,6 +431,7 @@ class ChaosNodeFleet implements NodeFleet {
   }
 
   #etcdOf(position: string): string {
+    if (this.#netns !== undefined && position === this.#o.netns?.position) return this.#netns.etcd;
     return this.#useLinks
       ? this.#linkOf(position)
           .map((p) => `http://${p.address}`)
@@ -403,10 +454,18 @@ class ChaosNodeFleet implements NodeFleet {
     }
   }
 
-  /** One `idgen-server` process under libfaketime, its wall clock read from the position's control file. */
-  #spawn(position: string, n: number, address: string, metricsPort: number): ProcessHandle {
+  /**
+   * One `idgen-server` process under libfaketime, its wall clock read from the position's control file; the netns
+   * position's inside its namespace (`ip netns exec` execs the node: the pid, and so every signal, is the node's).
+   */
+  #spawn(position: string, n: number, at: { listen: string; metrics: string }): ProcessHandle {
     const o = this.#o;
-    return spawnProcess(
+    const spawn =
+      this.#netns !== undefined && position === o.netns?.position
+        ? (cmd: string, args: string[], opts: { env: NodeJS.ProcessEnv; maxLines: number }) =>
+            (this.#netns as NetnsNodeLink).spawn(cmd, args, opts.env, opts.maxLines)
+        : spawnProcess;
+    return spawn(
       process.execPath,
       [
         ...serverLaunchArgs(o.serverMain),
@@ -415,9 +474,9 @@ class ChaosNodeFleet implements NodeFleet {
         '--etcd',
         this.#etcdOf(position),
         '--listen',
-        address,
+        at.listen,
         '--metrics-listen',
-        `127.0.0.1:${metricsPort}`,
+        at.metrics,
         '--workers',
         `0-${o.slots - 1}`,
         '--lease-ttl',
@@ -519,6 +578,12 @@ class ChaosNodeFleet implements NodeFleet {
   /** A process just exited: out of the node list (at once or after its lease), restarted unless expected. */
   #onExit(inc: Incarnation, status: NonNullable<ReturnType<ProcessHandle['exitStatus']>>, now: number): void {
     inc.exitedMs = now;
+    // A netns node's root-namespace ports die with it: its URL names exactly one process.
+    const exposure = this.#exposures.get(inc);
+    if (exposure !== undefined) {
+      this.#exposures.delete(inc);
+      void exposure.close();
+    }
     inc.exitCode = status.code;
     inc.exitSignal = status.signal;
     inc.worker = undefined;
@@ -540,6 +605,11 @@ class ChaosNodeFleet implements NodeFleet {
         void this.start(inc.position).catch(() => undefined);
     }, this.#restartDelayMs).unref();
   }
+}
+
+/** `host:port` of an etcd URL. */
+function hostPortOf(url: string): string {
+  return url.replace(/^[a-z]+:\/\//, '');
 }
 
 /** Creates the fleet (starts nothing yet). */

@@ -21,6 +21,7 @@ export function formatReport(r: ChaosResult): string[] {
   );
   const kinds =
     (r.regions !== undefined ? ` --regions ${r.regions.regions.length}` : '') +
+    (r.netns ? ' --netns' : '') +
     (r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '');
   out.push(
     `reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`,
@@ -133,6 +134,7 @@ export function formatReport(r: ChaosResult): string[] {
   );
   out.push('');
   out.push(...callerCostTable(r.callerCost.byKind));
+  out.push(...partitionSection(r));
   if (r.regions !== undefined) out.push(...formatRegions(r.regions));
   out.push('');
   out.push(...auditSection(r.audit));
@@ -259,6 +261,31 @@ export function callerCostTable(rows: readonly KindCost[]): string[] {
       (k) =>
         `  ${k.kind.padEnd(24)} ${(k.runs === 0 ? '-' : String(k.runs)).padStart(4)} ${n(k.failedCalls).padStart(6)} ${`${n(Math.round(k.longestGapMs))} ms`.padStart(11)} ${formatMs(k.latency.p50Ms).padStart(7)} ${formatMs(k.latency.p99Ms).padStart(7)} ${formatMs(k.latency.maxMs).padStart(7)} ${formatMs(k.latency.callerLateMaxMs).padStart(9)} ${n(k.client.discarded).padStart(9)} ${`${n(k.client.hedgesSent)}/${n(k.client.hedgesWon)}`.padStart(11)}  ${fenceList(k.fences)}`,
     ),
+  ];
+}
+
+const msOr = (ms: number | undefined, none: string): string => (ms === undefined ? none : `${n(Math.round(ms))} ms`);
+
+/**
+ * The partitions side by side (issue 25, item 5): each run of `partition-node` / `partition-clock-forward` (the TCP
+ * proxy: reads and drops, closes every connection on restore) and of `netns-partition` (the router namespace drops
+ * silently, the kernels retransmit) with the cut node's figures, then their kinds' rows of the caller cost table.
+ */
+export function partitionSection(r: Pick<ChaosResult, 'faults' | 'callerCost'>): string[] {
+  const runs = r.faults.filter((f) => f.partition !== undefined);
+  if (runs.length === 0) return [];
+  const kinds = new Set(runs.map((f) => f.fault.kind as string));
+  const table = callerCostTable(r.callerCost.byKind.filter((k) => kinds.has(k.kind)));
+  return [
+    '',
+    "partitions side by side (proxy: the TCP proxy reads and drops, closes every connection on restore; netns: the router namespace drops silently both ways, the kernels retransmit; cut→fence: to the cut node's first fence line; heal→etcd: to its first claim etcd settled after the heal, a slot claimed or held, or refused for no free slot):",
+    `  ${'fault'.padEnd(28)} ${'via'.padEnd(5)} ${'node'.padEnd(6)} ${'cut'.padStart(9)} ${'cut→fence'.padStart(9)} ${'takeover'.padStart(9)} ${'heal→etcd'.padStart(9)}  ${'probe ok/refused'.padStart(16)}  fences (answer)`,
+    ...runs.map((f) => {
+      const p = f.partition as NonNullable<typeof f.partition>;
+      return `  ${`#${f.fault.index} ${f.fault.kind}`.padEnd(28)} ${p.via.padEnd(5)} ${f.target.padEnd(6)} ${msOr(p.cutMs, '-').padStart(9)} ${msOr(p.cutToFenceMs, 'none').padStart(9)} ${msOr(p.takeoverMs, 'none').padStart(9)} ${msOr(p.healToEtcdMs, '> 30 s').padStart(9)}  ${`${n(p.probeOk)}/${n(p.probeFailed)}`.padStart(16)}  ${fenceList(p.fences)} (${p.healAnswer ?? 'no answer seen'})`;
+    }),
+    '  their caller cost (rows of the table above):',
+    ...table.slice(1),
   ];
 }
 

@@ -224,6 +224,7 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
   return {
     seed: o.seed,
     kinds: o.kinds,
+    netns: o.netns === true,
     serverMain: o.serverMain,
     serverMainFlag: o.serverMainFlag,
     durationMs: o.durationMs,

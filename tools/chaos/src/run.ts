@@ -46,6 +46,11 @@ export interface ChaosOptions {
    * caller falls back to the other regions, and the schedule adds the region kinds (src/regions.ts).
    */
   readonly regions?: number;
+  /**
+   * `--netns`: node n1 runs in its own network namespace and reaches etcd through a router namespace
+   * (src/netns/netns-node-link.ts), and the schedule adds `netns-partition`. Needs root and iproute2 (fails otherwise).
+   */
+  readonly netns?: boolean;
   /** `--server-main` as given, when given (for the report's reproduce line). */
   readonly serverMainFlag?: string;
   /** Only these fault kinds (`--faults`); default all. */
@@ -54,6 +59,8 @@ export interface ChaosOptions {
   readonly serverMain: string;
   /** `tools/chaos/dist/caller.js`. */
   readonly callerMain: string;
+  /** `tools/chaos/dist/netns/relay-main.js` (`--netns`). */
+  readonly relayMain: string;
   /** `apps/cli/dist/main.js`: `idgen audit` judges the run's etcd at the end. */
   readonly cliMain: string;
   /**
@@ -87,10 +94,35 @@ export interface FaultRecord {
    * slots): that time belongs to the previous fault, not to the time outside any fault (issue 25).
    */
   settleWaitMs?: number;
+  /** A partition's figures (`partition-node`, `partition-clock-forward`, `netns-partition`), for the side-by-side. */
+  partition?: PartitionFigures;
   /** An expectation of issue 7 that did not hold (a fence that should not happen, or one that should). */
   expectationMissed: string | undefined;
   /** A safety expectation that did not hold (an ID handed out twice, a refused node that served): fails the run. */
   safetyViolation: string | undefined;
+}
+
+/** What one partition did to its node, proxy or namespace alike (src/faults/partition-node.ts). */
+export interface PartitionFigures {
+  /** `proxy`: the TCP proxy reads and drops, closes every connection on restore; `netns`: the router drops silently. */
+  readonly via: 'proxy' | 'netns';
+  /** Cut → the cut node's first fence line (undefined: none while cut). */
+  readonly cutToFenceMs: number | undefined;
+  /** The cut node's guard fences from the cut to the heal, by reason. */
+  readonly fences: Readonly<Record<string, number>>;
+  /** Cut → another node holding its worker. */
+  readonly takeoverMs: number | undefined;
+  readonly cutMs: number;
+  /**
+   * Heal → the cut node's first claim etcd settled (a slot claimed or held, or refused for no free slot): how soon it
+   * hears etcd again; undefined: not within 30 s.
+   */
+  healToEtcdMs: number | undefined;
+  /** What that first answer was. */
+  healAnswer: string | undefined;
+  /** The run's own probe of the cut node while cut (500 ms deadline each). */
+  readonly probeOk: number;
+  readonly probeFailed: number;
 }
 
 /** The result of a run. */
@@ -98,6 +130,8 @@ export interface ChaosResult {
   readonly seed: number;
   /** `--faults`, when given. */
   readonly kinds: readonly FaultKind[] | undefined;
+  /** `--netns` was given. */
+  readonly netns: boolean;
   /** The server build the nodes ran, and `--server-main` when given. */
   readonly serverMain: string;
   readonly serverMainFlag: string | undefined;
@@ -186,6 +220,7 @@ export async function runChaos(o: ChaosOptions): Promise<ChaosResult> {
 export function defaultPaths(distDir: string): {
   serverMain: string;
   callerMain: string;
+  relayMain: string;
   embeddedMain: string;
   cliMain: string;
 } {
@@ -193,6 +228,7 @@ export function defaultPaths(distDir: string): {
     serverMain: join(distDir, '..', '..', '..', 'apps', 'server', 'dist', 'main.js'),
     cliMain: join(distDir, '..', '..', '..', 'apps', 'cli', 'dist', 'main.js'),
     callerMain: join(distDir, 'caller.js'),
+    relayMain: join(distDir, 'netns', 'relay-main.js'),
     embeddedMain: join(distDir, 'embedded-caller.js'),
   };
 }

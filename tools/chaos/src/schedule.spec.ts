@@ -3,6 +3,7 @@ import {
   FORWARD_OFFSETS_SECONDS,
   FENCE_MARGIN_MS,
   FULL_ROUND_SECONDS,
+  NETNS_FAULT_KINDS,
   createRandom,
   createSchedule,
   formatFault,
@@ -32,6 +33,16 @@ describe('createSchedule', () => {
       expect((last?.atMs ?? 0) + (last?.windowMs ?? 0)).toBeLessThanOrEqual(FULL_ROUND_SECONDS * 1000);
     },
   );
+
+  it('schedules netns-partition only with --netns (netns: true), never in the default rounds', () => {
+    for (const seed of [1, 2, 3, 99]) {
+      const plain = createSchedule({ durationMs: 600_000, seed, leaseTtlMs: TTL });
+      expect(plain.faults.some((f) => (NETNS_FAULT_KINDS as readonly string[]).includes(f.kind))).toBe(false);
+      const netns = createSchedule({ durationMs: 600_000, seed, leaseTtlMs: TTL, netns: true });
+      expect(new Set(netns.faults.map((f) => f.kind))).toEqual(new Set([...FAULT_KINDS, ...NETNS_FAULT_KINDS]));
+    }
+    expect(parseFaultKinds('netns-partition,partition-node')).toEqual(['netns-partition', 'partition-node']);
+  });
 
   it('holds both forward offsets in one round: +2 s on a node alone and +8 s under a partition, swapped in the next round', () => {
     for (const seed of [1, 2, 3, 99]) {

@@ -45,8 +45,15 @@ export const FAULT_KINDS = [
  */
 export const REGION_FAULT_KINDS = ['region-pool-down', 'region-etcd-down'] as const;
 
+/**
+ * The kind that needs a node in its own network namespace (issue 25, item 5): scheduled only with `--netns`
+ * (src/netns/netns-node-link.ts), never in the default rounds.
+ */
+export const NETNS_FAULT_KINDS = ['netns-partition'] as const;
+
 /** One kind of fault. */
-export type FaultKind = (typeof FAULT_KINDS)[number] | (typeof REGION_FAULT_KINDS)[number];
+export type FaultKind =
+  (typeof FAULT_KINDS)[number] | (typeof REGION_FAULT_KINDS)[number] | (typeof NETNS_FAULT_KINDS)[number];
 
 /** One scheduled fault. Times are milliseconds from the start of the load (callers minting). */
 export interface Fault {
@@ -85,6 +92,8 @@ export interface ScheduleOptions {
   readonly kinds?: readonly FaultKind[];
   /** Regions of the run (default 1): from 2 on, the default kinds include {@link REGION_FAULT_KINDS}. */
   readonly regions?: number;
+  /** A node in its own network namespace (`--netns`): the default kinds include {@link NETNS_FAULT_KINDS}. */
+  readonly netns?: boolean;
 }
 
 /** A schedule and what it did not fit. */
@@ -161,6 +170,12 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       const effectMs = Math.max(jitter(ttl * 1.2), 2 * keepAliveOf(ttl).intervalMs + 500);
       return { effectMs, windowMs: effectMs + offsetSeconds * 1000 + 1500 };
     }
+    case 'netns-partition':
+      // The netns node cut off from etcd in the router namespace (silence: src/faults/netns-partition.ts) until the
+      // spare holds its slot, like partition-node; the window also holds handing the netns node a slot first (a
+      // holder SIGTERMed, when the netns node is the spare: ≤ one claim backoff, 5 s) and the wait, after the heal,
+      // for its first answer from etcd (the kernel's retransmission backoff). `effectMs` is the longest cut.
+      return { effectMs: jitter(ttl * 2.8), windowMs: ttl * 5.5 };
     case 'partition-clock-forward': {
       // The holder cut off from etcd, then its wall clock stepped ahead while its monotonic deadline still
       // runs (it believes it holds the slot); the spare takes the slot a TTL later. The holder's fault ends
@@ -261,7 +276,11 @@ function clockOffsetOf(kind: FaultKind, random: () => number): number | undefine
  */
 export function createSchedule(options: ScheduleOptions): Schedule {
   const random = createRandom(options.seed);
-  const kinds = options.kinds ?? ((options.regions ?? 1) >= 2 ? [...FAULT_KINDS, ...REGION_FAULT_KINDS] : FAULT_KINDS);
+  const kinds = options.kinds ?? [
+    ...FAULT_KINDS,
+    ...((options.regions ?? 1) >= 2 ? REGION_FAULT_KINDS : []),
+    ...(options.netns === true ? NETNS_FAULT_KINDS : []),
+  ];
   if (kinds.length === 0) throw new RangeError('createSchedule: no fault kinds');
   const warmupMs = options.warmupMs ?? 2000;
   const tailMs = options.tailMs ?? 1000;
@@ -316,9 +335,9 @@ export function parseFaultKinds(list: string): FaultKind[] {
   for (const raw of list.split(',')) {
     const k = raw.trim();
     if (k === '') continue;
-    if (![...FAULT_KINDS, ...REGION_FAULT_KINDS].includes(k as FaultKind))
+    if (![...FAULT_KINDS, ...REGION_FAULT_KINDS, ...NETNS_FAULT_KINDS].includes(k as FaultKind))
       throw new RangeError(
-        `unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')}; with --regions: ${REGION_FAULT_KINDS.join(', ')})`,
+        `unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')}; with --regions: ${REGION_FAULT_KINDS.join(', ')}; with --netns: ${NETNS_FAULT_KINDS.join(', ')})`,
       );
     if (!out.includes(k as FaultKind)) out.push(k as FaultKind);
   }

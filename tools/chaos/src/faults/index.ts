@@ -17,6 +17,7 @@ import { etcdMemberDown } from './etcd-member-down.js';
 import { etcdPause } from './etcd-pause.js';
 import { etcdSlow } from './etcd-slow.js';
 import { killNode } from './kill-node.js';
+import { netnsPartition } from './netns-partition.js';
 import { partitionNode } from './partition-node.js';
 import { pauseNode } from './pause-node.js';
 import { regionEtcdDown } from './region-etcd-down.js';
@@ -33,6 +34,7 @@ export const FAULT_HANDLERS: Readonly<Record<FaultKind, FaultHandler>> = {
   'sigterm-node': sigtermNode,
   'partition-node': partitionNode,
   'partition-clock-forward': partitionNode,
+  'netns-partition': netnsPartition,
   'clock-forward': clockForward,
   'clock-jump-small': clockJump,
   'clock-jump-large': clockJump,

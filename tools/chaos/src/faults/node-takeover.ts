@@ -14,18 +14,17 @@ export const takeoverOf =
   (c: FaultContext, inc: Incarnation, worker: number | undefined, sinceMs: number) => (): Holding | undefined =>
     c.run.fleet.holdings.find((h) => h.worker === worker && h.name !== inc.name && h.seenMs >= sinceMs);
 
-/** Waits until `takenOver` finds a holding or the fault's effect is over (or the run aborted). */
+/**
+ * Waits until `takenOver` finds a holding or the fault's effect is over (`untilMs`, default `begin + effectMs`), or the
+ * run aborted.
+ */
 export async function waitTakeover(
   c: FaultContext,
   worker: number | undefined,
   takenOver: () => Holding | undefined,
+  untilMs: number = c.begin + c.fault.effectMs,
 ): Promise<void> {
-  while (
-    worker !== undefined &&
-    takenOver() === undefined &&
-    Date.now() < c.begin + c.fault.effectMs &&
-    !c.run.o.signal.aborted
-  ) {
+  while (worker !== undefined && takenOver() === undefined && Date.now() < untilMs && !c.run.o.signal.aborted) {
     await c.run.sleep(100);
   }
 }

@@ -29,7 +29,7 @@ export interface NetnsMember {
   /** Its address (10.231.<i>.2). */
   readonly address: string;
   /** Starts `cmd args` inside the namespace (`ip netns exec`, which execs: the pid is the command's). */
-  spawn(cmd: string, args: readonly string[], env?: NodeJS.ProcessEnv): ProcessHandle;
+  spawn(cmd: string, args: readonly string[], env?: NodeJS.ProcessEnv, maxLines?: number): ProcessHandle;
 }
 
 export interface NetnsNetwork {
@@ -119,10 +119,10 @@ export function createNetnsNetwork(members: readonly string[]): NetnsNetwork {
       byName.set(name, {
         ns,
         address: `10.231.${i}.2`,
-        spawn(cmd, args, env) {
+        spawn(cmd, args, env, maxLines) {
           const p = spawnProcess('ip', ['netns', 'exec', ns, cmd, ...args], {
             env: env ?? process.env,
-            maxLines: 100_000,
+            maxLines: maxLines ?? 100_000,
           });
           procs.push(p);
           return p;
