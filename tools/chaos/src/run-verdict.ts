@@ -226,6 +226,8 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     kinds: o.kinds,
     serverMain: o.serverMain,
     serverMainFlag: o.serverMainFlag,
+    previousServer: o.previousServer,
+    nodeVersions: s.fleet.incarnations.map((i) => ({ name: i.name, version: i.version })),
     durationMs: o.durationMs,
     clockAllowances: s.clockAllowances,
     schedule: s.schedule,
