@@ -33,6 +33,7 @@ import {
 import type { ChaosOptions, ChaosResult, FaultRecord } from './run.js';
 import { judgeRun, type CallerSummary } from './run-verdict.js';
 import { createSchedule, type Fault, type Schedule } from './schedule.js';
+import { previousBuild } from './server-build.js';
 import { sleep } from './sleep.js';
 import type { ClockAllowance } from './verify.js';
 
@@ -101,6 +102,7 @@ export class ChaosRun implements FaultRun {
       ...(o.kinds !== undefined ? { kinds: o.kinds } : {}),
       ...(o.regions !== undefined ? { regions: o.regions } : {}),
       ...(o.netns === true ? { netns: true } : {}),
+      optIn: o.previousServer !== undefined,
     });
     this.operatorCli = o.operatorCliMain ?? o.cliMain;
   }
@@ -419,6 +421,7 @@ export class ChaosRun implements FaultRun {
     const o = this.o;
     const fleet = createNodeFleet({
       serverMain: o.serverMain,
+      ...(o.previousServer !== undefined ? { previous: previousBuild(o.previousServer) } : {}),
       faketimeLib: this.faketimeLib,
       dir,
       etcd: cluster.endpoints,

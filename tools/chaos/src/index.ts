@@ -9,6 +9,7 @@ export {
   FORWARD_OFFSETS_SECONDS,
   FENCE_MARGIN_MS,
   FULL_ROUND_SECONDS,
+  OPT_IN_FAULT_KINDS,
   createRandom,
   createSchedule,
   formatFault,

@@ -2,7 +2,8 @@
  * `npm run chaos`: proves there are no duplicates under faults (issue 7). See README.md.
  *
  * `node tools/chaos/dist/main.js [--duration 105] [--seed N] [--out DIR] [--callers 3] [--embedded 3] [--nodes 4] [--slots 3]
- *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--regions N] [--netns] [--server-main PATH] [--cli-main PATH]`
+ *  [--rate 1000] [--lease-ttl 3] [--faults KIND,…] [--regions N] [--netns] [--server-main PATH] [--cli-main PATH]
+ *  [--previous-server PATH]`
  *
  * Exit codes: 0 every rule held; 1 a rule was violated or the run could not be set up; 2 bad flags;
  * 130 interrupted (everything started is cleaned up either way).
@@ -18,6 +19,7 @@ import { defaultPaths, runChaos, type ChaosOptions } from './run.js';
 import { REGION_NODES } from './regions.js';
 import {
   FAULT_KINDS,
+  OPT_IN_FAULT_KINDS,
   REGION_FAULT_KINDS,
   NETNS_FAULT_KINDS,
   FULL_ROUND_SECONDS,
@@ -27,7 +29,7 @@ import {
   type FaultKind,
 } from './schedule.js';
 
-const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--regions <n>] [--netns] [--server-main <path>] [--cli-main <path>]
+const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir>] [--callers <n>] [--embedded <n>] [--nodes <n>] [--slots <n>] [--rate <ids/s>] [--lease-ttl <s>] [--faults <kinds>] [--regions <n>] [--netns] [--server-main <path>] [--cli-main <path>] [--previous-server <path>]
   --duration   seconds of load with faults (default ${FULL_ROUND_SECONDS}: one round of every fault kind; longer runs repeat them)
   --seed       schedule seed (default random, printed: the same seed gives the same schedule)
   --out        keep every artifact (caller ID files, node logs, report.json) in this directory
@@ -37,7 +39,8 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --slots      worker slots the nodes share (default 3: one node is a spare)
   --rate       IDs per second per caller (default 1000)
   --lease-ttl  lease TTL in seconds (default 3, short so faults fit a short run)
-  --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')}; with --regions also ${REGION_FAULT_KINDS.join(', ')})
+  --faults     only these fault kinds, comma-separated (default all: ${FAULT_KINDS.join(', ')}; with --regions also ${REGION_FAULT_KINDS.join(', ')};
+               opt-in, named here or added by --previous-server: ${OPT_IN_FAULT_KINDS.join(', ')})
   --regions    regions (default 1; 3 to 8: regions 2 … N each get a one-member etcd bound to their code, ${REGION_NODES} nodes and
                callers; every caller falls back to the other regions; adds the region kinds and the failover table)
   --netns      run node n1 in its own network namespace, reaching etcd through a router namespace, and add the kind
@@ -46,7 +49,12 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
                e.g. another commit's worktree: the same harness and verification against older code
   --cli-main   the operator's idgen the faults run (spare lend, region restored; default that build's
-               apps/cli/dist/main.js beside --server-main, else this checkout's); the final audit always runs this checkout's`;
+               apps/cli/dist/main.js beside --server-main, else this checkout's); the final audit always runs this checkout's
+  --previous-server  a previous release's bin/idgen-server.js (or dist/main.js): each rolling-restart alternates the
+               nodes' build, the 1st to this release, the 2nd back to the tree's, …: a rolling upgrade and rollback under
+               load; adds rolling-restart to the default kinds. Install 0.1.0 from its tarballs, no registry needed:
+                 npm install --prefix /tmp/idgen-0.1.0 --no-audit --no-fund tools/registry-check/releases/0.1.0/*.tgz
+                 --previous-server /tmp/idgen-0.1.0/node_modules/@idgen/server/bin/idgen-server.js`;
 
 function say(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -75,6 +83,7 @@ function parse(argv: string[]): Omit<
       netns: { type: 'boolean', default: false },
       'server-main': { type: 'string' },
       'cli-main': { type: 'string' },
+      'previous-server': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -101,6 +110,9 @@ function parse(argv: string[]): Omit<
     throw new RangeError(`--faults ${netnsKinds.join(',')} needs --netns`);
   if (values['server-main'] !== undefined && values['server-main'] === '')
     throw new RangeError('--server-main needs a path');
+  const previous = values['previous-server'];
+  if (previous !== undefined && !existsSync(previous))
+    throw new RangeError(`--previous-server ${previous} does not exist (see --help: install the release's tarballs)`);
   return {
     durationMs: int('duration', values.duration, 20, 24 * 3600) * 1000,
     seed: values.seed === undefined ? randomInt(2 ** 31) : int('seed', values.seed, 0, 2 ** 32 - 1),
@@ -115,6 +127,7 @@ function parse(argv: string[]): Omit<
     ...(regions > 1 ? { regions } : {}),
     ...(values.netns === true ? { netns: true } : {}),
     ...(kinds !== undefined ? { kinds } : {}),
+    ...(previous !== undefined ? { previousServer: resolve(previous) } : {}),
     ...operatorCliOf(values['cli-main'], values['server-main']),
     ...(values['server-main'] !== undefined
       ? { serverMain: resolve(values['server-main']), serverMainFlag: values['server-main'] }
@@ -172,6 +185,7 @@ async function main(): Promise<number> {
     ...(flags.kinds !== undefined ? { kinds: flags.kinds } : {}),
     ...(flags.regions !== undefined ? { regions: flags.regions } : {}),
     ...(flags.netns === true ? { netns: true } : {}),
+    optIn: flags.previousServer !== undefined,
   });
   say(
     `idgen chaos: seed ${flags.seed}, ${flags.durationMs / 1000} s, ${flags.nodes} nodes on ${flags.slots} slots, ${flags.callers} callers and ${flags.embedded} embedded callers at ${flags.rate} IDs/s, lease TTL ${flags.leaseTtlSeconds} s`,
@@ -184,6 +198,8 @@ async function main(): Promise<number> {
     say('netns: n1 in its own network namespace, etcd through a router namespace (netns-partition cuts it there)');
   if (flags.kinds !== undefined) say(`fault kinds: only ${flags.kinds.join(', ')} (--faults)`);
   if (flags.serverMain !== undefined) say(`server: ${paths.serverMain} (--server-main)`);
+  if (flags.previousServer !== undefined)
+    say(`previous release: ${flags.previousServer} (--previous-server: rolling-restart alternates it with the tree's)`);
   if (flags.operatorCliMain !== undefined) say(`operator CLI for the faults: ${flags.operatorCliMain}`);
   say('fault schedule (t from the start of the load):');
   for (const f of schedule.faults) say(`  ${formatFault(f)}`);

@@ -20,16 +20,10 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
 import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  createTcpProxy,
-  freePort,
-  serverLaunchArgs,
-  spawnProcess,
-  type ProcessHandle,
-  type TcpProxy,
-} from '@idgen/testing';
+import { createTcpProxy, freePort, spawnProcess, type ProcessHandle, type TcpProxy } from '@idgen/testing';
 import { createNetnsNodeLink, type NetnsExposure, type NetnsNodeLink } from './netns/netns-node-link.js';
 import { NO_METRICS, parseNodeMetrics, type NodeMetrics } from './node-metrics.js';
+import { treeBuild, type ServerBuild } from './server-build.js';
 import type { Holding } from './verify.js';
 
 /** One fence a node logged. */
@@ -51,6 +45,8 @@ export interface Incarnation {
   readonly address: string;
   readonly metricsUrl: string;
   readonly handle: ProcessHandle;
+  /** The server build it runs (`tree`, or a previous release's version: `--previous-server`). */
+  readonly version: string;
   readonly spawnedMs: number;
   readyMs: number | undefined;
   exitedMs: number | undefined;
@@ -76,6 +72,8 @@ export interface Incarnation {
 export interface NodeFleetOptions {
   /** Path of `apps/server/dist/main.js`. */
   readonly serverMain: string;
+  /** A previous release's build (`--previous-server`), which `rolling-restart` alternates with the tree's. */
+  readonly previous?: ServerBuild;
   /** libfaketime.so.1 (preloaded into every node). */
   readonly faketimeLib: string;
   /** Directory for clock-control files, node logs and the node list. */
@@ -109,6 +107,12 @@ export interface NodeFleet {
   readonly incarnations: readonly Incarnation[];
   readonly holdings: readonly Holding[];
   readonly fences: readonly FenceEvent[];
+  /** The tree's build, and the previous release's when given (`--previous-server`). */
+  readonly builds: { readonly tree: ServerBuild; readonly previous: ServerBuild | undefined };
+  /** The build a position's next process runs (the supervisor's restarts too): the tree's until set. */
+  buildOf(position: string): ServerBuild;
+  /** Sets the build a position's next processes run (`rolling-restart` across versions). */
+  setBuild(position: string, build: ServerBuild): void;
   /** Processes restarted by the supervisor (exited on their own). */
   restarts(): number;
   /** Of those, spares that exited at boot because every slot was held. */
@@ -119,7 +123,7 @@ export interface NodeFleet {
   waitReady(n: number, timeoutMs: number): Promise<void>;
   /** The running process of a position. */
   current(position: string): Incarnation | undefined;
-  /** Starts a new process on `position` (clock control reset to +0). */
+  /** Starts a new process on `position` (clock control reset to +0), of the position's build ({@link buildOf}). */
   start(position: string): Promise<Incarnation>;
   /** Processes that can mint now (`/readyz` 200), by position. */
   serving(): Promise<Incarnation[]>;
@@ -217,7 +221,11 @@ class ChaosNodeFleet implements NodeFleet {
   readonly incarnations: Incarnation[] = [];
   readonly holdings: Holding[] = [];
   readonly fences: FenceEvent[] = [];
+  readonly builds: { readonly tree: ServerBuild; readonly previous: ServerBuild | undefined };
   readonly #o: NodeFleetOptions;
+  readonly #buildOf = new Map<string, ServerBuild>();
+  /** Positions whose {@link start} has not yet pushed its incarnation: the supervisor must not start a second. */
+  readonly #starting = new Set<string>();
   readonly #holdingIndex = new Map<string, number>();
   readonly #pendingFloor = new Map<string, PendingHolding>();
   readonly #counters = new Map<string, number>();
@@ -240,6 +248,7 @@ class ChaosNodeFleet implements NodeFleet {
     this.#o = o;
     this.positions = Array.from({ length: o.nodes }, (_, i) => `n${i + 1}`);
     this.nodesFile = join(o.dir, 'nodes.json');
+    this.builds = { tree: treeBuild(o.serverMain), previous: o.previous };
     this.#restartDelayMs = o.restartDelayMs ?? 2000;
     this.#useLinks = o.etcdLinks ?? true;
     this.#timer = setInterval(() => this.poll(), 100);
@@ -252,6 +261,14 @@ class ChaosNodeFleet implements NodeFleet {
 
   spareRestarts(): number {
     return this.#spareRestarts;
+  }
+
+  buildOf(position: string): ServerBuild {
+    return this.#buildOf.get(position) ?? this.builds.tree;
+  }
+
+  setBuild(position: string, build: ServerBuild): void {
+    this.#buildOf.set(position, build);
   }
 
   async startAll(): Promise<void> {
@@ -291,6 +308,15 @@ class ChaosNodeFleet implements NodeFleet {
   }
 
   async start(position: string): Promise<Incarnation> {
+    this.#starting.add(position);
+    try {
+      return await this.#start(position);
+    } finally {
+      this.#starting.delete(position);
+    }
+  }
+
+  async #start(position: string): Promise<Incarnation> {
     const n = (this.#counters.get(position) ?? 0) + 1;
     this.#counters.set(position, n);
     const name = `${position}#${n}`;
@@ -302,7 +328,8 @@ class ChaosNodeFleet implements NodeFleet {
     const listenPort = exposure === undefined ? await this.#port() : 0;
     const metricsPort = exposure === undefined ? await this.#port() : 0;
     const address = exposure?.address ?? `127.0.0.1:${listenPort}`;
-    const handle = this.#spawn(position, n, {
+    const build = this.buildOf(position);
+    const handle = this.#spawn(build, position, n, {
       listen: exposure?.listen ?? address,
       metrics: exposure?.metricsListen ?? `127.0.0.1:${metricsPort}`,
     });
@@ -313,6 +340,7 @@ class ChaosNodeFleet implements NodeFleet {
       address,
       metricsUrl: exposure?.metricsUrl ?? `http://127.0.0.1:${metricsPort}/metrics`,
       handle,
+      version: build.version,
       spawnedMs: Date.now(),
       readyMs: undefined,
       exitedMs: undefined,
@@ -455,10 +483,11 @@ class ChaosNodeFleet implements NodeFleet {
   }
 
   /**
-   * One `idgen-server` process under libfaketime, its wall clock read from the position's control file; the netns
-   * position's inside its namespace (`ip netns exec` execs the node: the pid, and so every signal, is the node's).
+   * One `idgen-server` process of `build` under libfaketime, its wall clock read from the position's control file; the
+   * netns position's inside its namespace (`ip netns exec` execs the node: the pid, and so every signal, is the node's).
+   * A previous release gets the same flags: 0.1.0 knows every one of them.
    */
-  #spawn(position: string, n: number, at: { listen: string; metrics: string }): ProcessHandle {
+  #spawn(build: ServerBuild, position: string, n: number, at: { listen: string; metrics: string }): ProcessHandle {
     const o = this.#o;
     const spawn =
       this.#netns !== undefined && position === o.netns?.position
@@ -468,7 +497,7 @@ class ChaosNodeFleet implements NodeFleet {
     return spawn(
       process.execPath,
       [
-        ...serverLaunchArgs(o.serverMain),
+        ...build.command,
         '--region',
         String(o.region),
         '--etcd',
@@ -601,7 +630,11 @@ class ChaosNodeFleet implements NodeFleet {
         `  supervisor: ${inc.name} exited (code ${status.code}, signal ${status.signal}${inc.lastError ? `: ${inc.lastError}` : ''}); restarting in ${this.#restartDelayMs} ms`,
       );
     setTimeout(() => {
-      if (this.#phase.t === 'supervising' && this.current(inc.position) === undefined)
+      if (
+        this.#phase.t === 'supervising' &&
+        this.current(inc.position) === undefined &&
+        !this.#starting.has(inc.position)
+      )
         void this.start(inc.position).catch(() => undefined);
     }, this.#restartDelayMs).unref();
   }

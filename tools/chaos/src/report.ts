@@ -24,8 +24,9 @@ export function formatReport(r: ChaosResult): string[] {
     (r.netns ? ' --netns' : '') +
     (r.kinds !== undefined ? ` --faults ${r.kinds.join(',')}` : '');
   out.push(
-    `reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}`,
+    `reproduce: npm run chaos -- --duration ${Math.round(r.durationMs / 1000)} --seed ${r.seed}${kinds}${r.serverMainFlag !== undefined ? ` --server-main ${r.serverMainFlag}` : ''}${r.previousServer !== undefined ? ` --previous-server ${r.previousServer}` : ''}`,
   );
+  out.push(...versionLines(r));
   out.push('');
   out.push('callers:');
   for (const c of r.callersSummary) {
@@ -249,6 +250,13 @@ export function callerCostSection(c: CallerCostReport): string[] {
     costLine(c.outside, `${s1(outsideMs)} in ${c.outside.spans.length} spans`),
     "  (outside any fault: every moment outside each fault's planned window, its effect and recovery)",
   ];
+}
+
+/** Which build each node process ran (`tree`, or the `--previous-server` release's version), by version. */
+function versionLines(r: ChaosResult): string[] {
+  const byVersion = new Map<string, string[]>();
+  for (const v of r.nodeVersions) byVersion.set(v.version, [...(byVersion.get(v.version) ?? []), v.name]);
+  return [...byVersion].map(([version, names]) => `node processes of ${version}: ${names.join(' ')}`);
 }
 
 /** The table "what each fault costs a caller" (issue 25): one row per fault kind, the no-fault time first. */

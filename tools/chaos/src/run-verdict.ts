@@ -227,6 +227,8 @@ export async function judgeRun(o: ChaosOptions, s: RunOutcome): Promise<ChaosRes
     netns: o.netns === true,
     serverMain: o.serverMain,
     serverMainFlag: o.serverMainFlag,
+    previousServer: o.previousServer,
+    nodeVersions: s.fleet.incarnations.map((i) => ({ name: i.name, version: i.version })),
     durationMs: o.durationMs,
     clockAllowances: s.clockAllowances,
     schedule: s.schedule,

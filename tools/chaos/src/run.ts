@@ -53,6 +53,11 @@ export interface ChaosOptions {
   readonly netns?: boolean;
   /** `--server-main` as given, when given (for the report's reproduce line). */
   readonly serverMainFlag?: string;
+  /**
+   * A previous release's `bin/idgen-server.js` or `dist/main.js` (`--previous-server`): `rolling-restart` alternates
+   * it with the tree's build (src/faults/rolling-restart.ts), and the default kinds include `rolling-restart`.
+   */
+  readonly previousServer?: string;
   /** Only these fault kinds (`--faults`); default all. */
   readonly kinds?: readonly FaultKind[];
   /** `apps/server/dist/main.js` (or another build's, `--server-main`). */
@@ -135,6 +140,10 @@ export interface ChaosResult {
   /** The server build the nodes ran, and `--server-main` when given. */
   readonly serverMain: string;
   readonly serverMainFlag: string | undefined;
+  /** `--previous-server`, when given. */
+  readonly previousServer: string | undefined;
+  /** The build each node process ran (`tree`, or the previous release's version), in start order. */
+  readonly nodeVersions: readonly { readonly name: string; readonly version: string }[];
   /** The planned load duration (`--duration`). */
   readonly durationMs: number;
   /** Periods in which a node's wall clock was set ahead of true time (rule 3 lets its IDs lead by that much). */

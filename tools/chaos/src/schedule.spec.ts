@@ -4,6 +4,7 @@ import {
   FENCE_MARGIN_MS,
   FULL_ROUND_SECONDS,
   NETNS_FAULT_KINDS,
+  OPT_IN_FAULT_KINDS,
   createRandom,
   createSchedule,
   formatFault,
@@ -64,6 +65,14 @@ describe('createSchedule', () => {
     expect(s.missing).toEqual([]);
     expect(() => parseFaultKinds('kill-node,nope')).toThrow(/unknown fault kind "nope"/);
     expect(() => parseFaultKinds(' , ')).toThrow(RangeError);
+  });
+
+  it('schedules rolling-restart only when asked for: --faults, or --previous-server (optIn); the default round stays', () => {
+    const base = { durationMs: 300_000, seed: 25, leaseTtlMs: 3000 };
+    expect(createSchedule(base).faults.some((f) => f.kind === 'rolling-restart')).toBe(false);
+    const withIt = createSchedule({ ...base, optIn: true });
+    expect(new Set(withIt.faults.map((f) => f.kind))).toEqual(new Set([...FAULT_KINDS, ...OPT_IN_FAULT_KINDS]));
+    expect(parseFaultKinds('rolling-restart')).toEqual(['rolling-restart']);
   });
 
   it('runs faults one at a time: each effect ends inside its own window, windows do not overlap', () => {

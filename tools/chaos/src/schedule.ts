@@ -51,9 +51,18 @@ export const REGION_FAULT_KINDS = ['region-pool-down', 'region-etcd-down'] as co
  */
 export const NETNS_FAULT_KINDS = ['netns-partition'] as const;
 
+/**
+ * Kinds outside the default rounds (issue 25, items 1 and 4): scheduled only when `--faults` names them, or with
+ * `--previous-server` (a rolling upgrade and rollback across versions), so CI's {@link FULL_ROUND_SECONDS} stays.
+ */
+export const OPT_IN_FAULT_KINDS = ['rolling-restart'] as const;
+
 /** One kind of fault. */
 export type FaultKind =
-  (typeof FAULT_KINDS)[number] | (typeof REGION_FAULT_KINDS)[number] | (typeof NETNS_FAULT_KINDS)[number];
+  | (typeof FAULT_KINDS)[number]
+  | (typeof REGION_FAULT_KINDS)[number]
+  | (typeof NETNS_FAULT_KINDS)[number]
+  | (typeof OPT_IN_FAULT_KINDS)[number];
 
 /** One scheduled fault. Times are milliseconds from the start of the load (callers minting). */
 export interface Fault {
@@ -94,6 +103,8 @@ export interface ScheduleOptions {
   readonly regions?: number;
   /** A node in its own network namespace (`--netns`): the default kinds include {@link NETNS_FAULT_KINDS}. */
   readonly netns?: boolean;
+  /** The default kinds include {@link OPT_IN_FAULT_KINDS} (a run with `--previous-server`). */
+  readonly optIn?: boolean;
 }
 
 /** A schedule and what it did not fit. */
@@ -229,6 +240,10 @@ function shapeOf(kind: FaultKind, ttl: number, random: () => number, offsetSecon
       // Every node of one region killed past a TTL, then restarted: each newcomer waits out last-ms + TTL before it
       // serves (~2 TTL), while the region's callers mint from a fallback region.
       return { effectMs: jitter(ttl * 1.5), windowMs: ttl * 4.5 };
+    case 'rolling-restart':
+      // Every position in turn: SIGTERM (a clean release), a replacement, until it serves (or parks as the spare):
+      // ~2-3 s a position with 4 nodes. Its handler takes as long as it takes; the next fault waits for it.
+      return { effectMs: 0, windowMs: ttl * 4 };
     case 'region-etcd-down':
       // The region's etcd killed past the TTL (its nodes fence at their deadline), then started again: the old
       // leases come back and must expire, the claims retry and wait out the floors (like etcd-cluster-stop).
@@ -280,6 +295,7 @@ export function createSchedule(options: ScheduleOptions): Schedule {
     ...FAULT_KINDS,
     ...((options.regions ?? 1) >= 2 ? REGION_FAULT_KINDS : []),
     ...(options.netns === true ? NETNS_FAULT_KINDS : []),
+    ...(options.optIn === true ? OPT_IN_FAULT_KINDS : []),
   ];
   if (kinds.length === 0) throw new RangeError('createSchedule: no fault kinds');
   const warmupMs = options.warmupMs ?? 2000;
@@ -335,9 +351,9 @@ export function parseFaultKinds(list: string): FaultKind[] {
   for (const raw of list.split(',')) {
     const k = raw.trim();
     if (k === '') continue;
-    if (![...FAULT_KINDS, ...REGION_FAULT_KINDS, ...NETNS_FAULT_KINDS].includes(k as FaultKind))
+    if (![...FAULT_KINDS, ...REGION_FAULT_KINDS, ...NETNS_FAULT_KINDS, ...OPT_IN_FAULT_KINDS].includes(k as FaultKind))
       throw new RangeError(
-        `unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')}; with --regions: ${REGION_FAULT_KINDS.join(', ')}; with --netns: ${NETNS_FAULT_KINDS.join(', ')})`,
+        `unknown fault kind ${JSON.stringify(k)} (kinds: ${FAULT_KINDS.join(', ')}; with --regions: ${REGION_FAULT_KINDS.join(', ')}; with --netns: ${NETNS_FAULT_KINDS.join(', ')}; opt-in: ${OPT_IN_FAULT_KINDS.join(', ')})`,
       );
     if (!out.includes(k as FaultKind)) out.push(k as FaultKind);
   }

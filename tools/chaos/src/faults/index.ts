@@ -22,6 +22,7 @@ import { partitionNode } from './partition-node.js';
 import { pauseNode } from './pause-node.js';
 import { regionEtcdDown } from './region-etcd-down.js';
 import { regionPoolDown } from './region-pool-down.js';
+import { rollingRestart } from './rolling-restart.js';
 import { sigtermNode } from './sigterm-node.js';
 import { etcdSnapshotRestore } from './snapshot-restore.js';
 import { standaloneFault } from './standalone.js';
@@ -53,4 +54,5 @@ export const FAULT_HANDLERS: Readonly<Record<FaultKind, FaultHandler>> = {
   'standalone-empty-state': standaloneFault,
   'region-pool-down': regionPoolDown,
   'region-etcd-down': regionEtcdDown,
+  'rolling-restart': rollingRestart,
 };
