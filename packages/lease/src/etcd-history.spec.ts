@@ -28,4 +28,15 @@ describe('EtcdHistory', () => {
     expect(h.observe(undefined)).toBeUndefined();
     expect(h.observe({ cluster_id: '0', revision: '0' })).toBeUndefined();
   });
+
+  it('counts its resets: an answer after one may answer a request sent before it (the epoch tells them apart)', () => {
+    const h = new EtcdHistory();
+    const before = h.epoch;
+    h.observe({ cluster_id: '77', revision: '3' });
+    expect(h.epoch).toBe(before);
+    h.reset();
+    // The restored cluster's answer becomes the new baseline: only the epoch says a verdict came in between.
+    expect(h.observe({ cluster_id: '78', revision: '1' })).toBeUndefined();
+    expect(h.epoch).toBe(before + 1);
+  });
 });

@@ -8,6 +8,16 @@ export class EtcdHistory {
   private clusterId: string | undefined;
   private revision = 0n;
   private rewound: string | undefined;
+  private generation = 0;
+
+  /**
+   * How many times the history was started over ({@link reset}). An answer observed after a reset may be the answer
+   * to a request sent before it, which the reset's verdict covers: a claim compares the epoch at its start with the
+   * epoch at its answer and at its first mint, and is refused when they differ (docs/design.md §5).
+   */
+  get epoch(): number {
+    return this.generation;
+  }
 
   /** Records an answer's header; returns why the history went back, once it has (and every time after). */
   observe(header: { readonly cluster_id?: string; readonly revision?: string } | undefined): string | undefined {
@@ -38,6 +48,7 @@ export class EtcdHistory {
 
   /** Starts over from the next answer (after the holder fenced and treated every slot as unclean). */
   reset(): void {
+    this.generation++;
     this.clusterId = undefined;
     this.revision = 0n;
     this.rewound = undefined;

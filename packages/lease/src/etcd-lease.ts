@@ -87,6 +87,11 @@ interface Session {
   tenure?: Tenure;
   /** The tenure record's mod revision as this session's write left it: found at another, someone else wrote it. */
   tenureRevision?: string;
+  /**
+   * The history's epoch ({@link EtcdHistory.epoch}) when the session began: a distrust verdict after it covers the
+   * claim's answer too (it may come from the etcd the verdict was about), so the claim is refused.
+   */
+  readonly historyEpoch: number;
 }
 
 /** Functions, not inline checks: a phase read after an `await` must not be narrowed by one read before it. */
@@ -455,11 +460,31 @@ class EtcdWorkerLease implements WorkerLease {
    * still be minting until their own deadline. Every slot is unclean as of now: the next claim's floor is at least now
    * + TTL + the clock bound, whatever `last-ms` says, and the binding is checked again before it.
    */
-  private distrust(why: string): void {
+  private distrust(why: string, from: Session): void {
     const now = this.cfg.clock.nowMs();
     if (this.untrustedSinceWall === undefined || now > this.untrustedSinceWall) this.untrustedSinceWall = now;
     this.history.reset();
     this.cfg.logger.error({ why, untrustedSince: new Date(now).toISOString() }, 'lease: etcd cannot be trusted');
+    // Found by an earlier session's late answer: the current session began before the verdict, and is covered by it.
+    const current = this.session;
+    if (current !== undefined && current !== from && !ended(current)) {
+      this.lose(
+        current,
+        `${why} (an earlier session's answer): fenced, every slot unclean as of now (docs/design.md §5)`,
+      );
+    }
+  }
+
+  /**
+   * Refuses session `s` when etcd was found untrustworthy since it began ({@link Session.historyEpoch}): the answers
+   * it went on (its claim's, its first records') may be the very ones the verdict was about, and a claim must never
+   * stand on a history this holder does not trust (docs/design.md §5).
+   */
+  private checkTrustedSince(s: Session, while_: string): void {
+    if (this.history.epoch === s.historyEpoch) return;
+    throw new SessionLostError(
+      `etcd was found untrustworthy while ${while_}: no claim on this history; claiming again (docs/design.md §5)`,
+    );
   }
 
   private requireClient(): Etcd3 {
@@ -494,6 +519,8 @@ class EtcdWorkerLease implements WorkerLease {
   private async claimAndWait(): Promise<void> {
     const client = this.requireClient();
     const { clock, ttlSeconds, ttlMs, fenceMarginMs, requestTimeoutMs } = this.cfg;
+    // Taken first: a distrust verdict from here on (the binding check included) refuses this claim.
+    const epoch = this.history.epoch;
     // After a rewind, the etcd answering may be a restored one: its binding decides (another cluster ID refuses).
     if (this.untrustedSinceWall !== undefined) await this.checkBinding();
 
@@ -519,6 +546,7 @@ class EtcdWorkerLease implements WorkerLease {
       sentLastMs: -1,
       lastAckMono: sentMono,
       fenceTimer: undefined,
+      historyEpoch: epoch,
     };
     this.session = s;
     this.armFence(s);
@@ -592,9 +620,10 @@ class EtcdWorkerLease implements WorkerLease {
       const outcome = await askClaim();
       const rewound = this.history.problem;
       if (rewound !== undefined) {
-        this.distrust(rewound);
+        this.distrust(rewound, s);
         throw new SessionLostError(`${rewound}: no claim on this history (docs/design.md §5)`);
       }
+      this.checkTrustedSince(s, 'the claim was out');
       if (outcome.kind === 'withdrawn') {
         refused.push(`spare code ${c.region}: no longer lent (its record changed)`);
         return 'withdrawn';
@@ -709,6 +738,7 @@ class EtcdWorkerLease implements WorkerLease {
 
     this.checkSession(s);
     this.lifetime.signal.throwIfAborted();
+    this.checkTrustedSince(s, 'the slot was held for its floor');
     if (clock.monoMs() >= s.deadline) throw new SessionLostError('the fence deadline passed before the floor');
     this.target.assign({
       region: claimed.region,
@@ -770,7 +800,7 @@ class EtcdWorkerLease implements WorkerLease {
     });
     const rewound = this.history.problem;
     if (rewound !== undefined) {
-      this.distrust(rewound);
+      this.distrust(rewound, s);
       return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
     }
     if (outcome === 'not-held') return lost('the worker key is no longer held by this lease');
@@ -872,7 +902,7 @@ class EtcdWorkerLease implements WorkerLease {
     s.watcher = w;
     const changed = (what: string) => (): void => {
       if (ended(s)) return;
-      this.distrust(`the worker key ${key} was ${what} under this holder`);
+      this.distrust(`the worker key ${key} was ${what} under this holder`, s);
       this.lose(
         s,
         `the worker key ${key} was ${what} under this holder: fenced at once (docs/design.md §5, root of trust)`,
@@ -967,7 +997,7 @@ class EtcdWorkerLease implements WorkerLease {
       );
       const rewound = this.history.problem;
       if (rewound !== undefined) {
-        this.distrust(rewound);
+        this.distrust(rewound, s);
         return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
       }
       if (outcome.kind === 'withdrawn') {
@@ -1044,7 +1074,7 @@ class EtcdWorkerLease implements WorkerLease {
       );
       const rewound = this.history.observe(header);
       if (rewound !== undefined) {
-        this.distrust(rewound);
+        this.distrust(rewound, s);
         this.lose(s, `${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
         return 'ended';
       }
@@ -1052,7 +1082,7 @@ class EtcdWorkerLease implements WorkerLease {
       if (ended(s)) return 'ended';
       if (e instanceof EtcdLeaseInvalidError) {
         // Gone without a release: a lease etcd expired, or one a restored etcd never had.
-        this.distrust(`etcd says lease ${s.leaseId} is gone`);
+        this.distrust(`etcd says lease ${s.leaseId} is gone`, s);
         this.lose(s, `etcd says lease ${s.leaseId} has expired`);
         return 'ended';
       }
