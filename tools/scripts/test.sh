@@ -4,8 +4,9 @@
 # next (every failure is reported in one run); the exit status is non-zero if any failed.
 #
 # On this kind of machine (2 cores) most projects' specs wait on real processes (etcd TTLs, lease deadlines, server
-# starts) far more than they compute, so three projects run side by side; @idgen/server's suites load the machine
-# themselves (the abuse and fuzz suites, hundreds of server starts) and run alone, last. Ports come from
+# starts) far more than they compute, so three projects run side by side, @idgen/server's integration suites among
+# them; the node's suites that load the machine themselves (abuse, fuzzing, h2spec: apps/server/jest.load-suites.js)
+# run alone, last (target test-load). Ports come from
 # @idgen/testing's freePort, which reserves each one machine-wide, so projects side by side never share one.
 # Each step prints when it starts, so a slow run says where its time went.
 set -uo pipefail
@@ -16,10 +17,10 @@ status=0
 step() { echo "test.sh: $(date -u +%H:%M:%S) $*"; }
 step build, lint, typecheck
 npx nx run-many -t build lint typecheck --parallel=2 --output-style=stream || status=1
-step specs of every project but @idgen/server, three at a time
-npx nx run-many -t test --exclude=@idgen/server --parallel=3 --output-style=stream || status=1
-step specs of @idgen/server
-npx nx run-many -t test -p @idgen/server --output-style=stream || status=1
+step specs of every project, three at a time, but the node load suites
+npx nx run-many -t test --parallel=3 --output-style=stream || status=1
+step the node load suites, alone
+npx nx run @idgen/server:test-load --output-style=stream || status=1
 step done
 node tools/scripts/test-summary.mjs || status=1
 exit "$status"
