@@ -11,16 +11,10 @@
  * etcd and libfaketime; a missing one fails here, naming it: the run never falls back to the proxy.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { cleanupAll, spawnProcess, tempDir, type TempDir } from '@idgen/testing';
+import { cleanupAll, type TempDir } from '@idgen/testing';
+import { runBuiltChaos } from './built-run.js';
 
 jest.setTimeout(150_000);
-
-const ROOT = join(__dirname, '..', '..', '..');
-const CHAOS_MAIN = join(ROOT, 'tools/chaos/dist/main.js');
-const NEEDED = [CHAOS_MAIN, join(ROOT, 'apps/server/dist/main.js'), join(ROOT, 'apps/cli/dist/main.js')];
 
 interface Figures {
   via: string;
@@ -55,15 +49,7 @@ afterAll(async () => {
 
 describe('chaos with --netns', () => {
   it('cuts the netns node off from etcd in silence: it fences on its own deadline, its worker is taken over, 0 duplicates, beside partition-node', async () => {
-    for (const f of NEEDED)
-      if (!existsSync(f))
-        throw new Error(
-          `${f} is missing: build it (npx nx run-many -t build -p @idgen/chaos @idgen/server @idgen/cli)`,
-        );
-    dir = await tempDir('idgen-chaos-netns');
-    const out = join(dir.path, 'run');
-    const run = spawnProcess(process.execPath, [
-      CHAOS_MAIN,
+    const run = await runBuiltChaos<ReportJson>('idgen-chaos-netns', [
       '--netns',
       '--faults',
       'netns-partition,partition-node',
@@ -75,17 +61,14 @@ describe('chaos with --netns', () => {
       '2',
       '--embedded',
       '0',
-      '--out',
-      out,
     ]);
-    const exit = await run.exited;
-    const text = existsSync(join(out, 'report.txt')) ? await readFile(join(out, 'report.txt'), 'utf8') : run.tail(60);
-    process.stdout.write(`${text}\n`);
+    dir = run.dir;
+    const { exit, text } = run;
     expect(exit.code).toBe(0);
     expect(text).toMatch(/^VERDICT: PASS/m);
     expect(text).toMatch(/^partitions side by side/m);
 
-    const r = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as ReportJson;
+    const r = await run.report();
     expect(r.netns).toBe(true);
     expect(r.violations).toBe(0);
     expect(r.safetyViolations).toBe(0);

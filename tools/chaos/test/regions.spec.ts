@@ -7,17 +7,13 @@
  * Needs the built server, CLI and chaos tool (the test target builds them: `npx nx run @idgen/chaos:test`), etcd and
  * libfaketime (docs/toolchain.md); a missing one fails here, naming it.
  */
-import { existsSync } from 'node:fs';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeId } from '@idgen/core';
-import { cleanupAll, spawnProcess, tempDir, type TempDir } from '@idgen/testing';
+import { cleanupAll } from '@idgen/testing';
+import { runBuiltChaos } from './built-run.js';
 
 jest.setTimeout(150_000);
-
-const ROOT = join(__dirname, '..', '..', '..');
-const CHAOS_MAIN = join(ROOT, 'tools/chaos/dist/main.js');
-const NEEDED = [CHAOS_MAIN, join(ROOT, 'apps/server/dist/main.js'), join(ROOT, 'apps/cli/dist/main.js')];
 
 interface Row {
   label: string;
@@ -40,23 +36,13 @@ interface ReportJson {
   };
 }
 
-let dir: TempDir;
-
 afterAll(async () => {
   await cleanupAll();
 });
 
 describe('chaos over regions (--regions 3)', () => {
   it('fails over on a region pool down and a region etcd down: 0 duplicates, fallback IDs carry their code', async () => {
-    for (const f of NEEDED)
-      if (!existsSync(f))
-        throw new Error(
-          `${f} is missing: build it (npx nx run-many -t build -p @idgen/chaos @idgen/server @idgen/cli)`,
-        );
-    dir = await tempDir('idgen-chaos-regions');
-    const out = join(dir.path, 'run');
-    const run = spawnProcess(process.execPath, [
-      CHAOS_MAIN,
+    const run = await runBuiltChaos<ReportJson>('idgen-chaos-regions', [
       '--regions',
       '3',
       '--faults',
@@ -73,16 +59,12 @@ describe('chaos over regions (--regions 3)', () => {
       '3',
       '--slots',
       '2',
-      '--out',
-      out,
     ]);
-    const exit = await run.exited;
-    const text = existsSync(join(out, 'report.txt')) ? await readFile(join(out, 'report.txt'), 'utf8') : run.tail(60);
-    process.stdout.write(`${text}\n`);
+    const { exit, text, out } = run;
     expect(exit.code).toBe(0);
     expect(text).toMatch(/^VERDICT: PASS/m);
 
-    const r = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as ReportJson;
+    const r = await run.report();
     expect(r.violations).toBe(0);
     expect(r.duplicates.duplicates).toBe(0);
     expect(r.handedOutDuplicates.duplicates).toBe(0);

@@ -7,16 +7,10 @@
  * Needs the built server, CLI and chaos tool (the test target builds them: `npx nx run @idgen/chaos:test`), etcd and
  * libfaketime (docs/toolchain.md); a missing one fails here, naming it.
  */
-import { existsSync } from 'node:fs';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { cleanupAll, spawnProcess, tempDir, type TempDir } from '@idgen/testing';
+import { cleanupAll } from '@idgen/testing';
+import { runBuiltChaos } from './built-run.js';
 
 jest.setTimeout(150_000);
-
-const ROOT = join(__dirname, '..', '..', '..');
-const CHAOS_MAIN = join(ROOT, 'tools/chaos/dist/main.js');
-const NEEDED = [CHAOS_MAIN, join(ROOT, 'apps/server/dist/main.js'), join(ROOT, 'apps/cli/dist/main.js')];
 
 interface ReportJson {
   violations: number;
@@ -28,24 +22,14 @@ interface ReportJson {
   callerCost: { byKind: { kind: string; runs: number; failedCalls: number }[] };
 }
 
-let dir: TempDir;
-
 afterAll(async () => {
   await cleanupAll();
 });
 
 describe('chaos rolling-restart', () => {
   it('restarts every node in turn: clean exits, replacements serving, 0 failed calls, 0 duplicates', async () => {
-    for (const f of NEEDED)
-      if (!existsSync(f))
-        throw new Error(
-          `${f} is missing: build it (npx nx run-many -t build -p @idgen/chaos @idgen/server @idgen/cli)`,
-        );
-    dir = await tempDir('idgen-chaos-rolling');
-    const out = join(dir.path, 'run');
     const nodes = 3;
-    const run = spawnProcess(process.execPath, [
-      CHAOS_MAIN,
+    const run = await runBuiltChaos<ReportJson>('idgen-chaos-rolling', [
       '--faults',
       'rolling-restart',
       '--duration',
@@ -60,13 +44,9 @@ describe('chaos rolling-restart', () => {
       String(nodes),
       '--slots',
       '2',
-      '--out',
-      out,
     ]);
-    const exit = await run.exited;
-    const text = existsSync(join(out, 'report.txt')) ? await readFile(join(out, 'report.txt'), 'utf8') : run.tail(60);
-    process.stdout.write(`${text}\n`);
-    const r = JSON.parse(await readFile(join(out, 'report.json'), 'utf8')) as ReportJson;
+    const { exit } = run;
+    const r = await run.report();
     const rolls = r.faults.filter((f) => f.fault.kind === 'rolling-restart');
     expect(rolls.map((f) => f.expectationMissed ?? 'held')).toEqual(rolls.map(() => 'held'));
     expect(exit.code).toBe(0);
