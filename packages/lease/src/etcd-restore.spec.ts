@@ -136,10 +136,11 @@ describe('etcd restored from a snapshot', () => {
         `${t.name}: fenced, then a new slot`,
       );
     const [a, b] = await Promise.all([reclaimed(after.t), reclaimed(before.t)]);
-    // Whichever comes first: the keep-alive (lease unknown), a lower revision, or its watch seeing the other holder
-    // claim its slot on the restored history.
+    // Whichever comes first: the keep-alive (lease unknown), a lower revision, its watch seeing the other holder claim
+    // its slot on the restored history, or, on a loaded machine where the restore outlasts TTL − margin, its own
+    // deadline (seen once beside a CI run). Either way the floors below must clear both old ceilings.
     expect(after.t.of('unassign')[0]?.message).toMatch(
-      /lease .* has expired|went back|worker key .* was (deleted|overwritten)/,
+      /lease .* has expired|went back|worker key .* was (deleted|overwritten)|no keep-alive acknowledged in time/,
     );
     expect(before.t.of('unassign')[0]?.message).toMatch(/revision went back/);
     // Every slot was unclean as of the detection: the new floors are above everything either could mint before.
