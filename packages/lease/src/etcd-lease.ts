@@ -476,6 +476,17 @@ class EtcdWorkerLease implements WorkerLease {
   }
 
   /**
+   * After a `last-ms` write of session `s`: when its answer (or an earlier one) showed etcd's history going back, the
+   * verdict ({@link distrust}) and the slot's loss; else undefined.
+   */
+  private rewoundLoss(s: Session): SlotLoss | undefined {
+    const rewound = this.history.problem;
+    if (rewound === undefined) return undefined;
+    this.distrust(rewound, s);
+    return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
+  }
+
+  /**
    * Refuses session `s` when etcd was found untrustworthy since it began ({@link Session.historyEpoch}): the answers
    * it went on (its claim's, its first records') may be the very ones the verdict was about, and a claim must never
    * stand on a history this holder does not trust (docs/design.md §5).
@@ -798,11 +809,8 @@ class EtcdWorkerLease implements WorkerLease {
       value: JSON.stringify(record),
       ...(slot.spare === undefined ? {} : { guard: slot.spare }),
     });
-    const rewound = this.history.problem;
-    if (rewound !== undefined) {
-      this.distrust(rewound, s);
-      return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
-    }
+    const rewound = this.rewoundLoss(s);
+    if (rewound !== undefined) return rewound;
     if (outcome === 'not-held') return lost('the worker key is no longer held by this lease');
     if (outcome === 'joined-withdrawn') {
       return {
@@ -995,11 +1003,8 @@ class EtcdWorkerLease implements WorkerLease {
         released ? undefined : slot.spare,
         this.history,
       );
-      const rewound = this.history.problem;
-      if (rewound !== undefined) {
-        this.distrust(rewound, s);
-        return lost(`${rewound}: fenced, every slot unclean as of now (docs/design.md §5)`);
-      }
+      const rewound = this.rewoundLoss(s);
+      if (rewound !== undefined) return rewound;
       if (outcome.kind === 'withdrawn') {
         return {
           kind: 'withdrawn',

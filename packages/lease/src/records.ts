@@ -47,7 +47,7 @@ export interface WorkerRecord {
 export const RECORD_SCHEMA_READ = 1;
 
 /** A record's schema: 1 when it has no `schema` field; a field that is not a positive integer is garbage. */
-export function recordSchema(key: string, o: Record<string, unknown>, raw: string): number {
+function recordSchema(key: string, o: Record<string, unknown>, raw: string): number {
   const v = o['schema'];
   if (v === undefined) return 1;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {

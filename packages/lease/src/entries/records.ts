@@ -6,14 +6,7 @@
  *
  * @packageDocumentation
  */
-export {
-  RECORD_SCHEMA_READ,
-  leaseKeys,
-  parseLastMsRecord,
-  parseLayoutRecord,
-  parseServingNode,
-  recordSchema,
-} from '../records.js';
+export { leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from '../records.js';
 export type { LastMsRecord, WorkerRecord } from '../records.js';
 export type { ServingNode } from '../types.js';
 export { lastMsUpperBound, parseTenureRecord, tenureDir, tenureKey } from '../tenure-ledger.js';
