@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import {
   bindRegion,
   cleanupAll,
+  etcdctl,
   freePort,
   serverLaunchArgs,
   shebangNodeFlags,
@@ -149,17 +150,12 @@ function installedVersion(name: string): string {
   return (JSON.parse(readFileSync(manifest, 'utf8')) as { version: string }).version;
 }
 
-/** Every key and value under the prefix (the etcd v3 JSON gateway, base64 both ways). */
-async function etcdContents(): Promise<{ key: string; value: string }[]> {
-  const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
-  const res = await fetch(`${etcd.clientUrl}/v3/kv/range`, {
-    method: 'POST',
-    body: JSON.stringify({ key: b64(PREFIX), range_end: b64(PREFIX.slice(0, -1) + 'e') }),
-    headers: { 'content-type': 'application/json' },
-    signal: AbortSignal.timeout(5000),
-  });
-  const body = (await res.json()) as { kvs?: { key: string; value?: string }[] };
-  return (body.kvs ?? []).map((kv) => ({
+/** Every key and value under `PREFIX/` (etcdctl's JSON, base64 both ways; not another prefix that begins the same). */
+function etcdContents(): { key: string; value: string }[] {
+  const out = JSON.parse(etcdctl(etcd.clientUrl, ['get', `${PREFIX}/`, '--prefix', '-w', 'json'])) as {
+    kvs?: { key: string; value?: string }[];
+  };
+  return (out.kvs ?? []).map((kv) => ({
     key: Buffer.from(kv.key, 'base64').toString('utf8'),
     value: Buffer.from(kv.value ?? '', 'base64').toString('utf8'),
   }));
@@ -185,9 +181,9 @@ function refusal(records: Records, key: string, value: string): string | undefin
 }
 
 /** Every record in etcd, read by both versions: the refusals (none, when the versions can share a region). */
-async function unreadableRecords(): Promise<string[]> {
+function unreadableRecords(): string[] {
   const problems: string[] = [];
-  for (const { key, value } of await etcdContents()) {
+  for (const { key, value } of etcdContents()) {
     for (const [version, records] of [
       ['release', releaseRecords],
       ['tree', treeRecords],
@@ -259,7 +255,7 @@ it('a node-by-node upgrade to the tree and a rollback to the release, under load
     nodes[position] = await startNode(version, position, ports[position], workers[position]);
     handovers.push(`${position}: worker ${before.worker} ${before.version} → ${nodes[position].worker} ${version}`);
     await progress(callers);
-    expect({ after: `${position} → ${version}`, problems: await unreadableRecords() }).toEqual({
+    expect({ after: `${position} → ${version}`, problems: unreadableRecords() }).toEqual({
       after: `${position} → ${version}`,
       problems: [],
     });
@@ -308,14 +304,7 @@ it('a node refuses a record of a newer schema with one line, and exits; the rele
   const prefix = '/idgen-future';
   await bindRegion(etcd, REGION, prefix);
   const layout = { epochMs: 1_704_067_200_000, timestampBits: 41, regionBits: 3, workerBits: 7, sequenceBits: 12 };
-  const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
-  const put = await fetch(`${etcd.clientUrl}/v3/kv/put`, {
-    method: 'POST',
-    body: JSON.stringify({ key: b64(`${prefix}/layout`), value: b64(JSON.stringify({ ...layout, schema: 2 })) }),
-    headers: { 'content-type': 'application/json' },
-    signal: AbortSignal.timeout(5000),
-  });
-  expect(put.status).toBe(200);
+  etcdctl(etcd.clientUrl, ['put', `${prefix}/layout`, JSON.stringify({ ...layout, schema: 2 })]);
 
   const tree = spawnProcess(process.execPath, [
     ...nodeArgs('tree', await freePort(), 3, 'future-tree'),
