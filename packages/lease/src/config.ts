@@ -57,6 +57,12 @@ export interface EtcdLeaseOptions extends EtcdConnectionOptions {
    * carries that code. A holder gives a borrowed slot back at its next refresh once the code is being reclaimed.
    */
   readonly borrowSpare?: boolean;
+  /**
+   * The deployment's spare-code registry (docs/design.md §7), required with `borrowSpare`: a loan this etcd mirrors is
+   * confirmed there before each claim under it, so a mirror a restore brought back after the loan moved on is never
+   * claimed under. While it does not answer, no new slot is claimed under a lent code; a slot held is kept.
+   */
+  readonly registry?: EtcdConnectionOptions;
   /** Slots this node may claim: `{first, last}` or `"0-127"`; default all of the layout's. */
   readonly workers?: WorkerRange | string;
   /** Holder kind recorded in the worker key; default `service`. */
@@ -91,6 +97,14 @@ export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   readonly logger?: LeaseLogger;
 }
 
+/** The spare-code registry's connection, validated (`prefix` '' for '/'). */
+export interface RegistryConnection {
+  readonly endpoints: readonly string[];
+  readonly tls: EtcdTlsOptions | undefined;
+  readonly auth: { readonly username: string; readonly password: string } | undefined;
+  readonly prefix: string;
+}
+
 /** Validated, defaulted configuration. */
 export interface LeaseConfig {
   readonly endpoints: readonly string[];
@@ -100,6 +114,8 @@ export interface LeaseConfig {
   readonly region: number;
   /** Claim under spare codes lent to the home region once the home range is full (embedded only). */
   readonly borrowSpare: boolean;
+  /** The spare-code registry a borrower confirms each loan in (with `borrowSpare`), validated. */
+  readonly registry: RegistryConnection | undefined;
   readonly workers: WorkerRange;
   readonly kind: 'service' | 'embedded';
   readonly nodeId: string;
@@ -240,6 +256,21 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
       'borrowSpare is for embedded callers (kind "embedded"): a serving node on a borrowed code would register under it',
     );
   }
+  let registry: RegistryConnection | undefined;
+  if (o.registry !== undefined) {
+    const r = checkConnection(o.registry);
+    for (const p of r.problems) problems.push(`registry: ${p.message}`);
+    registry = {
+      endpoints: r.endpoints,
+      tls: o.registry.tls,
+      auth: o.registry.auth,
+      prefix: r.prefix === '/' ? '' : r.prefix,
+    };
+  } else if (borrowSpare === true) {
+    problems.push(
+      'borrowSpare needs registry (the spare-code registry every spare command names): each loan is confirmed there before a claim under it (docs/design.md §7)',
+    );
+  }
   let workers: WorkerRange = { first: 0, last: layout.maxWorker };
   if (typeof o.workers === 'string') {
     try {
@@ -330,6 +361,7 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
     prefix: prefix === '/' ? '' : prefix,
     region: o.region,
     borrowSpare: borrowSpare === true,
+    registry,
     workers,
     kind,
     nodeId,

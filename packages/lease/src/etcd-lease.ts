@@ -27,6 +27,7 @@ import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
 import { EtcdHistory } from './etcd-history.js';
 import { RegionBindingError, checkRegionBinding } from './region-binding.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
+import { confirmLoan, regionEtcd } from './loan-confirmation.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
 import { LeaseAttributes, LeaseMetrics } from './metrics.js';
@@ -181,6 +182,8 @@ interface ClaimedSlot {
 
 class EtcdWorkerLease implements WorkerLease {
   private client: Etcd3 | undefined;
+  /** The spare-code registry's client, made at a borrower's first claim under a lent code (docs/design.md §7). */
+  private registryClient: Etcd3 | undefined;
   /** What this holder has seen of etcd's history: a revision that goes back or another cluster ID fences. */
   private readonly history = new EtcdHistory();
   /** Set when etcd stopped being trustworthy (docs/design.md §5): claims after it start above it + TTL + bound. */
@@ -510,9 +513,13 @@ class EtcdWorkerLease implements WorkerLease {
 
   /**
    * The spare codes this etcd lends to the home region (docs/design.md §7), for a borrower whose own range is full.
-   * Every slot of a lent code is open to borrowers: no node runs on it.
+   * Every slot of a lent code is open to borrowers: no node runs on it. Each loan is confirmed in the registry first
+   * (./loan-confirmation.ts): a mirror it does not confirm (a dead loan brought back by a restore, or no answer) is
+   * named in `refused` and claimed under by no one.
    */
-  private async lentCodes(): Promise<{ guard: SpareGuard; slots: { region: number; worker: number }[] }[]> {
+  private async lentCodes(
+    refused: string[],
+  ): Promise<{ guard: SpareGuard; slots: { region: number; worker: number }[] }[]> {
     const { entries, unreadable } = await readSpareCodesLeniently({
       client: this.requireClient(),
       prefix: this.cfg.prefix,
@@ -520,10 +527,32 @@ class EtcdWorkerLease implements WorkerLease {
       layout: this.cfg.layout,
     });
     for (const u of unreadable) this.cfg.logger.error({ err: u }, 'lease: ignoring an unreadable spare-code record');
-    return lentTo(entries, this.cfg.region).map((e) => ({
-      guard: { key: e.key, modRevision: e.modRevision },
-      slots: rotated(e.record.code, 0, this.cfg.layout.maxWorker),
-    }));
+    const confirmed: { guard: SpareGuard; slots: { region: number; worker: number }[] }[] = [];
+    const registry = this.cfg.registry;
+    for (const e of lentTo(entries, this.cfg.region)) {
+      if (registry === undefined) break; // borrowSpare requires it (config.ts); no registry, no loan
+      this.registryClient ??= createEtcdClient(registry);
+      const verdict = await confirmLoan(
+        { client: this.registryClient, prefix: registry.prefix, timeoutMs: this.cfg.requestTimeoutMs },
+        regionEtcd(this.requireClient(), this.cfg.prefix, this.cfg.requestTimeoutMs),
+        e,
+        this.cfg.region,
+        this.cfg.layout.maxRegion,
+      );
+      if (verdict.kind !== 'confirmed') {
+        refused.push(`spare code ${e.record.code}: loan not confirmed by the registry (${verdict.why})`);
+        this.cfg.logger.warn(
+          { code: e.record.code, verdict: verdict.kind, why: verdict.why },
+          'lease: no claim under a loan the registry does not confirm',
+        );
+        continue;
+      }
+      confirmed.push({
+        guard: { key: e.key, modRevision: e.modRevision },
+        slots: rotated(e.record.code, 0, this.cfg.layout.maxWorker),
+      });
+    }
+    return confirmed;
   }
 
   /** Grants a lease, claims a slot, writes `last-ms`, waits for the floor, assigns the target. */
@@ -681,7 +710,7 @@ class EtcdWorkerLease implements WorkerLease {
       if ((await tryOne(c)) === 'claimed') break;
     }
     if (claimed === undefined && this.cfg.borrowSpare) {
-      lent: for (const code of await this.lentCodes()) {
+      lent: for (const code of await this.lentCodes(refused)) {
         for (const c of code.slots) {
           const r = await tryOne(c, code.guard);
           if (r === 'claimed') break lent;
@@ -1310,6 +1339,7 @@ class EtcdWorkerLease implements WorkerLease {
       this.age.removeCallback(this.observeAge);
       this.routes?.close();
       this.client?.close();
+      this.registryClient?.close();
     }
   }
 }

@@ -5,7 +5,9 @@ import { parseLastMsRecord, leaseKeys } from './records.js';
 import type { LastMsRecord } from './records.js';
 import { RegionBindingError, parseRegionBinding, regionBindingKey } from './region-binding.js';
 import type { RegionBindingRecord } from './region-binding.js';
-import { readSpareCodesLeniently } from './spare-codes.js';
+import { readSpareCodesLeniently, sealDeadLoan } from './spare-codes.js';
+import type { RegistryIo } from './spare-registry.js';
+import { confirmLoan, regionEtcd } from './loan-confirmation.js';
 
 /** The node id of the `last-ms` records `idgen region restored` writes. */
 export const RESTORED_NODE_ID = 'region-restored';
@@ -21,6 +23,16 @@ export interface RegionRestoredReport {
   readonly ms: number;
   readonly previousClusterId: string;
   readonly clusterId: string;
+  /**
+   * Each loan this etcd mirrors to the region, as the registry judged it (docs/design.md §7): `confirmed`, `dropped`
+   * (sealed here as `reclaimed`: the loan had moved on before the restore), or `unconfirmed` (no registry given, or
+   * no answer: left as is; borrowers confirm it themselves before any claim).
+   */
+  readonly loans: readonly {
+    readonly code: number;
+    readonly verdict: 'confirmed' | 'dropped' | 'unconfirmed';
+    readonly why?: string;
+  }[];
 }
 
 interface Io {
@@ -41,7 +53,7 @@ interface Io {
  * survived the restore finds a record it did not write at its next refresh and fences: conservative.
  */
 export async function markRegionRestored(
-  io: Io,
+  io: Io & { readonly registry?: RegistryIo },
   code: number,
   o: { readonly ttlMs: number },
 ): Promise<RegionRestoredReport> {
@@ -59,10 +71,26 @@ export async function markRegionRestored(
   if (binding.code !== code)
     throw new RegionBindingError(`this etcd serves region ${binding.code} (${key}), not region ${code}`);
   const { entries } = await readSpareCodesLeniently(io);
-  const lent = entries
-    .filter((e) => (e.record.state === 'lent' || e.record.state === 'reclaiming') && e.record.lentTo === code)
-    .map((e) => e.record.code);
-  const codes = [code, ...lent];
+  const loans = entries.filter(
+    (e) => (e.record.state === 'lent' || e.record.state === 'reclaiming') && e.record.lentTo === code,
+  );
+  // The restored mirrors are copies from before the snapshot: the registry decides whether each loan still stands. A
+  // loan it shows reclaimed or adopted since is sealed here (`reclaimed`), so the restore never endorses it.
+  const judged: { code: number; verdict: 'confirmed' | 'dropped' | 'unconfirmed'; why?: string }[] = [];
+  for (const e of loans) {
+    if (io.registry === undefined) {
+      judged.push({ code: e.record.code, verdict: 'unconfirmed', why: 'no --registry given' });
+      continue;
+    }
+    const v =
+      e.record.state === 'reclaiming'
+        ? ({ kind: 'confirmed' } as const) // no claim compares a reclaiming mirror: nothing to endorse
+        : await confirmLoan(io.registry, regionEtcd(io.client, io.prefix, io.timeoutMs), e, code, io.layout.maxRegion);
+    if (v.kind === 'dropped') await sealDeadLoan(io, e, v.registryRevision, now);
+    judged.push({ code: e.record.code, verdict: v.kind, ...(v.kind === 'confirmed' ? {} : { why: v.why }) });
+  }
+  // Every slot of every code lent here is marked, a dropped loan's too: a holder of the lost history may still mint.
+  const codes = [code, ...loans.map((e) => e.record.code)];
   let written = 0;
   for (const c of codes) {
     for (let worker = 0; worker <= io.layout.maxWorker; worker++) {
@@ -86,7 +114,15 @@ export async function markRegionRestored(
     `rebinding ${key}`,
   );
   if (!rebind.succeeded) throw new RegionBindingError(`${key} changed meanwhile; run idgen region restored again`);
-  return { code, codes, written, ms: now, previousClusterId: binding.clusterId, clusterId: res.header.cluster_id };
+  return {
+    code,
+    codes,
+    written,
+    ms: now,
+    previousClusterId: binding.clusterId,
+    clusterId: res.header.cluster_id,
+    loans: judged,
+  };
 }
 
 /** Raises one slot's `last-ms` to an unclean record at `ms` (never lowering it), compared on its mod revision. */

@@ -8,6 +8,7 @@ import { leaseKeys, parseLastMsRecord } from './records.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
 import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
 import { casRegistryCode, readRegistryCode } from './spare-registry.js';
+import { initRegistry } from './registry-identity.js';
 import {
   SpareCodeError,
   adoptSpareCode,
@@ -41,8 +42,16 @@ const io = (prefix: string, registryPrefix = prefix) => ({
   layout: DEFAULT_LAYOUT,
   registry: { client: kv, prefix: registryPrefix, timeoutMs: 2000 },
 });
-/** `idgen region init --region code` on this prefix, as before the region's first node or spare-code step. */
-const bind = (prefix: string, code: number) => bindRegion(harness.current().etcd, code, prefix);
+/**
+ * `idgen region init --region code` on this prefix, as before the region's first node or spare-code step, and
+ * `idgen spare init` of the registry under the same prefix (the etcd serving as the deployment's registry).
+ */
+const bind = async (prefix: string, code: number): Promise<void> => {
+  await bindRegion(harness.current().etcd, code, prefix);
+  await initRegistry(io(prefix).registry);
+};
+/** The registry a borrower confirms its loans in (docs/design.md §7): this etcd, under `prefix`. */
+const reg = (prefix: string) => ({ endpoints: [harness.current().etcd.clientUrl], prefix });
 
 describe('spare-code records: parsing', () => {
   it('reads the four states and refuses garbage naming the key and the field', () => {
@@ -199,7 +208,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     // Not lent yet: the borrower finds no slot.
     const early = await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
       new RecordingTarget('early'),
     )
       .start()
@@ -210,7 +219,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await expect(lendSpareCode(io(prefix), 6, 3)).rejects.toThrow(/this etcd serves region 2 .*, not region 3/);
     await kv.put(spareKeys.code(prefix, 6)).value('{"code":6,"state":"lent","lentTo":3,"at":"t"}');
     const other = await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
       new RecordingTarget('other'),
     )
       .start()
@@ -218,7 +227,10 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(other).toBeInstanceOf(NoFreeWorkerError);
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      b,
+    ).start();
     expect(b.assignment?.region).toBe(5);
     const held = await heldSlotsUnder(io(prefix), 5);
     expect(held).toHaveLength(1);
@@ -236,14 +248,17 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      b,
+    ).start();
     const worker = b.assignment?.worker ?? -1;
     expect(b.assignment?.region).toBe(5);
 
     expect((await beginReclaim(io(prefix), 5)).state).toBe('reclaiming');
     // No new claim under the code from now on.
     const late = await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
       new RecordingTarget('late'),
     )
       .start()
@@ -304,7 +319,10 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    const borrower = lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b);
+    const borrower = lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      b,
+    );
     await borrower.start();
     await beginReclaim(io(prefix), 5);
     await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(
@@ -338,6 +356,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     // Another deployment's new region (its own registry, where the same handover is recorded reclaimed).
     const reclaimedRegistry = async (registryPrefix: string): Promise<string> => {
       const lender = await readRegistryCode(io(prefix).registry, 5);
+      await initRegistry(io(registryPrefix).registry);
       await casRegistryCode(io(registryPrefix).registry, undefined, {
         ...(lender?.record ?? { code: 5, lentTo: 2, at: 't' }),
         state: 'reclaimed',

@@ -6,6 +6,8 @@ import { CorruptRecordError, LeaseError } from './errors.js';
 import { computeFloor, leaseKeys, parseJsonObject, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import type { LastMsRecord } from './records.js';
 import { checkRegionBinding } from './region-binding.js';
+import { guardRegistryStep } from './registry-guard.js';
+import type { WithDeployment } from './registry-guard.js';
 import { casRegistryCode, describeRegistry, readRegistryCode } from './spare-registry.js';
 import type { RegistryHandover, RegistryIdentity, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
 
@@ -298,8 +300,11 @@ export async function checkRegionCode(
   }
 }
 
-/** The registry a lend, reclaim or adopt is decided in first (docs/design.md §7). */
-export interface WithRegistry {
+/**
+ * The registry a lend, reclaim or adopt is decided in first (docs/design.md §7), and the deployment's other regions,
+ * whose memory of the registry and mirrors are checked before anything is written (./registry-guard.ts).
+ */
+export interface WithRegistry extends WithDeployment {
   readonly registry: RegistryIo;
 }
 
@@ -369,6 +374,8 @@ export async function lendSpareCode(
       );
     }
   }
+  // 0. The registry is the deployment's, has not gone back, and no region mirrors the code otherwise.
+  const guard = await guardRegistryStep(io, { kind: 'lend', code, toRegion });
   const at = new Date((io.now ?? Date.now)()).toISOString();
   // 1. The registry: free → lent to toRegion (create if absent); lent to toRegion already: go on (a mirror to finish).
   let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
@@ -387,7 +394,10 @@ export async function lendSpareCode(
     throw registrySays(reg, `not lent to region ${toRegion}; a code is lent once, deployment-wide`);
   await checkOneRegistry(io, reg);
   // 2. The mirror in the borrowing region's etcd.
-  if (existing !== undefined) return { record: existing.record, changed: false };
+  if (existing !== undefined) {
+    await guard.noteSeen(io.now);
+    return { record: existing.record, changed: false };
+  }
   const key = spareKeys.code(io.prefix, code);
   const record: SpareCodeRecord = {
     code,
@@ -408,6 +418,7 @@ export async function lendSpareCode(
   );
   if (!res.succeeded)
     throw new SpareCodeError(`${key} was written by someone else meanwhile; look again (idgen spare list)`);
+  await guard.noteSeen(io.now);
   return { record, changed: true };
 }
 
@@ -431,10 +442,14 @@ export async function beginReclaim(
     throw new SpareCodeError(`spare code ${code} is adopted in this etcd, not lent: nothing to reclaim here`);
   const lentTo = r.lentTo;
   await checkRegionBinding(io, lentTo);
+  const guard = await guardRegistryStep(io, { kind: 'reclaim', code, lentTo });
   const at = new Date((io.now ?? Date.now)()).toISOString();
   const reg = await registryAtLeastReclaiming(io, code, lentTo, at);
   await checkOneRegistry(io, reg);
-  if (r.state === 'reclaiming' || r.state === 'reclaimed') return r;
+  if (r.state === 'reclaiming' || r.state === 'reclaimed') {
+    await guard.noteSeen(io.now);
+    return r;
+  }
   const record: SpareCodeRecord = {
     code,
     state: 'reclaiming',
@@ -453,6 +468,7 @@ export async function beginReclaim(
     `reclaim transaction on ${existing.key}`,
   );
   if (!res.succeeded) throw new SpareCodeError(`${existing.key} changed meanwhile; run reclaim again`);
+  await guard.noteSeen(io.now);
   return record;
 }
 
@@ -556,6 +572,7 @@ export async function exportHandover(
   }
   workers.sort((a, b) => a.worker - b.worker);
   let reclaimedAt = new Date((io.now ?? Date.now)()).toISOString();
+  const guard = await guardRegistryStep(io, { kind: 'reclaim', code, lentTo });
   // The registry must follow this loan (reclaiming, or reclaimed by an earlier run) before this etcd is touched.
   let reg = await registryAtLeastReclaiming(io, code, lentTo, reclaimedAt);
   await checkOneRegistry(io, reg);
@@ -601,6 +618,7 @@ export async function exportHandover(
       throw new SpareCodeError(`${reg.key} changed meanwhile; run reclaim again`);
     reg = cas.entry;
   }
+  await guard.noteSeen(io.now);
   return {
     format: 'idgen-spare-handover/1',
     code,
@@ -742,6 +760,7 @@ export async function adoptSpareCode(
   const why = reg.record.handover === undefined ? 'none recorded' : summaryDifference(reg.record.handover, fromFile);
   if (why !== undefined) throw registrySays(reg, `the handover file is not the one the registry recorded (${why})`);
   await checkOneRegistry(io, reg);
+  const guard = await guardRegistryStep(io, { kind: 'adopt', code, lentTo: handover.lentTo, adopter: code });
   if (reg.record.state === 'adopted') {
     const by = reg.record.adoptedBy;
     if (by?.clusterId !== adopter.clusterId || by.prefix !== adopter.prefix)
@@ -806,7 +825,10 @@ export async function adoptSpareCode(
       maxLastMs,
     },
   };
-  if (existing !== undefined) return { record: existing.record, written, changed: written > 0 };
+  if (existing !== undefined) {
+    await guard.noteSeen(io.now);
+    return { record: existing.record, written, changed: written > 0 };
+  }
   const key = spareKeys.code(io.prefix, code);
   const res = await withTimeout(
     io.client
@@ -818,7 +840,42 @@ export async function adoptSpareCode(
     `adopt transaction on ${key}`,
   );
   if (!res.succeeded) throw new SpareCodeError(`${key} was written by someone else meanwhile; look again`);
+  await guard.noteSeen(io.now);
   return { record, written, changed: true };
+}
+
+/**
+ * Seals a dead loan (docs/design.md §7, "Registry threats"): a `lent` mirror the registry shows reclaimed, adopted or
+ * lent elsewhere (the etcd was restored to before the reclaim) becomes `reclaimed`, compared on its mod revision, so no
+ * claim under it can commit (each compares the mirror's mod revision) and no node boots on the code here.
+ */
+export async function sealDeadLoan(
+  io: Io,
+  entry: SpareCodeEntry,
+  registryRevision: string,
+  nowMs: number,
+  registry: RegistryIdentity | undefined = entry.record.registry,
+): Promise<void> {
+  const r = entry.record;
+  if (r.state === 'adopted' || r.state === 'reclaimed') return;
+  const sealed: SpareCodeRecord = {
+    code: r.code,
+    state: 'reclaimed',
+    lentTo: r.lentTo,
+    at: new Date(nowMs).toISOString(),
+    registryRevision,
+    ...(registry === undefined ? {} : { registry: { clusterId: registry.clusterId, prefix: registry.prefix } }),
+  };
+  const res = await withTimeout(
+    io.client
+      .if(entry.key, 'Mod', '==', entry.modRevision)
+      .then(io.client.put(entry.key).value(JSON.stringify(sealed)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
+    io.timeoutMs,
+    `sealing ${entry.key}`,
+  );
+  if (!res.succeeded) throw new SpareCodeError(`${entry.key} changed meanwhile; run the step again`);
 }
 
 /** Used by the lease: a `lent` record whose borrower is `region`, with the mod revision every claim compares. */

@@ -10,6 +10,7 @@ import { createEtcdLease } from './etcd-lease.js';
 import { RecordingTarget, mintLoop, uniquePrefix } from './recording-target.test-helper.js';
 import { adoptSpareCode, beginReclaim, exportHandover, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
 import type { WorkerLease } from './types.js';
+import { initRegistry } from './registry-identity.js';
 
 jest.setTimeout(180_000);
 
@@ -107,6 +108,7 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     // The deployment's spare-code registry (docs/design.md §7) is region 2's etcd, under the same prefix: every step
     // is decided there first, then mirrored into the region's own etcd.
     const registry = { client: kvTwo, prefix, timeoutMs: 2000 };
+    await initRegistry(registry); // idgen spare init, once for the deployment
     const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     // Each region's etcd is bound to its code before its first node: region 2's to 2, the new region's to 5.
@@ -125,7 +127,12 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     // Two borrowers: one on true time, one whose wall clock runs AHEAD_MS ahead and reaches etcd through a proxy.
     const proxy = await createTcpProxy({ target: new URL(regionTwo.clientUrl).host });
     cleanups.push(() => proxy.close());
-    const borrow = { workers: '0-0', kind: 'embedded' as const, borrowSpare: true };
+    const borrow = {
+      workers: '0-0',
+      kind: 'embedded' as const,
+      borrowSpare: true,
+      registry: { endpoints: [regionTwo.clientUrl], prefix },
+    };
     const steady = party('steady', 2, leaseOptions(prefix, regionTwo.clientUrl, borrow), systemClock);
     const aheadClock = offsetClock(AHEAD_MS);
     const ahead = party('ahead', 2, leaseOptions(prefix, `http://${proxy.address}`, borrow), aheadClock);

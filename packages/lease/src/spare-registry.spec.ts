@@ -23,6 +23,7 @@ import {
   registryKeys,
   type RegistryIo,
 } from './spare-registry.js';
+import { RegistryRefusedError, initRegistry } from './registry-identity.js';
 
 // docs/design.md §7: one registry for the spare codes. Three real etcd servers: the deployment's
 // spare-code registry, region 2's and region 3's (each bound to its code as idgen region init does); a fourth is the
@@ -59,6 +60,7 @@ async function deployment(name: string) {
   const prefix = uniquePrefix(name);
   await Promise.all([bindRegion(etcdTwo, 2, prefix), bindRegion(etcdThree, 3, prefix), bindRegion(etcdNew, 5, prefix)]);
   const registry: RegistryIo = { client: kvRegistry, prefix, timeoutMs: TIMEOUT_MS, name: registryEtcd.clientUrl };
+  await initRegistry(registry); // idgen spare init, once for the deployment
   const at = (client: Etcd3, reg: RegistryIo = registry) => ({
     client,
     prefix,
@@ -286,10 +288,16 @@ describe('the spare-code registry', () => {
     });
     // An operator names another etcd as the registry (region 3's): it has no record of code 6 or of 5.
     const other: RegistryIo = { client: kvThree, prefix: d.prefix, timeoutMs: TIMEOUT_MS, name: etcdThree.clientUrl };
+    // Never initialised: refused as not a deployment's registry at all.
+    await expect(lendSpareCode(d.at(kvTwo, other), 6, 2)).rejects.toThrow(
+      /has no deployment ID .*run "idgen spare init"/,
+    );
+    // Initialised on its own (another deployment ID): refused, region 2 follows the first one.
+    await initRegistry(other);
     const lend = await errorOf(lendSpareCode(d.at(kvTwo, other), 6, 2));
-    expect(lend).toBeInstanceOf(SpareCodeError);
+    expect(lend).toBeInstanceOf(RegistryRefusedError);
     expect((lend as Error).message).toMatch(
-      /spare-codes\/5 follows the spare-code registry in etcd cluster \d+ \(prefix .*\), not this one \(cluster \d+, prefix .*\): a deployment has one registry/,
+      /follows the spare-code registry of cluster \d+, prefix .*, not this one \(cluster \d+, prefix .*\): a deployment has one registry/,
     );
     expect(await localRecord(kvTwo, d.prefix, 6)).toBeNull();
     // A reclaim decided in the other registry is refused the same way (it has no record of the loan at all).
@@ -297,6 +305,7 @@ describe('the spare-code registry', () => {
     expect((await readSpareCode(d.two, 5))?.record.state).toBe('lent');
     // Another prefix in the same registry etcd is another registry too.
     const moved: RegistryIo = { ...d.registry, prefix: `${d.prefix}-b` };
+    await initRegistry(moved);
     await expect(lendSpareCode(d.at(kvTwo, moved), 6, 2)).rejects.toThrow(/follows the spare-code registry/);
     expect(await localRecord(kvTwo, d.prefix, 6)).toBeNull();
   });

@@ -198,7 +198,9 @@ export async function listRegistryCodes(io: RegistryIo, maxRegion = 7): Promise<
   const r = await call(io, `listing ${prefix}`, () =>
     io.client.getAll().prefix(prefix).options(deadlineIn(io.timeoutMs)).exec(),
   );
+  // The registry's own keys beside the codes (`deployment`, a region's `seen`: ./registry-identity.ts) are not codes.
   return r.kvs
+    .filter((kv) => /^[0-9]+$/.test(kv.key.toString('utf8').slice(prefix.length)))
     .map((kv) => {
       const key = kv.key.toString('utf8');
       const read = firstKey([kv]);

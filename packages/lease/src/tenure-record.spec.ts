@@ -8,6 +8,7 @@ import { useLeaseHarness } from './etcd-harness.test-helper.js';
 import { leaseKeys, parseLastMsRecord } from './records.js';
 import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
 import { beginReclaim, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
+import { initRegistry } from './registry-identity.js';
 import { TENURE_KEEP, parseTenureRecord } from './tenure-ledger.js';
 import type { TenureRecord } from './tenure-ledger.js';
 
@@ -179,10 +180,12 @@ describe('the tenure record', () => {
     const own = lease(options(prefix, { workers: '0-0', nodeId: 'own' }), new RecordingTarget('own'));
     await own.start();
     const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
+    await initRegistry({ client: kv, prefix, timeoutMs: 2000 });
     await lendSpareCode({ ...io, registry: { client: kv, prefix, timeoutMs: 2000 } }, 5, 2);
     const target = new RecordingTarget('borrower');
+    const registry = { endpoints: [harness.current().etcd.clientUrl], prefix };
     const b = lease(
-      options(prefix, { workers: '0-0', nodeId: 'borrower', kind: 'embedded', borrowSpare: true }),
+      options(prefix, { workers: '0-0', nodeId: 'borrower', kind: 'embedded', borrowSpare: true, registry }),
       target,
     );
     await b.start();

@@ -14,6 +14,7 @@ export {
   heldSlotsUnder,
   lendSpareCode,
   listSpareCodes,
+  sealDeadLoan,
   spareCodesOf,
 } from '../spare-codes.js';
 export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeState, WithRegistry } from '../spare-codes.js';
@@ -27,5 +28,26 @@ export type {
   SpareRegistryEntry,
 } from '../spare-registry.js';
 export { initRegion } from '../region-binding.js';
+export {
+  RegistryRefusedError,
+  initRegistry,
+  isRegistryRefusedError,
+  noteRegistrySeen,
+  readRegistryNow,
+  readRegistrySeen,
+} from '../registry-identity.js';
+export type {
+  DeploymentRegistry,
+  RegionEtcd,
+  RegistryDeploymentRecord,
+  RegistryNow,
+  RegistryRefusal,
+  RegistrySeenRecord,
+} from '../registry-identity.js';
+export type { WithDeployment } from '../registry-guard.js';
+export { reconcileRegistry } from '../registry-reconcile.js';
+export type { ReconcileReport, ReconciledCode } from '../registry-reconcile.js';
+export { confirmLoan } from '../loan-confirmation.js';
+export type { LoanVerdict } from '../loan-confirmation.js';
 export { RESTORED_NODE_ID, markRegionRestored } from '../region-restore.js';
 export type { RegionRestoredReport } from '../region-restore.js';

@@ -15,5 +15,6 @@ export { parseHandover, parseSpareCodeRecord, spareKeys } from '../spare-codes.j
 export type { SpareCodeAdoption, SpareCodeLoan, SpareCodeRecord } from '../spare-codes.js';
 export { parseRegistryRecord, registryKeys } from '../spare-registry.js';
 export type { SpareRegistryRecord } from '../spare-registry.js';
+export { parseRegistryDeployment, parseRegistrySeen, registryMetaKeys } from '../registry-identity.js';
 export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
 export type { RegionBindingRecord } from '../region-binding.js';

@@ -1,0 +1,198 @@
+// A borrower's etcd restored after its loan moved on (docs/design.md §7, "Registry threats"): region 2 borrows spare
+// code 5; `etcdctl snapshot save` of region 2's etcd; code 5 is reclaimed and adopted by the new region; region 2's
+// etcd is restored from the snapshot. Its mirror says `lent` again. A claim that trusts that copy claims code 5 beside
+// the adopter; the registry, which says `adopted`, decides. Three real etcds (region 2's, the new region's, the
+// registry), real leases and guards, a real snapshot and restore.
+import { join } from 'node:path';
+import { DEFAULT_LAYOUT } from '@idgen/core';
+import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
+import { bindRegion, cleanupAll, startEtcd, tempDir } from '@idgen/testing';
+import type { EtcdServer } from '@idgen/testing';
+import { Etcd3 } from 'etcd3';
+import type { EtcdLeaseOptions } from './config.js';
+import { createEtcdLease } from './etcd-lease.js';
+import { NoFreeWorkerError } from './errors.js';
+import { RecordingTarget, mintLoop, uniquePrefix } from './recording-target.test-helper.js';
+import { markRegionRestored } from './region-restore.js';
+import { initRegistry } from './registry-identity.js';
+import {
+  adoptSpareCode,
+  beginReclaim,
+  exportHandover,
+  heldSlotsUnder,
+  lendSpareCode,
+  readSpareCode,
+} from './spare-codes.js';
+import type { WorkerLease } from './types.js';
+
+jest.setTimeout(180_000);
+
+const TTL_S = 3;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+afterAll(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+  await cleanupAll();
+});
+
+function leaseOptions(etcd: EtcdServer, prefix: string, extra: Partial<EtcdLeaseOptions>): EtcdLeaseOptions {
+  return {
+    endpoints: [etcd.clientUrl],
+    prefix,
+    region: 2,
+    ttlSeconds: TTL_S,
+    keepAliveIntervalMs: 500,
+    keepAliveTimeoutMs: 400,
+    fenceMarginMs: 1000,
+    requestTimeoutMs: 1500,
+    backoff: { initialMs: 50, maxMs: 200 },
+    ...extra,
+  };
+}
+
+function track(lease: WorkerLease): WorkerLease {
+  cleanups.push(() => lease.release());
+  return lease;
+}
+
+/**
+ * Region 2 (its one home slot held), the new region bound to 5, a registry of its own; code 5 lent to region 2 and
+ * region 2's etcd snapshotted while the loan stood; then reclaimed (no borrower held it) and adopted by the new region.
+ */
+async function deadLoan(name: string) {
+  const prefix = uniquePrefix(name);
+  const [two, fresh, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
+  await bindRegion(two, 2, prefix);
+  await bindRegion(fresh, 5, prefix);
+  const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
+  const kvNew = new Etcd3({ hosts: [fresh.clientUrl] });
+  const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+  cleanups.push(() => {
+    kvTwo.close();
+    kvNew.close();
+    kvRegistry.close();
+  });
+  const registry = { client: kvRegistry, prefix, timeoutMs: 2000, name: registryEtcd.clientUrl };
+  await initRegistry(registry);
+  const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+  const ioNew = { ...ioTwo, client: kvNew };
+  // Region 2's home slot 0 is held for the whole test by a long lease in its etcd (in the snapshot too): a borrower
+  // with home range 0-0 finds it full, before and after the restore.
+  const homeLease = kvTwo.lease(600, { autoKeepAlive: false });
+  await homeLease.put(`${prefix}/regions/2/workers/0`).value('{"nodeId":"home","kind":"service"}');
+  await lendSpareCode(ioTwo, 5, 2);
+  const dir = await tempDir('idgen-loan-snapshot');
+  const snapshot = join(dir.path, 'two.db');
+  await two.snapshot(snapshot);
+  await beginReclaim(ioTwo, 5);
+  const handover = await exportHandover({ ...ioTwo, ttlMs: TTL_S * 1000, clockBoundMs: 10 }, 5);
+  await adoptSpareCode(ioNew, handover);
+  const borrow = {
+    workers: '0-0',
+    kind: 'embedded' as const,
+    borrowSpare: true,
+    registry: { endpoints: [registryEtcd.clientUrl], prefix },
+  };
+  return { prefix, two, fresh, registryEtcd, kvTwo, ioTwo, snapshot, borrow };
+}
+
+/**
+ * Starts a borrower of region 2; if it claims (the code without the registry's word), starts the adopting region's
+ * node on the same worker of code 5 and counts the IDs both mint: the duplicates a dead loan costs.
+ */
+async function borrowAfterRestore(d: Awaited<ReturnType<typeof deadLoan>>, name: string) {
+  const guard = createGuardedMinter({ region: 2, clock: systemClock });
+  const lease = track(createEtcdLease(leaseOptions(d.two, d.prefix, { ...d.borrow, nodeId: name }), guard));
+  cleanups.push(() => guard.close());
+  const started = await lease.start().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (started !== undefined) return { started, claimed: false, common: 0 };
+  const worker = lease.snapshot().worker ?? -1;
+  const adopterGuard = createGuardedMinter({ region: 5, clock: systemClock });
+  const adopter = track(
+    createEtcdLease(
+      leaseOptions(d.fresh, d.prefix, { region: 5, workers: `${worker}-${worker}`, nodeId: `${name}-adopter` }),
+      adopterGuard,
+    ),
+  );
+  cleanups.push(() => adopterGuard.close());
+  await adopter.start();
+  const a = mintLoop(guard);
+  const b = mintLoop(adopterGuard);
+  const end = Date.now() + 3000;
+  while (Date.now() < end && (a.ids.length < 50_000 || b.ids.length < 50_000))
+    await new Promise((r) => setTimeout(r, 50));
+  a.stop();
+  b.stop();
+  const mine = new Set(a.ids);
+  const common = b.ids.filter((id) => mine.has(id)).length;
+  console.log(
+    `dead loan, ${name}: borrower ${a.ids.length} IDs on 5/${worker}, adopter ${b.ids.length}, ${common} equal`,
+  );
+  return { started, claimed: true, common };
+}
+
+describe("a borrower's etcd restored after its loan moved on", () => {
+  it('same token: the restored mirror says lent, the registry says adopted: no borrower claims under code 5', async () => {
+    const d = await deadLoan('loan-same-token');
+    await d.two.restore(d.snapshot);
+    expect((await readSpareCode(d.ioTwo, 5))?.record.state).toBe('lent'); // the dead loan, as restored
+    const r = await borrowAfterRestore(d, 'borrower-same');
+    expect({ claimed: r.claimed, common: r.common }).toEqual({ claimed: false, common: 0 });
+    expect(r.started).toBeInstanceOf(NoFreeWorkerError);
+    expect((r.started as Error).message).toMatch(/spare code 5: loan not confirmed by the registry \(.*adopted by/);
+    expect(await heldSlotsUnder(d.ioTwo, 5)).toEqual([]);
+  });
+
+  it('new token: idgen region restored asks the registry, seals the dead loan (reclaimed), and no borrower claims under it', async () => {
+    const d = await deadLoan('loan-new-token');
+    await d.two.restore(d.snapshot, { clusterToken: `restored-${Date.now()}` });
+    const kv = new Etcd3({ hosts: [d.two.clientUrl] });
+    cleanups.push(() => kv.close());
+    const report = await markRegionRestored({ ...d.ioTwo, client: kv }, 2, { ttlMs: TTL_S * 1000 });
+    expect(report.loans).toEqual([{ code: 5, verdict: 'dropped', why: expect.stringMatching(/adopted by/) }]);
+    expect((await readSpareCode({ ...d.ioTwo, client: kv }, 5))?.record.state).toBe('reclaimed');
+    const r = await borrowAfterRestore(d, 'borrower-new');
+    expect({ claimed: r.claimed, common: r.common }).toEqual({ claimed: false, common: 0 });
+    expect(r.started).toBeInstanceOf(NoFreeWorkerError);
+  });
+
+  it('the registry unreachable: a borrower keeps the slot it holds, and no new claim goes under a loan it cannot confirm', async () => {
+    const prefix = uniquePrefix('loan-registry-down');
+    const [two, registryEtcd] = await Promise.all([startEtcd(), startEtcd()]);
+    await bindRegion(two, 2, prefix);
+    const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
+    const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    cleanups.push(() => {
+      kvTwo.close();
+      kvRegistry.close();
+    });
+    const registry = { client: kvRegistry, prefix, timeoutMs: 2000 };
+    await initRegistry(registry);
+    const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+    await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
+    await lendSpareCode(ioTwo, 5, 2);
+    const borrow = {
+      workers: '0-0',
+      kind: 'embedded' as const,
+      borrowSpare: true,
+      registry: { endpoints: [registryEtcd.clientUrl], prefix },
+    };
+    const held = new RecordingTarget('held');
+    await track(createEtcdLease(leaseOptions(two, prefix, borrow), held)).start();
+    expect(held.assignment?.region).toBe(5);
+    registryEtcd.pause(); // the registry stops answering
+    cleanups.push(() => registryEtcd.resume());
+    const late = await track(createEtcdLease(leaseOptions(two, prefix, borrow), new RecordingTarget('late')))
+      .start()
+      .catch((e: unknown) => e);
+    expect(late).toBeInstanceOf(NoFreeWorkerError);
+    expect((late as Error).message).toMatch(/spare code 5: loan not confirmed by the registry \(.*did not answer/);
+    // The holder refreshed all along (its refreshes compare the mirror in its own etcd, not the registry).
+    const extendsSince = held.of('extend').length;
+    await held.waitFor((e) => e.kind === 'extend' && held.of('extend').length > extendsSince + 2, 10_000, 'refreshes');
+    expect(held.of('unassign')).toEqual([]);
+  });
+});
