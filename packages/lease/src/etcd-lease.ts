@@ -27,6 +27,7 @@ import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
 import { EtcdHistory } from './etcd-history.js';
 import { RegionBindingError, checkRegionBinding } from './region-binding.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
+import type { SpareCodeEntry } from './spare-codes.js';
 import { confirmLoan, regionEtcd } from './loan-confirmation.js';
 import { CorruptRecordError, LayoutMismatchError, LeaseError, NoFreeWorkerError, isLeaseError } from './errors.js';
 import type { SlotHolder } from './errors.js';
@@ -184,6 +185,10 @@ class EtcdWorkerLease implements WorkerLease {
   private client: Etcd3 | undefined;
   /** The spare-code registry's client, made at a borrower's first claim under a lent code (docs/design.md §7). */
   private registryClient: Etcd3 | undefined;
+  /** The loans confirmed at a claim, by mirror key: what a holder of a borrowed slot confirms again while it holds. */
+  private readonly loans = new Map<string, SpareCodeEntry>();
+  /** When the held borrowed slot's loan was last confirmed (monotonic ms). */
+  private loanCheckedMono = 0;
   /** What this holder has seen of etcd's history: a revision that goes back or another cluster ID fences. */
   private readonly history = new EtcdHistory();
   /** Set when etcd stopped being trustworthy (docs/design.md §5): claims after it start above it + TTL + bound. */
@@ -547,6 +552,7 @@ class EtcdWorkerLease implements WorkerLease {
         );
         continue;
       }
+      this.loans.set(e.key, e);
       confirmed.push({
         guard: { key: e.key, modRevision: e.modRevision },
         slots: rotated(e.record.code, 0, this.cfg.layout.maxWorker),
@@ -1088,7 +1094,39 @@ class EtcdWorkerLease implements WorkerLease {
         const outcome = await this.refreshOnce(s, routes.current());
         if (outcome !== 'failed') break;
       }
+      this.confirmHeldLoan(s);
     }
+  }
+
+  /**
+   * A holder of a borrowed slot asks the registry again, every half TTL, whether its loan still stands
+   * (docs/design.md §7, "Registry threats"): a registry that shows the code reclaimed, adopted or lent elsewhere (the
+   * loan moved on without this etcd's mirror: a registry restored and a second lend) takes the slot back at once. No
+   * answer keeps the slot: the registry refuses a second lend of a code it records lent, and a restored registry is
+   * refused for lend until it is reconciled (./registry-guard.ts). Runs beside the keep-alives, never delaying them.
+   */
+  private confirmHeldLoan(s: Session): void {
+    const registry = this.cfg.registry;
+    const spare = slotOf(s)?.spare;
+    if (registry === undefined || spare === undefined || this.registryClient === undefined || ended(s)) return;
+    const now = this.cfg.clock.monoMs();
+    if (now - this.loanCheckedMono < this.cfg.ttlMs / 2) return;
+    this.loanCheckedMono = now;
+    const entry = this.loans.get(spare.key);
+    if (entry === undefined) return;
+    void confirmLoan(
+      { client: this.registryClient, prefix: registry.prefix, timeoutMs: this.cfg.requestTimeoutMs },
+      regionEtcd(this.requireClient(), this.cfg.prefix, this.cfg.requestTimeoutMs),
+      entry,
+      this.cfg.region,
+      this.cfg.layout.maxRegion,
+    ).then((verdict) => {
+      if (verdict.kind === 'dropped' && !ended(s))
+        this.giveBack(
+          s,
+          `spare code ${entry.record.code}: the loan moved on (${verdict.why}): the borrowed slot is given back`,
+        );
+    });
   }
 
   /**

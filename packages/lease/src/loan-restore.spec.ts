@@ -195,4 +195,47 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     await held.waitFor((e) => e.kind === 'extend' && held.of('extend').length > extendsSince + 2, 10_000, 'refreshes');
     expect(held.of('unassign')).toEqual([]);
   });
+
+  it('the registry restored and the code lent again elsewhere: the holder of the loan it forgot gives its slot back', async () => {
+    const prefix = uniquePrefix('loan-registry-rewound');
+    const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
+    await bindRegion(two, 2, prefix);
+    await bindRegion(three, 3, prefix);
+    const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
+    const kvThree = new Etcd3({ hosts: [three.clientUrl] });
+    const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    cleanups.push(() => {
+      kvTwo.close();
+      kvThree.close();
+      kvRegistry.close();
+    });
+    const registry = { client: kvRegistry, prefix, timeoutMs: 2000 };
+    await initRegistry(registry);
+    const dir = await tempDir('idgen-registry-snapshot');
+    const snapshot = join(dir.path, 'registry.db');
+    await registryEtcd.snapshot(snapshot);
+    const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+    await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
+    await lendSpareCode(ioTwo, 5, 2); // no deployment file: region 3's etcd never hears of the registry
+    const held = new RecordingTarget('held');
+    const borrow = {
+      workers: '0-0',
+      kind: 'embedded' as const,
+      borrowSpare: true,
+      registry: { endpoints: [registryEtcd.clientUrl], prefix },
+    };
+    await track(createEtcdLease(leaseOptions(two, prefix, borrow), held)).start();
+    expect(held.assignment?.region).toBe(5);
+    // The registry restored from the backup forgets the loan; an operator lends 5 to region 3 through its etcd.
+    await registryEtcd.restore(snapshot);
+    const kvRestored = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    cleanups.push(() => kvRestored.close());
+    await lendSpareCode({ ...ioTwo, client: kvThree, registry: { ...registry, client: kvRestored } }, 5, 3);
+    // Region 2's holder asks the registry again while it holds: lent to region 3 now, so the slot goes back.
+    const back = await held.waitFor((e) => e.kind === 'unassign', 20_000, 'the borrowed slot given back');
+    expect(back.message).toMatch(/spare code 5: the loan moved on \(the registry says code 5 is lent to region 3/);
+    const end = Date.now() + 10_000;
+    while ((await heldSlotsUnder(ioTwo, 5)).length > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    expect(await heldSlotsUnder(ioTwo, 5)).toEqual([]);
+  });
 });
