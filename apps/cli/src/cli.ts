@@ -5,6 +5,7 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { SpareCodeRecord } from '@idgen/lease/records';
 import type { CliIo, VerbContext } from './context.js';
 import { decodeId, layoutWithEpoch } from './decode.js';
+import { runSpareInit, runSpareReconcile } from './spare-registry-verbs.js';
 import {
   CliError,
   EXIT_CODES_HELP,
@@ -201,17 +202,20 @@ function addRegionVerbs(program: Command, verb: VerbRunner): void {
   )
     .addHelpText('after', '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379')
     .action(verb<RegionInitFlags>('region init', runRegionInit));
-  regionCommon(
-    region
-      .command('restored')
-      .summary('after an etcd restore: mark every slot unclean as of now and rebind to the restored cluster')
-      .description(
-        'after etcdctl snapshot restore (docs/runbook.md, "etcd restored from a snapshot"): every slot of the region\'s code\n' +
-          'and of the spare codes lent to it gets last-ms = now, not released, so every next holder starts above now + TTL +\n' +
-          "the clock bound, past anything the lost history's holders minted; then the binding takes the restored cluster's ID.",
-      )
-      .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
-      .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6'),
+  addRegistryOptions(
+    regionCommon(
+      region
+        .command('restored')
+        .summary('after an etcd restore: mark every slot unclean as of now and rebind to the restored cluster')
+        .description(
+          'after etcdctl snapshot restore (docs/runbook.md, "etcd restored from a snapshot"): every slot of the region\'s code\n' +
+            'and of the spare codes lent to it gets last-ms = now, not released, so every next holder starts above now + TTL +\n' +
+            "the clock bound, past anything the lost history's holders minted; then the binding takes the restored cluster's ID.",
+        )
+        .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
+        .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6'),
+    ),
+    "the deployment's spare-code registry: each loan this etcd mirrors is confirmed there; one that moved on is sealed",
   ).action(verb<RegionRestoredFlags>('region restored', runRegionRestored));
   regionCommon(region.command('show').summary('the region binding this etcd records (exit 1 if none)'), 'read').action(
     verb<SpareFlags>('region show', runRegionShow),
@@ -240,9 +244,52 @@ function addSpareVerbs(program: Command, verb: VerbRunner): void {
   ): ReturnType<Command['command']> => {
     addEtcdOptions(c, etcdWhat, c.name() === 'list' ? 'read' : 'write');
     addRegistryOptions(c, registryWhat);
+    c.option(
+      '--config <file>',
+      c.name() === 'list'
+        ? "optional: the deployment file (idgen audit's)"
+        : "the deployment file (idgen audit's, required): every region's etcd is checked before the step writes",
+    );
     addTimeoutOption(c, 'each etcd request');
     return addJsonOption(c);
   };
+  const registryVerb = (c: ReturnType<Command['command']>): ReturnType<Command['command']> => {
+    addRegistryOptions(c, "the deployment's spare-code registry: its etcd client URLs, comma-separated (required)");
+    c.option('--config <file>', "the deployment file (idgen audit's, required): every region's etcd");
+    addTimeoutOption(c, 'each etcd request');
+    return addJsonOption(c);
+  };
+  registryVerb(
+    spare
+      .command('init')
+      .summary("give the spare-code registry its deployment ID, once, and record it in every region's etcd")
+      .description(
+        'once per deployment, before the first lend: writes {registry-prefix}/spare-registry/deployment (a random ID;\n' +
+          "run again it changes nothing), then records the registry (its etcd's cluster ID, prefix and that ID) and its\n" +
+          "revision in every region's etcd of --config. From then on a region refuses any other registry (exit 4).",
+      ),
+  )
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen spare init --registry https://etcd.registry:2379 --config deployment.json',
+    )
+    .action(verb<SpareFlags>('spare init', runSpareInit));
+  registryVerb(
+    spare
+      .command('reconcile')
+      .summary("after the registry was restored: rebuild it from the regions' mirrors")
+      .description(
+        'after the registry etcd was restored from a backup (lend, reclaim and adopt exit 4: its history went back),\n' +
+          "rebuilds each code's record from the most advanced mirror in the regions of --config, seals loans a later\n" +
+          "step made dead, and sets every region's memory of the registry to its revision now (docs/runbook.md,\n" +
+          '"Restoring the registry"). Refused when two regions borrow the same code.',
+      ),
+  )
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen spare reconcile --registry https://etcd.registry:2379 --config deployment.json',
+    )
+    .action(verb<SpareFlags>('spare reconcile', runSpareReconcile));
   spareCommon(
     spare
       .command('lend')
@@ -449,7 +496,7 @@ async function runDecode(args: string[], flags: DecodeFlags, io: CliIo, state: {
 export const DEADLINE_GRACE_MS = 1000;
 
 /** The verbs whose `--timeout-ms` bounds each etcd request, not the whole command. */
-const WRITING_VERBS = /^(region (init|restored)|spare (lend|reclaim|adopt))$/;
+const WRITING_VERBS = /^(region (init|restored)|spare (lend|reclaim|adopt|init|reconcile))$/;
 
 /**
  * A reading verb's whole budget: the command timeout, two dial timeouts (etcd's, then a node's: `status` dials a node

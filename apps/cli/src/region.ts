@@ -3,7 +3,7 @@ import { regionBindingKey, parseRegionBinding } from '@idgen/lease/records';
 import type { VerbContext } from './context.js';
 import { EXIT_OK, EXIT_PROBLEM, usageError, type ExitCode } from './exit-codes.js';
 import { integerOption } from './options.js';
-import { withEtcd, type SpareFlags } from './spare.js';
+import { withEtcd, withRegistry, type SpareFlags } from './spare.js';
 
 /** Flags of `idgen region init`. */
 export interface RegionInitFlags extends SpareFlags {
@@ -72,15 +72,29 @@ export async function runRegionRestored(flags: RegionRestoredFlags, ctx: VerbCon
   if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
   const code = integerOption('--region', flags.region, 0, 7);
   const ttlMs = integerOption('--lease-ttl', flags.leaseTtl, 2, 3600) * 1000;
-  const report = await withEtcd(flags, 'region restored', (io) =>
-    markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }),
-  );
+  // With --registry, each loan this etcd mirrors is confirmed there (docs/design.md §7, "Registry threats").
+  const report =
+    flags.registry === undefined
+      ? await withEtcd(flags, 'region restored', (io) => markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }))
+      : await withRegistry(flags, 'region restored', (io) =>
+          markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }),
+        );
   if (flags.json) ctx.io.out(JSON.stringify(report));
   else
     ctx.io.out(
       `region ${code}: ${report.written} slot(s) of code(s) ${report.codes.join(', ')} marked unclean at ` +
         `${new Date(report.ms).toISOString()} (next holders start above it + TTL + the clock bound); bound to cluster ` +
         `${report.clusterId}${report.clusterId === report.previousClusterId ? ' (unchanged)' : ` (was ${report.previousClusterId})`}`,
+    );
+  for (const loan of report.loans)
+    ctx.io.err(
+      `idgen region restored: spare code ${loan.code} lent here: ${
+        loan.verdict === 'confirmed'
+          ? 'confirmed by the registry'
+          : loan.verdict === 'dropped'
+            ? `sealed (reclaimed): ${loan.why ?? ''}`
+            : `not confirmed (${loan.why ?? ''}): borrowers confirm it in the registry before any claim`
+      }`,
     );
   return EXIT_OK;
 }

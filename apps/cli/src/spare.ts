@@ -4,6 +4,7 @@ import { isLeaseError } from '@idgen/lease';
 import {
   SpareRegistryCallError,
   adoptSpareCode,
+  isRegistryRefusedError,
   beginReclaim,
   describeRegistry,
   exportHandover,
@@ -13,6 +14,7 @@ import {
   listSpareCodes,
   spareCodesOf,
   type Handover,
+  type RegionEtcd,
   type RegistryIo,
   type SpareCodeEntry,
 } from '@idgen/lease/operator';
@@ -33,10 +35,12 @@ import {
 } from 'etcd3';
 import type { VerbContext } from './context.js';
 import { openEtcdClient, unreachableAfter } from './etcd-state.js';
+import { readDeploymentFile } from './audit.js';
 import {
   CliError,
   EXIT_OK,
   EXIT_PROBLEM,
+  EXIT_REGISTRY,
   EXIT_UNREACHABLE,
   isCliError,
   usageError,
@@ -99,6 +103,8 @@ export async function readSpareNotes(
 export interface SpareFlags extends EtcdFlags, Partial<RegistryFlags> {
   timeoutMs: string;
   json: boolean;
+  /** The deployment file (idgen audit's): every region's etcd, checked before lend, reclaim and adopt write. */
+  config?: string;
 }
 
 export interface LendFlags extends SpareFlags {
@@ -122,6 +128,8 @@ export interface SpareIo {
   prefix: string;
   timeoutMs: number;
   layout: Layout;
+  /** The other regions of `--config` (docs/design.md §7, "Registry threats"): read before a step writes. */
+  deployment?: RegionEtcd[];
 }
 
 /** A connected writer on one etcd; `run` maps etcd's refusals and timeouts to the CLI's exit codes. */
@@ -147,9 +155,41 @@ function registryWhy(verb: string): string {
   return `idgen spare ${verb} is decided in the deployment's spare-code registry first (docs/design.md §7)`;
 }
 
-/** A usage error (exit 2) before anything else when a writing verb has no --registry. */
+/** A usage error (exit 2) before anything else when a writing verb has no --registry or no --config. */
 function requireRegistry(flags: SpareFlags, verb: string): void {
   if (flags.registry === undefined) throw usageError(`--registry is required: ${registryWhy(verb)}`);
+  if (flags.config === undefined)
+    throw usageError(
+      `--config <deployment.json> is required: every region's etcd is checked for the registry it follows and for ` +
+        `a mirror that contradicts this ${verb} before anything is written (docs/design.md §7)`,
+    );
+}
+
+/**
+ * Opens every region of the deployment file (each with the CLI's deadlines); `fn` gets them, and they are closed
+ * after. A region that does not answer fails the step (exit 3) before anything is written.
+ */
+export async function withDeploymentRegions<T>(
+  config: string | undefined,
+  flags: SpareFlags,
+  fn: (regions: RegionEtcd[]) => Promise<T>,
+): Promise<T> {
+  if (config === undefined) return fn([]);
+  const d = deadlines(flags);
+  const opened: { client: Etcd3; name: string; prefix: string }[] = [];
+  try {
+    for (const r of readDeploymentFile(config)) {
+      const client = await openEtcdClient(r.connection, d);
+      opened.push({
+        client,
+        name: `region ${r.name} (${r.connection.options.endpoints.join(',')})`,
+        prefix: r.connection.keyPrefix,
+      });
+    }
+    return await fn(opened.map((o) => ({ client: o.client, prefix: o.prefix, timeoutMs: d.timeoutMs, name: o.name })));
+  } finally {
+    for (const o of opened) o.client.close();
+  }
 }
 
 async function withConnections<T>(
@@ -186,7 +226,9 @@ async function withConnections<T>(
             timeoutMs,
             name: registryAt.options.endpoints.join(','),
           };
-    return await fn({ client, prefix: connection.keyPrefix, timeoutMs, layout }, registry);
+    return await withDeploymentRegions(flags.config, flags, (deployment) =>
+      fn({ client, prefix: connection.keyPrefix, timeoutMs, layout, deployment }, registry),
+    );
   } catch (e) {
     if (e instanceof SpareRegistryCallError) throw asCliError(e.cause, verb, registryWhere, true);
     throw asCliError(e, verb, where);
@@ -198,6 +240,7 @@ async function withConnections<T>(
 
 function asCliError(e: unknown, verb: string, where: string, registry = false): unknown {
   if (e instanceof CliError) return e;
+  if (isRegistryRefusedError(e)) return new CliError(EXIT_REGISTRY, e.message);
   if (isLeaseError(e)) return new CliError(EXIT_PROBLEM, e.message);
   if (registry && (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError))
     return new CliError(

@@ -19,6 +19,7 @@ let newRegion: string;
 let registry: string;
 let regionThree: string;
 let dir: string;
+let deployment: string;
 const leases: WorkerLease[] = [];
 
 beforeAll(async () => {
@@ -26,6 +27,18 @@ beforeAll(async () => {
     await Promise.all([startEtcd(), startEtcd(), startEtcd(), startEtcd()])
   ).map((e) => e.clientUrl) as [string, string, string, string];
   dir = tempDirSync('cli-spare').path;
+  // The deployment file (idgen audit's): every region's etcd, which lend, reclaim and adopt check before they write.
+  deployment = join(dir, 'deployment.json');
+  writeFileSync(
+    deployment,
+    JSON.stringify({
+      regions: [
+        { name: 'r2', etcd: [regionTwo] },
+        { name: 'r5', etcd: [newRegion] },
+        { name: 'r3', etcd: [regionThree] },
+      ],
+    }),
+  );
 });
 
 afterAll(async () => {
@@ -46,7 +59,7 @@ function target(): LeaseTarget & { assignment?: WorkerAssignment } {
 
 function startLease(
   endpoint: string,
-  extra: { workers: string; kind?: 'embedded'; borrowSpare?: boolean },
+  extra: { workers: string; kind?: 'embedded'; borrowSpare?: boolean; registry?: { endpoints: string[] } },
   t: LeaseTarget,
 ): Promise<void> {
   const l = createEtcdLease(
@@ -74,14 +87,55 @@ interface SlotsJson {
 
 describe('idgen spare, across two etcd clusters', () => {
   it('lend, borrow (leases and decode show it), reclaim to a handover file, adopt in the new region', async () => {
-    const two = ['--etcd', regionTwo, '--registry', registry];
-    const fresh = ['--etcd', newRegion, '--registry', registry];
+    const two = ['--etcd', regionTwo, '--registry', registry, '--config', deployment];
+    const fresh = ['--etcd', newRegion, '--registry', registry, '--config', deployment];
+    // Before the first lend: an uninitialised registry is refused (exit 4); idgen spare init gives it its deployment
+    // ID and records it in every region's etcd.
+    expect(await idgen(['region', 'init', '--region', '3', '--etcd', regionThree])).toMatchObject({ code: 0 });
+    const uninitialised = await idgen([
+      'spare',
+      'lend',
+      '6',
+      '--to-region',
+      '3',
+      '--etcd',
+      regionThree,
+      '--registry',
+      registry,
+      '--config',
+      deployment,
+    ]);
+    expect(uninitialised.code).toBe(4);
+    expect(uninitialised.stderr).toMatch(
+      /^idgen spare lend: the spare-code registry .* has no deployment ID .*idgen spare init/m,
+    );
+    const init = await idgen(['spare', 'init', '--registry', registry, '--config', deployment]);
+    expect(init).toMatchObject({ code: 0 });
+    expect(init.stdout).toMatch(
+      /^spare-code registry: deployment [0-9a-f-]+ \(etcd cluster \d+, prefix \/idgen\); recorded in 3 region\(s\) at revision \d+$/m,
+    );
+    expect((await idgen(['spare', 'init', '--registry', registry, '--config', deployment])).stdout).toMatch(
+      /already initialised/,
+    );
     // Usage and refusals first.
     expect((await idgen(['spare', 'lend', '5', ...two])).code).toBe(2); // no --to-region
     // No registry: a usage error naming it, before any etcd call.
     const noRegistry = await idgen(['spare', 'lend', '5', '--to-region', '2', '--etcd', regionTwo]);
     expect(noRegistry.code).toBe(2);
     expect(noRegistry.stderr).toMatch(/^idgen spare lend: --registry is required: idgen spare lend is decided in/m);
+    const noConfig = await idgen([
+      'spare',
+      'lend',
+      '5',
+      '--to-region',
+      '2',
+      '--etcd',
+      regionTwo,
+      '--registry',
+      registry,
+    ]);
+    expect(noConfig.code).toBe(2);
+    expect(noConfig.stderr).toMatch(/^idgen spare lend: --config <deployment.json> is required/m);
     for (const v of ['reclaim', 'adopt'])
       expect(
         (await idgen(['spare', v, '5', '--handover', join(dir, 'code-5.json'), '--etcd', regionTwo])).stderr,
@@ -112,7 +166,12 @@ describe('idgen spare, across two etcd clusters', () => {
     // Region 2's one home slot is taken; an embedded borrower claims under code 5.
     await startLease(regionTwo, { workers: '0-0' }, target());
     const borrower = target();
-    await startLease(regionTwo, { workers: '0-0', kind: 'embedded', borrowSpare: true }, borrower);
+    // It confirms the loan in the registry before its claim (docs/design.md §7).
+    await startLease(
+      regionTwo,
+      { workers: '0-0', kind: 'embedded', borrowSpare: true, registry: { endpoints: [registry] } },
+      borrower,
+    );
     expect(borrower.assignment?.region).toBe(5);
     const worker = borrower.assignment?.worker ?? -1;
 
@@ -243,18 +302,21 @@ describe('idgen spare, across two etcd clusters', () => {
 
   it("the registry decides: a second loan through region 3's etcd is refused, and so is a lend after adoption", async () => {
     // Runs after the first test: code 5 is adopted in the registry, by the new region's etcd.
-    expect(await idgen(['region', 'init', '--region', '3', '--etcd', regionThree])).toMatchObject({ code: 0 });
-    const three = ['--etcd', regionThree, '--registry', registry];
-    const two = ['--etcd', regionTwo, '--registry', registry];
+    const three = ['--etcd', regionThree, '--registry', registry, '--config', deployment];
+    const two = ['--etcd', regionTwo, '--registry', registry, '--config', deployment];
     expect(await idgen(['spare', 'lend', '6', '--to-region', '2', ...two])).toMatchObject({ code: 0 });
+    // Region 2's mirror of code 6 (read through the deployment file) refuses it before the registry is asked; the
+    // registry would say the same (spare-registry.spec.ts).
     const second = await idgen(['spare', 'lend', '6', '--to-region', '3', ...three]);
-    expect(second).toMatchObject({ code: 1, stdout: '' });
+    expect(second).toMatchObject({ code: 4, stdout: '' });
     expect(second.stderr).toMatch(
-      /^idgen spare lend: spare code 6 is lent to region 2 \(\/idgen\/spare-registry\/6 in the spare-code registry, since \S+\): not lent to region 3/m,
+      /^idgen spare lend: \/idgen\/spare-codes\/6 in region r2 \(\S+\) says spare code 6 is lent \(lent to region 2\), which contradicts this lend/m,
     );
     const adoptedElsewhere = await idgen(['spare', 'lend', '5', '--to-region', '3', ...three]);
-    expect(adoptedElsewhere.code).toBe(1);
-    expect(adoptedElsewhere.stderr).toMatch(/^idgen spare lend: spare code 5 is adopted by the etcd of cluster \d+/m);
+    expect(adoptedElsewhere.code).toBe(4);
+    expect(adoptedElsewhere.stderr).toMatch(
+      /^idgen spare lend: .*says spare code 5 is (reclaimed|adopted).*contradicts this lend/m,
+    );
     // Region 3's etcd recorded neither.
     const list = await idgenJson<{ codes: { code: number; record: unknown; registry: { state: string } | null }[] }>([
       'spare',
@@ -275,7 +337,7 @@ describe('idgen spare, across two etcd clusters', () => {
     const port = (hole.address() as { port: number }).port;
     try {
       for (const dead of ['http://127.0.0.1:9', `http://127.0.0.1:${port}`]) {
-        const flags = ['--registry', dead, '--timeout-ms', '1500'];
+        const flags = ['--registry', dead, '--config', deployment, '--timeout-ms', '1500'];
         const timed = async (args: string[]): Promise<string> => {
           const start = Date.now();
           const r = await idgen(args);
@@ -323,11 +385,22 @@ describe('idgen spare, across two etcd clusters', () => {
   it('a read-only operator cannot lend: exit 1 saying which keys need a writing role', async () => {
     const url = (await startEtcd()).clientUrl;
     expect(await idgen(['region', 'init', '--region', '2', '--etcd', url])).toMatchObject({ code: 0 });
+    // A registry of its own (its prefix), initialised while the etcd has no auth yet.
+    const plain = join(dir, 'ro-plain.json');
+    writeFileSync(plain, JSON.stringify({ regions: [{ name: 'r2', etcd: [url] }] }));
+    expect(
+      await idgen(['spare', 'init', '--registry', registry, '--registry-prefix', '/ro-test', '--config', plain]),
+    ).toMatchObject({ code: 0 });
     enableEtcdAuth(url, 'root-pw', [
       { name: 'operator', password: 'operator-pw', prefix: '/idgen/', permission: 'read' },
     ]);
     const pw = join(dir, 'operator-pw');
     writeFileSync(pw, 'operator-pw\n', { mode: 0o600 });
+    const readOnly = join(dir, 'ro.json');
+    writeFileSync(
+      readOnly,
+      JSON.stringify({ regions: [{ name: 'r2', etcd: [url], user: 'operator', passwordFile: pw }] }),
+    );
     const r = await idgen([
       'spare',
       'lend',
@@ -345,6 +418,8 @@ describe('idgen spare, across two etcd clusters', () => {
       registry,
       '--registry-prefix',
       '/ro-test',
+      '--config',
+      readOnly,
     ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^idgen spare lend: etcd denied it .*writes \{prefix\}\/spare-codes\//m);

@@ -59,6 +59,11 @@ export interface EmbeddedIdSourceOptions {
    * reclaimed (the source then claims again). Default false.
    */
   readonly borrowSpare?: boolean;
+  /**
+   * The deployment's spare-code registry (the etcd every `idgen spare` command names with `--registry`), required with
+   * `borrowSpare`: each loan is confirmed there before a slot is claimed under it (docs/design.md §7).
+   */
+  readonly registry?: EtcdConnectionOptions;
   /** The holder's id in the worker record (`idgen leases` shows it); default `<hostname>-<pid>-<random>`. */
   readonly nodeId?: string;
   /** Lease TTL in whole seconds; default 6 (docs/design.md §3). */
@@ -278,6 +283,7 @@ class LeasedIdSource implements EmbeddedIdSource {
             'logger',
             'clock',
             'borrowSpare',
+            'registry',
           ]),
         },
         this.guard,

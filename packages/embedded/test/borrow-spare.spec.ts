@@ -1,5 +1,5 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { beginReclaim, heldSlotsUnder, lendSpareCode } from '@idgen/lease/operator';
+import { beginReclaim, heldSlotsUnder, initRegistry, lendSpareCode } from '@idgen/lease/operator';
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
@@ -29,6 +29,8 @@ function source(prefix: string, borrowSpare: boolean): EmbeddedIdSource {
     region: 2,
     workers: '18-18',
     borrowSpare,
+    // The registry the borrower confirms its loan in: region 2's etcd, under the same prefix.
+    ...(borrowSpare ? { registry: { endpoints: [etcd.clientUrl], prefix } } : {}),
     timeSource: 'none',
     ...QUICK_LEASE_SETTINGS,
     slotWaitMs: 500,
@@ -47,6 +49,7 @@ it('a full range borrows under a code lent to the region: its IDs carry the code
   await own.ready();
   expect(DEFAULT_LAYOUT.decompose(own.nextIdSync()).region).toBe(2);
 
+  await initRegistry(registry); // idgen spare init, once for the deployment
   await lendSpareCode(io, 5, 2);
   const borrower = source(prefix, true);
   await borrower.ready();
