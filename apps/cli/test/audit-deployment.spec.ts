@@ -57,6 +57,27 @@ function config(name: string, more: AuditEntry[] = []): string {
   return file;
 }
 
+/**
+ * The deployment file of the spare-code steps (docs/runbook.md "Lending a spare region code"): every region's etcd as
+ * the spare-code admin, who may write `{prefix}/spare-registry/seen` (each region's memory of the registry).
+ */
+function spareConfig(): string {
+  const regions: AuditEntry[] = dep.regions.map((r) => ({
+    name: `r${r.code}`,
+    etcd: [...r.etcd.endpoints],
+    prefix: dep.prefix,
+    ca: r.etcd.caFile,
+    cert: r.etcd.certFile,
+    key: r.etcd.keyFile,
+    user: r.users['idgen-spare-admin'].name,
+    passwordFile: r.users['idgen-spare-admin'].passwordFile,
+  }));
+  regions.push({ name: 'r5', etcd: [adopter.clientUrl], prefix: dep.prefix });
+  const file = join(dir, 'spare-deployment.json');
+  writeFileSync(file, JSON.stringify({ regions }));
+  return file;
+}
+
 /** The registry flags: region 0's etcd, as the spare-code admin. */
 function registryArgs(): string[] {
   const r0 = dep.region(0);
@@ -118,10 +139,23 @@ beforeAll(async () => {
   source.nextIdSync();
   // Spare code 5: lent to region 2 through the registry, reclaimed (no borrower holds it), adopted by the sixth etcd.
   const spare = (code: number) => dep.cliArgs(code, 'idgen-spare-admin');
-  await ok(['spare', 'lend', '5', '--to-region', '2', ...spare(2), ...registryArgs()]);
+  const file = ['--config', spareConfig()];
+  await ok(['spare', 'init', ...registryArgs(), ...file]);
+  await ok(['spare', 'lend', '5', '--to-region', '2', ...spare(2), ...registryArgs(), ...file]);
   const handover = join(dir, 'code-5.json');
-  await ok(['spare', 'reclaim', '5', '--handover', handover, '--wait-ms', '30000', ...spare(2), ...registryArgs()]);
-  await ok(['spare', 'adopt', '5', '--handover', handover, '--etcd', adopter.clientUrl, ...registryArgs()]);
+  await ok([
+    'spare',
+    'reclaim',
+    '5',
+    '--handover',
+    handover,
+    '--wait-ms',
+    '30000',
+    ...spare(2),
+    ...registryArgs(),
+    ...file,
+  ]);
+  await ok(['spare', 'adopt', '5', '--handover', handover, '--etcd', adopter.clientUrl, ...registryArgs(), ...file]);
 });
 
 afterAll(async () => {

@@ -52,7 +52,22 @@ describe('deploy/etcd/roles.sh', () => {
     etcdctl(url, ['auth', 'enable']);
     // The region's etcd is bound to its code before its first node, as etcd's root.
     expect(await idgen(['region', 'init', '--region', '2', ...auth('root')])).toMatchObject({ code: 0 });
+    // The registry (this etcd too) gets its deployment ID once, as the spare-code admin (idgen spare init).
+    expect(await idgen(['spare', 'init', ...registryAuth(users.spare), ...deployment(users.spare)])).toMatchObject({
+      code: 0,
+    });
   });
+
+  /** The deployment file as `user` (its one region, this etcd): lend, reclaim and adopt read every region in it. */
+  const deployment = (user: string): string[] => {
+    auth(user); // writes the password file
+    const file = join(secrets, `deployment-${user}.json`);
+    writeFileSync(
+      file,
+      JSON.stringify({ regions: [{ name: 'r2', etcd: [url], user, passwordFile: join(secrets, user) }] }),
+    );
+    return ['--config', file];
+  };
 
   const auth = (user: string): string[] => {
     const file = join(secrets, user);
@@ -87,6 +102,7 @@ describe('deploy/etcd/roles.sh', () => {
       '2',
       ...auth(users.operator),
       ...registryAuth(users.operator),
+      ...deployment(users.operator),
     ]);
     expect(lend.code).toBe(1);
     expect(lend.stderr).toMatch(/etcd denied it/);
@@ -103,6 +119,7 @@ describe('deploy/etcd/roles.sh', () => {
       '2',
       ...auth(users.spare),
       ...registryAuth(users.spare),
+      ...deployment(users.spare),
     ]);
     expect(lend).toMatchObject({ code: 0, stdout: 'spare code 5: lent, lent to region 2\n' });
     const list = await idgenJson<{ codes: { code: number; record: unknown }[] }>([

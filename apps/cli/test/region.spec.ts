@@ -2,7 +2,9 @@
 // region 2's etcd is bound to 2 once, idempotently, and refused another code; a spare-code loan to region 3 is refused
 // there (it belongs in region 3's etcd); show prints the binding, and exits 1 on an etcd never bound.
 import { Etcd3 } from 'etcd3';
-import { startEtcd, cleanupAll } from '@idgen/testing';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startEtcd, cleanupAll, tempDirSync } from '@idgen/testing';
 import { idgen, idgenJson } from './support.js';
 
 jest.setTimeout(60_000);
@@ -76,7 +78,21 @@ describe('idgen region', () => {
   it("spare lend to region 3 against region 2's etcd exits 1: the loan belongs in region 3's etcd", async () => {
     expect((await idgen(['region', 'init', '--region', '2', '--etcd', regionTwo])).code).toBe(0);
     // The registry (here region 2's etcd) is never asked: the binding refuses first.
-    const r = await idgen(['spare', 'lend', '5', '--to-region', '3', '--etcd', regionTwo, '--registry', regionTwo]);
+    const deployment = join(tempDirSync('cli-region').path, 'deployment.json');
+    writeFileSync(deployment, JSON.stringify({ regions: [{ name: 'r2', etcd: [regionTwo] }] }));
+    const r = await idgen([
+      'spare',
+      'lend',
+      '5',
+      '--to-region',
+      '3',
+      '--etcd',
+      regionTwo,
+      '--registry',
+      regionTwo,
+      '--config',
+      deployment,
+    ]);
     expect(r).toMatchObject({ code: 1, stdout: '' });
     expect(r.stderr).toMatch(/^idgen spare lend: this etcd serves region 2 \(\/idgen\/region\), not region 3/);
     const list = await idgenJson<{ codes: { code: number; record: unknown }[] }>([

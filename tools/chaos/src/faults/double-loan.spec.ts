@@ -46,6 +46,17 @@ describe('double-loan', () => {
     expect(j.notes).toContain("mirrors: run's etcd lent to region 1; other etcd no record");
   });
 
+  it("holds when the run's etcd's mirror, read through the deployment file, refuses the second loan (exit 4)", () => {
+    const byMirror = run(
+      4,
+      [],
+      [
+        'idgen spare lend: /idgen/spare-codes/5 in region r1 (http://127.0.0.1:2379) says spare code 5 is lent (lent to region 1), which contradicts this lend: the registry and the regions disagree (a restored etcd?); nothing written',
+      ],
+    );
+    expect(judgeDoubleLoan(outcome({ second: byMirror })).safetyViolation).toBeUndefined();
+  });
+
   it('is a safety violation when the second lend succeeds (a CLI without --registry)', () => {
     const j = judgeDoubleLoan(
       outcome({

@@ -11,6 +11,7 @@
  *
  * A CLI without `--registry` (the code before the registry) is asked again without it: its answers are the finding.
  */
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnProcess, startEtcd, type EtcdServer } from '@idgen/testing';
 import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
@@ -168,7 +169,33 @@ export async function runDoubleLoan(o: DoubleLoanOptions): Promise<DoubleLoanOut
       ...timeout,
     ]);
     if (unknownToCli(otherInit)) otherInit = undefined; // a CLI before the region binding: nothing to bind
-    const registryFlags = ['--registry', registryEtcd.clientUrl];
+    // The deployment file (both regions' etcds) that lend and reclaim read before they write, and the registry's
+    // deployment ID (idgen spare init, run again harmlessly). A CLI before them knows neither: both are left out.
+    const deploymentFile = join(o.dir, `double-loan-code-${o.code}-deployment.json`);
+    writeFileSync(
+      deploymentFile,
+      JSON.stringify({
+        regions: [
+          { name: `r${o.region}`, etcd: [...o.runEtcd], prefix: o.prefix },
+          { name: `r${o.otherRegion}`, etcd: [otherEtcd.clientUrl], prefix: o.prefix },
+        ],
+      }),
+    );
+    const init = await cli([
+      'spare',
+      'init',
+      '--registry',
+      registryEtcd.clientUrl,
+      '--config',
+      deploymentFile,
+      ...timeout,
+    ]);
+    const withDeployment = !unknownToCli(init);
+    const registryFlags = [
+      '--registry',
+      registryEtcd.clientUrl,
+      ...(withDeployment ? ['--config', deploymentFile] : []),
+    ];
     const lend = (to: number, etcd: readonly string[], withRegistry: boolean): Promise<CliRun> =>
       cli([
         'spare',
@@ -258,13 +285,16 @@ function describeMirror(m: SpareMirror | null | undefined): string {
 }
 
 /**
- * The judgement of one double loan. Safety: the second lend refused (exit 1, a line naming the loan to the run's
- * region) and no mirror records the code lent to the other region. The rest (first lend, reclaim, the other etcd's
+ * The judgement of one double loan. Safety: the second lend refused (exit 1, or 4 when the run's etcd's mirror
+ * refuses it through the deployment file; a line naming the loan to the run's region) and no mirror records the code lent to the other region. The rest (first lend, reclaim, the other etcd's
  * binding) are the fault's own expectations.
  */
 export function judgeDoubleLoan(d: DoubleLoanOutcome): DoubleLoanJudgement {
   const c = d.code;
-  const namesLoan = new RegExp(`spare code ${c} is lent to region ${d.region}\\b`);
+  // Refused by the registry (exit 1), or by the run's etcd's mirror read through the deployment file (exit 4).
+  const namesLoan = new RegExp(
+    `spare code ${c} is lent to region ${d.region}\\b|says spare code ${c} is lent \\(lent to region ${d.region}\\)`,
+  );
   const notes = [
     d.registry
       ? `CLI takes --registry`
@@ -281,7 +311,7 @@ export function judgeDoubleLoan(d: DoubleLoanOutcome): DoubleLoanJudgement {
   const unsafe: string[] = [];
   if (d.second !== undefined) {
     if (d.second.code === 0) unsafe.push(`the second lend (to region ${d.otherRegion}) succeeded (exit 0)`);
-    else if (d.second.code !== 1 || !d.second.stderr.some((l) => namesLoan.test(l)))
+    else if ((d.second.code !== 1 && d.second.code !== 4) || !d.second.stderr.some((l) => namesLoan.test(l)))
       unsafe.push(`the second lend was not refused as a loan to region ${d.region} (${cliLine(d.second)})`);
   }
   if (lentToOther(d.runMirror)) unsafe.push(`the run's etcd records code ${c} lent to region ${d.otherRegion}`);
