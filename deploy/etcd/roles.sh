@@ -9,8 +9,10 @@
 #   idgen-node         read and write {prefix}/: generator nodes and embedded callers (leases, last-ms, discovery,
 #                      the layout record the first node writes)
 #   idgen-operator     read {prefix}/: idgen status, leases, layout, decode --etcd, spare list
-#   idgen-spare-admin  read {prefix}/, write {prefix}/spare-codes/, {prefix}/spare-registry/ (where this etcd is the
-#                      deployment's spare-code registry) and each spare code's {prefix}/regions/{code}/last-ms/:
+#   idgen-spare-admin  read {prefix}/, write {prefix}/spare-codes/, {prefix}/spare-registry/ (the registry's records
+#                      where this etcd is the deployment's spare-code registry, and in every region's etcd
+#                      {prefix}/spare-registry/seen, its memory of the registry) and each spare code's
+#                      {prefix}/regions/{code}/last-ms/:
 #                      idgen spare lend, reclaim and adopt, nothing of the leases of the region's own codes
 # Then give each user one role, e.g.:
 #   etcdctl user add idgen-node --new-user-password="$(cat node-password)" && etcdctl user grant-role idgen-node idgen-node
