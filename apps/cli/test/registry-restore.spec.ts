@@ -78,7 +78,8 @@ describe('docs/runbook.md "Restoring the registry", as written', () => {
       '2',
       '--etcd',
       regionTwo.clientUrl,
-      ...vars.$REGISTRY!.split(' '),
+      '--registry',
+      registry.clientUrl,
       '--config',
       deployment,
     ]);
