@@ -138,6 +138,22 @@ describe('the registry restored from a backup', () => {
   });
 });
 
+describe('reconcile', () => {
+  it('refuses a registry record of another loan than the mirrors (a lend accepted behind the regions), writing nothing', async () => {
+    const d = await deployment('reconcile-other-loan');
+    await lendSpareCode(d.at(d.kvTwo, d.registry), 5, 2);
+    const reg = await readRegistryCode(d.registry, 5);
+    // The registry's record says lent to region 3 (as after a lend a registry without these checks accepted).
+    await d.registry.client.put(reg?.key ?? '').value(JSON.stringify({ ...reg?.record, lentTo: 3 }));
+    const e = await errorOf(reconcileRegistry({ registry: d.registry, regions: d.regions, layout: DEFAULT_LAYOUT }));
+    expect((e as RegistryRefusedError).refusal).toBe('conflict');
+    expect((e as Error).message).toMatch(
+      /^the registry says code 5 is lent \(or was\) to region 3, the mirrors to region 2/,
+    );
+    expect((await readSpareCode(d.at(d.kvTwo, d.registry), 5))?.record.registryRevision).toBe(reg?.modRevision);
+  });
+});
+
 describe('two registries during a split', () => {
   it("region 3's operator names another registry: refused by what region 3's etcd remembers, nothing written", async () => {
     const d = await deployment('two-registries-split');

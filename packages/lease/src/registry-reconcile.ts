@@ -162,6 +162,13 @@ export async function reconcileRegistry(io: {
   for (const [code, w] of [...winners].sort((a, b) => a[0] - b[0])) {
     const before = registered.get(code);
     const want = await recordFor(w, io.layout, at);
+    // The registry's record is of another loan than every mirror of the code: a lend the regions never mirrored.
+    if (before !== undefined && before.record.lentTo !== want.lentTo)
+      throw new RegistryRefusedError(
+        'conflict',
+        `the registry says code ${code} is lent (or was) to region ${before.record.lentTo}, the mirrors to region ` +
+          `${want.lentTo} (${w.view.name}): run idgen audit and settle it by hand before reconcile`,
+      );
     let entry = before;
     if (before === undefined || rank(want.state) > rank(before.record.state)) {
       const cas = await casRegistryCode(io.registry, before, want, io.layout.maxRegion);
