@@ -72,9 +72,9 @@ async function deadLoan(name: string) {
     kvNew.close();
     kvRegistry.close();
   });
-  const registry = { client: kvRegistry, prefix, timeoutMs: 2000, name: registryEtcd.clientUrl };
+  const registry = { client: kvRegistry, prefix, timeoutMs: 5000, name: registryEtcd.clientUrl };
   await initRegistry(registry);
-  const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+  const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
   const ioNew = { ...ioTwo, client: kvNew };
   // Region 2's home slot 0 is held for the whole test by a long lease in its etcd (in the snapshot too): a borrower
   // with home range 0-0 finds it full, before and after the restore.
@@ -169,9 +169,9 @@ describe("a borrower's etcd restored after its loan moved on", () => {
       kvTwo.close();
       kvRegistry.close();
     });
-    const registry = { client: kvRegistry, prefix, timeoutMs: 2000 };
+    const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
     await initRegistry(registry);
-    const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+    const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
     await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
     await lendSpareCode(ioTwo, 5, 2);
     const borrow = {
@@ -209,12 +209,12 @@ describe("a borrower's etcd restored after its loan moved on", () => {
       kvThree.close();
       kvRegistry.close();
     });
-    const registry = { client: kvRegistry, prefix, timeoutMs: 2000 };
+    const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
     await initRegistry(registry);
     const dir = await tempDir('idgen-registry-snapshot');
     const snapshot = join(dir.path, 'registry.db');
     await registryEtcd.snapshot(snapshot);
-    const ioTwo = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
+    const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
     await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
     await lendSpareCode(ioTwo, 5, 2); // no deployment file: region 3's etcd never hears of the registry
     const held = new RecordingTarget('held');

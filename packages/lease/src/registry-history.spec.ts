@@ -45,7 +45,7 @@ function client(etcd: EtcdServer): Etcd3 {
   return c;
 }
 
-const TIMEOUT_MS = 2000;
+const TIMEOUT_MS = 5000;
 
 /** A deployment under a fresh prefix: regions 2 and 3 bound, the registry initialised (idgen spare init). */
 async function deployment(name: string) {
