@@ -365,6 +365,9 @@ describe('IdForms', () => {
     expect(() => forms.format(1n, 'hex' as 'base32')).toThrow(/base32, decimal, spread, keyed/);
     expect(() => createIdForms().format(1n, 'keyed')).toThrow(/needs the deployment's key/);
     expect(() => createIdForms().parse('1', 'keyed')).toThrow(TypeError);
+    expect(() => forms.check('plain')).toThrow(/the forms are base32, decimal, spread, keyed/);
+    expect(() => createIdForms().check('keyed')).toThrow(/keyedFormKey/);
+    expect(forms.check('keyed')).toBe('keyed');
     expect(isIdForm('spread')).toBe(true);
     expect(isIdForm('plain')).toBe(false);
   });

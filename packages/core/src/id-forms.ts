@@ -1,4 +1,5 @@
 import { parseId } from './id.js';
+import type { CallOptions } from './id-source.js';
 import { formatBase32Id, formatPaddedId, parseBase32Id, parsePaddedId, spreadId, unspreadId } from './forms.js';
 import { type KeyedForm, createKeyedForm } from './keyed-form.js';
 import { DEFAULT_LAYOUT, type Layout } from './layout.js';
@@ -21,6 +22,15 @@ export type IdInForm<F extends IdForm> = F extends 'base32' | 'decimal' ? string
 /** True when `value` names an {@link IdForm}. */
 export function isIdForm(value: unknown): value is IdForm {
   return typeof value === 'string' && (ID_FORMS as readonly string[]).includes(value);
+}
+
+/**
+ * Options of one call to an ID source that hands the ID out in a form (`nextId({ form: 'base32' })` in
+ * `@idgen/client` and `@idgen/embedded`): the ID comes as {@link IdInForm}, a string or a bigint.
+ */
+export interface FormCallOptions<F extends IdForm = IdForm> extends CallOptions {
+  /** The form to hand the ID out in. */
+  readonly form: F;
 }
 
 /** Options of {@link createIdForms}. */
@@ -50,9 +60,21 @@ export class IdForms {
     return this.keyed !== undefined;
   }
 
+  /**
+   * `form` when this deployment can hand IDs out in it; throws `TypeError` for an unknown form (naming the four) or
+   * for `keyed` without a key. An ID source calls it before it takes an ID, so a wrong form wastes none.
+   */
+  check(form: unknown): IdForm {
+    if (!isIdForm(form)) throw unknownForm(form);
+    if (form === 'keyed') this.keyedForm();
+    return form;
+  }
+
   private keyedForm(): KeyedForm {
     if (this.keyed === undefined) {
-      throw new TypeError("the 'keyed' form needs the deployment's key, and none was given");
+      throw new TypeError(
+        "the 'keyed' form needs the deployment's key (the source's keyedFormKey), and none was given",
+      );
     }
     return this.keyed;
   }

@@ -33,7 +33,7 @@ export {
 } from './forms.js';
 export { KEYED_FORM_MAX_KEY_BYTES, KEYED_FORM_MIN_KEY_BYTES, KeyedForm, createKeyedForm } from './keyed-form.js';
 export { ID_FORMS, IdForms, createIdForms, isIdForm } from './id-forms.js';
-export type { IdForm, IdFormsOptions, IdInForm } from './id-forms.js';
+export type { FormCallOptions, IdForm, IdFormsOptions, IdInForm } from './id-forms.js';
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
 export {
