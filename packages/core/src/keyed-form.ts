@@ -11,9 +11,9 @@ const scratch = new DataView(new ArrayBuffer(8));
 
 /** Feistel rounds. An even number brings the two halves back to their starting widths (31 high, 32 low bits). */
 const ROUNDS = 8;
-/** Shortest and longest key, in bytes. */
+/** Shortest key, in bytes (128 bits). */
 export const KEYED_FORM_MIN_KEY_BYTES = 16;
-/** Longest key, in bytes. */
+/** Longest key, in bytes (512 bits). */
 export const KEYED_FORM_MAX_KEY_BYTES = 64;
 
 /** Chris Wellons' `lowbias32` (a bijection on 32 bits with low bias; github.com/skeeto/hash-prospector). */
