@@ -4,7 +4,8 @@ import { Command, CommanderError } from 'commander';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { SpareCodeRecord } from '@idgen/lease/records';
 import type { CliIo, VerbContext } from './context.js';
-import { decodeId, layoutWithEpoch } from './decode.js';
+import { decodeId, idReader, layoutWithEpoch, type IdReader } from './decode.js';
+import { addFormatVerb, idsToRead } from './format.js';
 import { runSpareInit, runSpareReconcile } from './spare-registry-verbs.js';
 import {
   CliError,
@@ -95,6 +96,7 @@ export function buildProgram(io: CliIo, state: { exitCode: number }, options: Cl
   addSpareVerbs(program, verb);
   addAuditVerbs(program, verb);
   addDecodeVerb(program, io, state);
+  addFormatVerb(program, io, state);
   return addEnvironment(program);
 }
 
@@ -420,9 +422,15 @@ function addDecodeVerb(program: Command, io: CliIo, state: { exitCode: number })
     )
     .argument(
       '[id...]',
-      'IDs in decimal (0 … 9223372036854775807) or hex with 0x; none: read them from stdin, separated by whitespace',
+      'IDs in decimal (0 … 9223372036854775807) or hex with 0x, or in a form (13-character base32, 19-digit\n' +
+        'zero-padded decimal; spread and keyed with --from); none: read them from stdin, separated by whitespace',
     )
-    .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch);
+    .option('--epoch <instant>', 'epoch of the layout, ISO-8601 or Unix milliseconds', defaultEpoch)
+    .option(
+      '--from <form>',
+      'the form the IDs are in: plain, base32, decimal, spread, keyed (default: by their shape; the output names it)',
+    )
+    .option('--key-file <file>', "the keyed form's key (32–128 hex digits): integers are then read as keyed IDs");
   addEtcdOptions(
     decode,
     'optional: an etcd whose spare-code records to show ("code 5, lent to region 2" in a field spare)',
@@ -430,38 +438,31 @@ function addDecodeVerb(program: Command, io: CliIo, state: { exitCode: number })
   addTimeoutOption(decode, 'etcd')
     .addHelpText(
       'after',
-      '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).',
+      '\nExample:\n  $ idgen decode 104148763141017605\n  {"id":"104148763141017605","timestampMs":24831000123,"time":"2024-10-14T09:30:00.123Z","region":2,"worker":17,"sequence":5}\n' +
+        '  $ idgen decode 02WG2QY7D2405\n  {"id":"104148763141017605","form":"base32","timestampMs":24831000123,…}\n\nAn invalid ID prints one line on stderr and exits with code 2 (valid IDs before and after it are still printed).',
     )
     .action((args: string[], flags: DecodeFlags) => runDecode(args, flags, io, state));
 }
 
 /** The flags of `idgen decode`. */
-type DecodeFlags = { epoch: string } & EtcdFlags & { timeoutMs: string };
+type DecodeFlags = { epoch: string; from?: string; keyFile?: string } & EtcdFlags & { timeoutMs: string };
 
 /** `idgen decode`'s action: IDs from the arguments or stdin, one JSON object a line; exit 2 on an invalid one. */
 async function runDecode(args: string[], flags: DecodeFlags, io: CliIo, state: { exitCode: number }): Promise<void> {
   let layout;
+  let reader: IdReader;
   try {
     layout = layoutWithEpoch(flags.epoch);
+    reader = idReader(flags, 'keyed-with-key', layout);
   } catch (e) {
     io.err(`idgen decode: ${(e as Error).message}`);
     state.exitCode = EXIT_USAGE;
     return;
   }
-  let ids = args;
-  if (ids.length === 0) {
-    const input = io.readStdin === undefined ? undefined : await io.readStdin();
-    if (input === undefined) {
-      io.err('idgen decode: give IDs as arguments or on stdin (idgen decode --help)');
-      state.exitCode = EXIT_USAGE;
-      return;
-    }
-    ids = input.split(/\s+/).filter((t) => t !== '');
-    if (ids.length === 0) {
-      io.err('idgen decode: no IDs on stdin');
-      state.exitCode = EXIT_USAGE;
-      return;
-    }
+  const ids = await idsToRead(args, 'decode', io);
+  if (ids === undefined) {
+    state.exitCode = EXIT_USAGE;
+    return;
   }
   let notes: Map<number, SpareCodeRecord> | undefined;
   if (flags.etcd !== undefined) {
@@ -478,7 +479,7 @@ async function runDecode(args: string[], flags: DecodeFlags, io: CliIo, state: {
   }
   for (const text of ids) {
     try {
-      const decoded = decodeId(text, layout);
+      const decoded = decodeId(text, layout, reader);
       const note = notes?.get(decoded.region);
       io.out(JSON.stringify(note === undefined ? decoded : { ...decoded, spare: spareNote(note) }));
     } catch (e) {

@@ -1,5 +1,5 @@
 import { Code } from '@connectrpc/connect';
-import { DEFAULT_LAYOUT } from '@idgen/core';
+import { DEFAULT_LAYOUT, createIdForms } from '@idgen/core';
 import { FakeNetwork } from './fake-transport.test-helper.js';
 import { ManualClock, flush } from './manual-clock.test-helper.js';
 import { isIdClientError, isIdsUnavailableError } from './errors.js';
@@ -462,5 +462,51 @@ describe('lifecycle and options', () => {
     net.get('a').fail(Code.ResourceExhausted);
     await call;
     expect(net.order()).toEqual(['a', 'b']);
+  });
+});
+
+describe('forms (docs/design.md §1 "Forms")', () => {
+  const key = '000102030405060708090a0b0c0d0e0f';
+  const forms = createIdForms({ key });
+
+  it('hands out the next ID in each form, which reads back as that ID', async () => {
+    const { client } = setup(['a'], { keyedFormKey: key });
+    await flush();
+    const first = await client.nextId();
+    const base32: string = await client.nextId({ form: 'base32' });
+    const decimal: string = await client.nextId({ form: 'decimal' });
+    const spread: bigint = await client.nextId({ form: 'spread' });
+    const keyed: bigint = await client.nextId({ form: 'keyed', deadlineMs: 500 });
+    expect(base32).toMatch(/^[0-7][0-9A-Z]{12}$/);
+    expect(decimal).toMatch(/^[0-9]{19}$/);
+    expect([
+      forms.parse(base32, 'base32'),
+      forms.parse(decimal, 'decimal'),
+      forms.parse(spread, 'spread'),
+      forms.parse(keyed, 'keyed'),
+    ]).toEqual([first + 1n, first + 2n, first + 3n, first + 4n]);
+  });
+
+  it('hands out nextIds in a form, in the order handed out', async () => {
+    const { client } = setup(['a']);
+    await flush();
+    const texts: string[] = await client.nextIds(5, { form: 'base32' });
+    expect(texts).toHaveLength(5);
+    expect([...texts].sort()).toEqual(texts);
+    expect(texts.map((t) => regionOf(forms.parse(t, 'base32')))).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  it('refuses an unknown form, or keyed without keyedFormKey, with a TypeError and takes no ID', async () => {
+    const { client } = setup(['a']);
+    await flush();
+    const before = client.stats().hits;
+    await expect(client.nextId({ form: 'hex' as 'base32' })).rejects.toThrow(/the forms are base32, decimal/);
+    await expect(client.nextId({ form: 'keyed' })).rejects.toThrow(TypeError);
+    await expect(client.nextIds(2, { form: 'keyed' })).rejects.toThrow(/keyedFormKey/);
+    expect(client.stats().hits).toBe(before);
+  });
+
+  it('refuses a keyedFormKey of the wrong length when created', () => {
+    expect(() => setup(['a'], { keyedFormKey: new Uint8Array(8) })).toThrow(/16 to 64 bytes/);
   });
 });

@@ -1,6 +1,17 @@
 import { metrics, type Meter } from '@opentelemetry/api';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { DEFAULT_LAYOUT, MAX_ID, MAX_NEXT_IDS, type CallOptions, type Layout } from '@idgen/core';
+import {
+  DEFAULT_LAYOUT,
+  MAX_ID,
+  MAX_NEXT_IDS,
+  createIdForms,
+  type CallOptions,
+  type FormCallOptions,
+  type IdForm,
+  type IdForms,
+  type IdInForm,
+  type Layout,
+} from '@idgen/core';
 import { BlockGuard } from './block-guard.js';
 import { systemClientClock, type ClientClock } from './clock.js';
 import {
@@ -56,6 +67,11 @@ export interface IdClientOptions extends RegionNodes {
    * tells the client where the region and worker sit in an ID, for its checks on every block it receives.
    */
   readonly layout?: Layout;
+  /**
+   * The deployment's key of the `keyed` form (16–64 bytes, or hex text), for `nextId({ form: 'keyed' })`; without
+   * it that form is refused. Keep it secret: it decodes every keyed ID (docs/design.md §1 "Forms").
+   */
+  readonly keyedFormKey?: Uint8Array | string;
   /**
    * IDs to keep at hand (default 100, docs/design.md §3; 1 … 65,536); grows with observed demand up to
    * `maxBatch`.
@@ -124,8 +140,16 @@ export interface IdClientStats extends Readonly<ClientCounters> {
 
 /** The buffered ID client (docs/design.md §7). */
 export interface IdClient {
+  /**
+   * One new ID in a form (docs/design.md §1 "Forms"): `base32` and `decimal` as sortable text, `spread` and `keyed`
+   * as a bigint. An unknown form, or `keyed` without the client's `keyedFormKey`, rejects with `TypeError` and takes
+   * no ID.
+   */
+  nextId<F extends IdForm>(options: FormCallOptions<F>): Promise<IdInForm<F>>;
   /** One new ID: from the buffer when it has one (no network hop), else after a refill. */
   nextId(options?: CallOptions): Promise<bigint>;
+  /** `count` new IDs in a form, as {@link nextId} with `form`. */
+  nextIds<F extends IdForm>(count: number, options: FormCallOptions<F>): Promise<IdInForm<F>[]>;
   /** `count` new IDs (1 … 65,536), in the order handed out. */
   nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
   /** One new ID as a decimal string, for JSON and logs (a `number` would lose precision above 2^53). */
@@ -261,6 +285,7 @@ class BufferedIdClient implements IdClient {
   };
   private readonly hedge: HedgePolicy | undefined;
   private readonly guard: BlockGuard;
+  private readonly forms: IdForms;
   private readonly instruments: ClientInstruments;
   private readonly recentFailures: AttemptFailure[] = [];
 
@@ -351,11 +376,25 @@ class BufferedIdClient implements IdClient {
       return this.watchDiscovery(group, r.discovery as NodeDiscovery, tls);
     });
     this.guard = new BlockGuard(layout, seen, options.region);
+    this.forms = createIdForms({ layout, key: options.keyedFormKey });
     this.instruments = createClientInstruments(options.meter ?? metrics.getMeter('@idgen/client'), this.counters);
     if (options.prefill ?? true) this.kick();
   }
 
-  nextId(options?: CallOptions): Promise<bigint> {
+  nextId<F extends IdForm>(options: FormCallOptions<F>): Promise<IdInForm<F>>;
+  nextId(options?: CallOptions): Promise<bigint>;
+  nextId(options?: CallOptions | FormCallOptions): Promise<bigint | string> {
+    const form = (options as Partial<FormCallOptions> | undefined)?.form;
+    if (form === undefined) return this.nextPlainId(options);
+    try {
+      this.forms.check(form);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.nextPlainId(options).then((id) => this.forms.format(id, form));
+  }
+
+  private nextPlainId(options: CallOptions | undefined): Promise<bigint> {
     if (this.closed) return Promise.reject(closedError());
     const id = this.takeBuffered();
     if (id !== undefined) return Promise.resolve(id);
@@ -375,7 +414,20 @@ class BufferedIdClient implements IdClient {
     return id;
   }
 
-  nextIds(count: number, options?: CallOptions): Promise<bigint[]> {
+  nextIds<F extends IdForm>(count: number, options: FormCallOptions<F>): Promise<IdInForm<F>[]>;
+  nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
+  nextIds(count: number, options?: CallOptions | FormCallOptions): Promise<(bigint | string)[]> {
+    const form = (options as Partial<FormCallOptions> | undefined)?.form;
+    if (form === undefined) return this.nextPlainIds(count, options);
+    try {
+      this.forms.check(form);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.nextPlainIds(count, options).then((ids) => ids.map((id) => this.forms.format(id, form)));
+  }
+
+  private nextPlainIds(count: number, options: CallOptions | undefined): Promise<bigint[]> {
     if (!Number.isInteger(count) || count < 1 || count > MAX_NEXT_IDS) {
       return Promise.reject(
         new RangeError(`nextIds(count): count must be an integer from 1 to ${MAX_NEXT_IDS}, got ${String(count)}`),

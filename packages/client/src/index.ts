@@ -31,3 +31,5 @@ export type { BlockRefusalReason } from './block-guard.js';
 // layout's decompose.
 export { decodeId } from '@idgen/core';
 export type { IdFields } from '@idgen/core';
+// The forms `nextId({ form })` hands out (docs/design.md §1 "Forms"); `createIdForms` in `@idgen/core` reads them back.
+export type { FormCallOptions, IdForm, IdInForm } from '@idgen/core';

@@ -1,4 +1,4 @@
-import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
+import { DEFAULT_LAYOUT, createIdForms, decodeId } from '@idgen/core';
 import { isIdClientError, isIdsUnavailableError } from './errors.js';
 import type { IdClient } from './id-client.js';
 import { createTestIdClient } from './testing.js';
@@ -13,6 +13,16 @@ describe('createTestIdClient', () => {
     expect(a.issued).toEqual(ids);
     const b = createTestIdClient({ region: 2, worker: 5 });
     expect(await b.nextIds(6)).toEqual(ids);
+  });
+
+  it('hands out IDs in a form as the real client does, and refuses keyed without a key', async () => {
+    const key = '000102030405060708090a0b0c0d0e0f';
+    const t = createTestIdClient({ region: 2, worker: 5, keyedFormKey: key });
+    const forms = createIdForms({ key });
+    const base32: string = await t.nextId({ form: 'base32' });
+    const keyed: bigint[] = await t.nextIds(2, { form: 'keyed' });
+    expect([forms.parse(base32, 'base32'), ...keyed.map((k) => forms.parse(k, 'keyed'))]).toEqual(t.issued);
+    await expect(createTestIdClient().nextId({ form: 'keyed' })).rejects.toThrow(/keyedFormKey/);
   });
 
   it('carries into the next millisecond when the sequence is full, as a node does', async () => {

@@ -6,7 +6,7 @@
  *
  * @packageDocumentation
  */
-import { DEFAULT_LAYOUT, type Layout } from '@idgen/core';
+import { DEFAULT_LAYOUT, createIdForms, type FormCallOptions, type IdForm, type Layout } from '@idgen/core';
 import { IdClientError, IdsUnavailableError } from './errors.js';
 import type { CallOptions, IdClient, IdClientStats } from './id-client.js';
 import { MAX_NEXT_IDS } from './id-client.js';
@@ -21,6 +21,8 @@ export interface TestIdClientOptions {
   readonly startTimestampMs?: number;
   /** Layout of the IDs (default `DEFAULT_LAYOUT`). */
   readonly layout?: Layout;
+  /** The `keyed` form's key, as the client's `keyedFormKey` (without it that form is refused). */
+  readonly keyedFormKey?: Uint8Array | string;
 }
 
 /** What a failure handed out by {@link TestIdClient} looks like. */
@@ -60,6 +62,12 @@ export function createTestIdClient(options: TestIdClientOptions = {}): TestIdCli
   let timestampMs = options.startTimestampMs ?? 0;
   // compose() checks every field against the layout: an out-of-range region or worker throws here, naming the range.
   layout.compose({ timestampMs, region, worker, sequence: 0 });
+  const forms = createIdForms({ layout, key: options.keyedFormKey });
+  /** The form a call asks for, checked before an ID is taken (as the client does). */
+  const formOf = (call: CallOptions | undefined): IdForm | undefined => {
+    const form = (call as Partial<FormCallOptions> | undefined)?.form;
+    return form === undefined ? undefined : forms.check(form);
+  };
   let sequence = 0;
   let closed = false;
   let unavailable = false;
@@ -103,14 +111,18 @@ export function createTestIdClient(options: TestIdClientOptions = {}): TestIdCli
     setUnavailable(value: boolean) {
       unavailable = value;
     },
-    async nextId(call?: CallOptions) {
+    // The overloads of IdClient: a `form` in the call hands the ID out in that form.
+    nextId: (async (call?: CallOptions) => {
+      const form = formOf(call);
       checkSignal(call);
       const e = failure();
       if (e !== undefined) throw e;
       counters.hits++;
-      return mint();
-    },
-    async nextIds(count: number, call?: CallOptions) {
+      const id = mint();
+      return form === undefined ? id : forms.format(id, form);
+    }) as IdClient['nextId'],
+    nextIds: (async (count: number, call?: CallOptions) => {
+      const form = formOf(call);
       if (!Number.isInteger(count) || count < 1 || count > MAX_NEXT_IDS) {
         throw new RangeError(
           `nextIds(count): count must be an integer from 1 to ${MAX_NEXT_IDS}, got ${String(count)}`,
@@ -120,8 +132,9 @@ export function createTestIdClient(options: TestIdClientOptions = {}): TestIdCli
       const e = failure();
       if (e !== undefined) throw e;
       counters.hits += count;
-      return Array.from({ length: count }, mint);
-    },
+      const ids = Array.from({ length: count }, mint);
+      return form === undefined ? ids : ids.map((id) => forms.format(id, form));
+    }) as IdClient['nextIds'],
     async nextIdString(call?: CallOptions) {
       return (await client.nextId(call)).toString();
     },

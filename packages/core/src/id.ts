@@ -1,7 +1,10 @@
 import { MAX_ID } from './layout.js';
 
-/** Why a text is not an ID. */
-export type InvalidIdReason = 'empty' | 'not-decimal' | 'negative' | 'out-of-range';
+/**
+ * Why a text is not an ID. `wrong-length` and `bad-character` come from the fixed-width forms (`parseBase32Id`,
+ * `parsePaddedId`), which name the character and its position.
+ */
+export type InvalidIdReason = 'empty' | 'not-decimal' | 'negative' | 'out-of-range' | 'wrong-length' | 'bad-character';
 
 const BRAND = Symbol.for('@idgen/core/InvalidIdError');
 

@@ -19,6 +19,21 @@ export {
 export type { IdFields, LayoutOptions, LayoutRecord } from './layout.js';
 export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
 export { decodeId } from './decode-id.js';
+export {
+  BASE32_ID_LENGTH,
+  PADDED_ID_LENGTH,
+  SPREAD_LEADING_TIMESTAMP_BITS,
+  formatBase32Id,
+  formatPaddedId,
+  parseBase32Id,
+  parsePaddedId,
+  spreadBitOrder,
+  spreadId,
+  unspreadId,
+} from './forms.js';
+export { KEYED_FORM_MAX_KEY_BYTES, KEYED_FORM_MIN_KEY_BYTES, KeyedForm, createKeyedForm } from './keyed-form.js';
+export { ID_FORMS, IdForms, createIdForms, isIdForm } from './id-forms.js';
+export type { FormCallOptions, IdForm, IdFormsOptions, IdInForm } from './id-forms.js';
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
 export {

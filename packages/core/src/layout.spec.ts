@@ -8,6 +8,7 @@ import {
   MAX_ID,
   createLayout,
   formatId,
+  createIdForms,
   isInvalidIdError,
   parseId,
 } from './index.js';
@@ -29,7 +30,10 @@ interface Vectors {
     worker: number;
     sequence: number;
     note: string;
+    /** The ID in each form of docs/design.md §1 "Forms" (spread and keyed in decimal; keyed under `formsKey`). */
+    forms: { base32: string; decimal: string; spread: string; keyed: string };
   }[];
+  formsKey: string;
   invalid: { input: string; why: string }[];
 }
 
@@ -71,6 +75,20 @@ describe.each(vectors.valid)('valid vector $id ($note)', (v) => {
   it('converts to its time', () => {
     expect(DEFAULT_LAYOUT.dateOf(id).toISOString()).toBe(v.time);
     expect(DEFAULT_LAYOUT.unixMsOf(id)).toBe(DEFAULT_EPOCH_MS + v.timestampMs);
+  });
+  it('has each form, and each form reads back as the ID', () => {
+    const forms = createIdForms({ key: vectors.formsKey });
+    expect({
+      base32: forms.format(id, 'base32'),
+      decimal: forms.format(id, 'decimal'),
+      spread: forms.format(id, 'spread').toString(),
+      keyed: forms.format(id, 'keyed').toString(),
+    }).toEqual(v.forms);
+    expect(forms.parse(v.forms.base32, 'base32')).toBe(id);
+    expect(forms.parse(v.forms.base32.toLowerCase(), 'base32')).toBe(id);
+    expect(forms.parse(v.forms.decimal, 'decimal')).toBe(id);
+    expect(forms.parse(v.forms.spread, 'spread')).toBe(id);
+    expect(forms.parse(v.forms.keyed, 'keyed')).toBe(id);
   });
   it('lies within the first and last ID of its millisecond', () => {
     const ms = DEFAULT_EPOCH_MS + v.timestampMs;

@@ -12,7 +12,17 @@ import {
   type TimeSourceCheck,
   untilTimeSourceHealthy,
 } from '@idgen/clock-guard';
-import { MAX_NEXT_IDS, type CallOptions, type Layout, type MintedBlock } from '@idgen/core';
+import {
+  MAX_NEXT_IDS,
+  createIdForms,
+  type CallOptions,
+  type FormCallOptions,
+  type IdForm,
+  type IdForms,
+  type IdInForm,
+  type Layout,
+  type MintedBlock,
+} from '@idgen/core';
 import {
   createEtcdLease,
   isLeaseError,
@@ -102,6 +112,11 @@ export interface EmbeddedIdSourceOptions {
   readonly deadlineMs?: number;
   readonly layout?: Layout;
   /**
+   * The deployment's key of the `keyed` form (16–64 bytes, or hex text), for `nextId({ form: 'keyed' })`; without
+   * it that form is refused. Keep it secret: it decodes every keyed ID (docs/design.md §1 "Forms").
+   */
+  readonly keyedFormKey?: Uint8Array | string;
+  /**
    * The wall and monotonic clocks the guard and the lease read; default the process's. Tests inject one only where
    * the real clock cannot be driven (a VM's wall clock stepped ahead while cut off from etcd).
    */
@@ -148,14 +163,24 @@ export interface EmbeddedStatus {
  * `IdClient` from `@idgen/client`, so code written against one takes the other by configuration.
  */
 export interface EmbeddedIdSource {
+  /**
+   * One new ID in a form (docs/design.md §1 "Forms"): `base32` and `decimal` as sortable text, `spread` and `keyed`
+   * as a bigint. An unknown form, or `keyed` without the source's `keyedFormKey`, rejects with `TypeError` and mints
+   * no ID.
+   */
+  nextId<F extends IdForm>(options: FormCallOptions<F>): Promise<IdInForm<F>>;
   /** One new ID; waits (up to the deadline) while not assigned or fenced, then rejects with `IdsUnavailableError`. */
   nextId(options?: CallOptions): Promise<bigint>;
+  /** `count` new IDs in a form, as {@link nextId} with `form`. */
+  nextIds<F extends IdForm>(count: number, options: FormCallOptions<F>): Promise<IdInForm<F>[]>;
   /** `count` new IDs (1 … 65,536), increasing; waits like {@link nextId}. */
   nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
   /** One new ID as a decimal string. */
   nextIdString(options?: CallOptions): Promise<string>;
   /** An ID now, or `undefined` when none may be minted now; never waits, never throws for a fence. */
   tryNextId(): bigint | undefined;
+  /** {@link nextIdSync} in a form; throws `TypeError` for an unknown form or `keyed` without a key, minting none. */
+  nextIdSync<F extends IdForm>(options: { readonly form: F }): IdInForm<F>;
   /** One new ID, synchronously, for hot loops: throws `IdsUnavailableError` at once when none may be minted. */
   nextIdSync(): bigint;
   /** {@link nextIdSync} as a decimal string. */
@@ -224,6 +249,7 @@ class LeasedIdSource implements EmbeddedIdSource {
   private readonly lifetime = new AbortController();
   private readonly started: Promise<void>;
   private readonly unsubscribe: () => void;
+  private readonly forms: IdForms;
 
   private state: SourceState = { name: 'starting' };
   private closing: Promise<void> | undefined;
@@ -249,6 +275,7 @@ class LeasedIdSource implements EmbeddedIdSource {
         ? parseWorkerRange(options.workers)
         : (options.workers ?? DEFAULT_EMBEDDED_WORKERS);
 
+    this.forms = createIdForms({ layout: options.layout, key: options.keyedFormKey });
     this.guard = createGuardedMinter({
       region: options.region,
       ...(options.layout === undefined ? {} : { layout: options.layout }),
@@ -317,7 +344,15 @@ class LeasedIdSource implements EmbeddedIdSource {
 
   // ---- minting -------------------------------------------------------------------------------------
 
-  nextIdSync(): bigint {
+  nextIdSync<F extends IdForm>(options: { readonly form: F }): IdInForm<F>;
+  nextIdSync(): bigint;
+  nextIdSync(options?: { readonly form: IdForm }): bigint | string {
+    if (options?.form === undefined) return this.nextPlainIdSync();
+    const form = this.forms.check(options.form); // before minting: a wrong form costs no ID
+    return this.forms.format(this.nextPlainIdSync(), form);
+  }
+
+  private nextPlainIdSync(): bigint {
     try {
       return this.guard.next();
     } catch (e) {
@@ -348,7 +383,20 @@ class LeasedIdSource implements EmbeddedIdSource {
     }
   }
 
-  nextId(options?: CallOptions): Promise<bigint> {
+  nextId<F extends IdForm>(options: FormCallOptions<F>): Promise<IdInForm<F>>;
+  nextId(options?: CallOptions): Promise<bigint>;
+  nextId(options?: CallOptions | FormCallOptions): Promise<bigint | string> {
+    const form = (options as Partial<FormCallOptions> | undefined)?.form;
+    if (form === undefined) return this.nextPlainId(options);
+    try {
+      this.forms.check(form);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.nextPlainId(options).then((id) => this.forms.format(id, form));
+  }
+
+  private nextPlainId(options: CallOptions | undefined): Promise<bigint> {
     if (this.waiters.length === 0) {
       try {
         return Promise.resolve(this.guard.next());
@@ -359,7 +407,20 @@ class LeasedIdSource implements EmbeddedIdSource {
     return this.enqueue(1, options).then((ids) => ids[0] as bigint);
   }
 
-  nextIds(count: number, options?: CallOptions): Promise<bigint[]> {
+  nextIds<F extends IdForm>(count: number, options: FormCallOptions<F>): Promise<IdInForm<F>[]>;
+  nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
+  nextIds(count: number, options?: CallOptions | FormCallOptions): Promise<(bigint | string)[]> {
+    const form = (options as Partial<FormCallOptions> | undefined)?.form;
+    if (form === undefined) return this.nextPlainIds(count, options);
+    try {
+      this.forms.check(form);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return this.nextPlainIds(count, options).then((ids) => ids.map((id) => this.forms.format(id, form)));
+  }
+
+  private nextPlainIds(count: number, options: CallOptions | undefined): Promise<bigint[]> {
     try {
       checkCount(count);
     } catch (e) {

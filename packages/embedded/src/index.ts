@@ -28,3 +28,5 @@ export type { SlotBudget } from './slot-budget.js';
 export { LeaseConfigError, isLeaseError } from '@idgen/lease';
 export type { EtcdConnectionOptions, EtcdTlsOptions, LeaseLogger, WorkerRange } from '@idgen/lease';
 export type { FenceReason } from '@idgen/clock-guard';
+// The forms `nextId({ form })` hands out (docs/design.md §1 "Forms"); `createIdForms` in `@idgen/core` reads them back.
+export type { FormCallOptions, IdForm, IdInForm } from '@idgen/core';

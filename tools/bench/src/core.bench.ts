@@ -6,9 +6,10 @@
  * of the 4,096,000 IDs/s ceiling of one worker, and duplicates found in a separate pass over a few
  * million IDs per implementation. Table 2, the block path: IDs/s by block size with `Date.now()` (capped
  * by the ceiling), and the cost of one call with a clock that never waits (shows that a block's cost does
- * not grow with its size).
+ * not grow with its size). Table 3, the ID forms (issue 35): nanoseconds to format and to parse one ID in each
+ * form, beside `BigInt.prototype.toString()` and `BigInt(text)` in the same run.
  */
-import { DEFAULT_LAYOUT, type Minter, createMinter } from '@idgen/core';
+import { DEFAULT_LAYOUT, type Minter, createKeyedForm, createMinter } from '@idgen/core';
 import { Snowflake as SapphireSnowflake } from '@sapphire/snowflake';
 import FlakeId from 'flake-idgen';
 import { Snowflake as WasmSnowflake } from 'nodejs-snowflake';
@@ -23,6 +24,7 @@ import {
   consume,
   sinkChecksum,
 } from './core-loops.js';
+import { formLoops } from './forms-loops.js';
 import { ceilingIdsPerSecond, describeMachine, parseBenchArgs } from './environment.js';
 import { type Round, type RoundsReport, nowNs, runRounds } from './rounds.js';
 import { countDuplicates } from './stats.js';
@@ -261,6 +263,45 @@ function main(): void {
       '  sequence is spent (the path most calls take at full load); "new ms" moves it on every call (the path\n' +
       '  a block that fills its millisecond always takes). The cost of one call on its own, not held back by\n' +
       '  the ceiling: not a rate one worker can serve.\n',
+  );
+
+  // Table 3: the ID forms beside the bigint's own decimal conversion, over one worker's IDs of 4,096 ms.
+  const pool: bigint[] = [];
+  const poolMinter = createMinter({ region: REGION, worker: WORKER });
+  for (let ms = 0; pool.length < 4096; ms++) {
+    const id = poolMinter.mintOne(EPOCH_MS + 24_831_000_123 + ms * 7);
+    if (typeof id === 'bigint') pool.push(id);
+  }
+  const formRows: string[][] = [];
+  let baselineFormat = Number.NaN;
+  let baselineParse = Number.NaN;
+  for (const loops of formLoops(pool, createKeyedForm('000102030405060708090a0b0c0d0e0f'))) {
+    const format = runRounds(loops.format, options).medianNsPerCall;
+    const parse = runRounds(loops.parse, options).medianNsPerCall;
+    if (Number.isNaN(baselineFormat)) {
+      baselineFormat = format;
+      baselineParse = parse;
+    }
+    formRows.push([
+      loops.name,
+      formatNanoseconds(format),
+      `×${(format / baselineFormat).toFixed(2)}`,
+      formatNanoseconds(parse),
+      `×${(parse / baselineParse).toFixed(2)}`,
+    ]);
+  }
+  process.stdout.write('\nID forms (one ID each way; ratios against the baseline row of this run)\n');
+  process.stdout.write(
+    formatTable(
+      [
+        { header: 'form' },
+        { header: 'format, per ID', align: 'right' },
+        { header: 'vs toString()', align: 'right' },
+        { header: 'parse, per ID', align: 'right' },
+        { header: 'vs BigInt(text)', align: 'right' },
+      ],
+      formRows,
+    ),
   );
 
   // Verdicts against the targets of issue 2.
