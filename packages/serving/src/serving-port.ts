@@ -4,7 +4,6 @@ import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { createNextIdsFastPath } from './fast-path.js';
 import type { HostPort } from './host-port.js';
 import { resolveServingLimits, type ServingLimits } from './limits.js';
-import { connectionCap, createServingServer, type Http2Server, type ProbeAnswer } from './http.js';
 import type { Readiness } from './readiness.js';
 import {
   createHealthService,
@@ -14,6 +13,9 @@ import {
   type ServiceDeps,
 } from './service.js';
 import { createTlsServing, reloadTlsOnChange, type TlsFiles } from './tls.js';
+import type { Http2Server, ProbeAnswer } from './transport/contracts.js';
+import { connectionCap } from './transport/listener.js';
+import { createServingServer } from './transport/server.js';
 
 /** Where the serving port logs (pino's `logger.info(fields, msg)` fits). */
 export interface ServingLogger {

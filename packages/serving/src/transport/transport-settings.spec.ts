@@ -1,4 +1,4 @@
-import { SERVING_LIMITS } from './limits.js';
+import { SERVING_LIMITS } from '../limits.js';
 import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, resolveTransportSettings } from './transport-settings.js';
 
 describe('the transport settings: one declaration, derived from SERVING_LIMITS', () => {

@@ -1,7 +1,7 @@
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { Health, HealthCheckResponse_ServingStatus } from '@idgen/proto';
 import { Dispatcher, HEALTHZ_PATH, READYZ_PATH, isProbePath, pathOf } from './dispatcher.js';
-import type { ServingServerOptions } from './http.js';
+import type { ServingServerOptions } from './contracts.js';
 import { resolveTransportSettings } from './transport-settings.js';
 
 // The transport-independent part of the serving port, alone: no socket, no front end.
@@ -32,8 +32,9 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
 describe('Dispatcher', () => {
   it("routes a path to connect-es's handler of its service, nothing for any other", () => {
     const { d } = dispatcher();
-    expect(d.handler('/grpc.health.v1.Health/Check')?.requestPath).toBe('/grpc.health.v1.Health/Check');
-    expect(d.handler('/grpc.health.v1.Health/Nope')).toBeUndefined();
+    const check = d.route('POST', '/grpc.health.v1.Health/Check?x=1', {}, true);
+    expect(check.kind === 'connect' && check.handler.requestPath).toBe('/grpc.health.v1.Health/Check');
+    expect(d.route('POST', '/grpc.health.v1.Health/Nope', {}, true)).toEqual({ kind: 'not-found' });
     d.stop();
   });
 
@@ -62,13 +63,14 @@ describe('Dispatcher', () => {
 
   it('drains: waits for the last request in flight, or gives up at the bound; a late request is counted', async () => {
     const { d, timeouts } = dispatcher();
-    d.inFlight += 2;
+    d.requestStarted();
+    d.requestStarted();
     const drained = d.drain(60_000);
     d.requestDone();
     d.requestLate();
     await drained;
     expect([d.inFlight, timeouts()]).toEqual([0, 1]);
-    d.inFlight++;
+    d.requestStarted();
     await d.drain(10); // nobody finishes it: the bound ends the wait
     expect(d.inFlight).toBe(1);
     d.stop();

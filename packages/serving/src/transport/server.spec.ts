@@ -7,17 +7,12 @@ import {
 import { connect as connectTcp } from 'node:net';
 import type { GuardedMinter } from '@idgen/clock-guard';
 import { IdGenerator } from '@idgen/proto';
-import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import {
-  MAX_PIPELINED_PER_TURN,
-  createServingServer,
-  headerEnds,
-  type Http2Server,
-  type ServingServer,
-  type ServingServerOptions,
-} from './http.js';
-import { createIdGeneratorService, createNextIds } from './service.js';
-import { assignedTestGuard, testServiceDeps } from './service.test-helper.js';
+import { NEXT_IDS_PATH, createNextIdsFastPath } from '../fast-path.js';
+import type { Http2Server, ServingServer, ServingServerOptions } from './contracts.js';
+import { MAX_PIPELINED_PER_TURN, headerEnds } from './front-http1.js';
+import { createServingServer } from './server.js';
+import { createIdGeneratorService, createNextIds } from '../service.js';
+import { assignedTestGuard, testServiceDeps } from '../service.test-helper.js';
 
 // The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
 // node:http2 (the reference), through the fast path on node:http2, and both again on @idgen/h2 (for HTTP/1.1

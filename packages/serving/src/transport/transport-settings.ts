@@ -1,4 +1,4 @@
-import { SERVING_LIMITS } from './limits.js';
+import { SERVING_LIMITS } from '../limits.js';
 
 /**
  * The HTTP/2 settings of the serving port, the one declaration both HTTP/2 implementations read (@idgen/h2 in
