@@ -12,7 +12,7 @@ export type { LeaseView, NodeBuild, ServiceDeps, ServingGuard } from './service.
 export { READINESS_REASONS, describeReadiness } from './readiness.js';
 export type { Phase, Readiness, ReadinessReason } from './readiness.js';
 export { TLS_FLAGS, TlsMaterialError, loadTlsMaterial, tlsFilesFromFlags } from './tls.js';
-export type { TlsFiles, TlsFlagValues } from './tls.js';
+export type { CertificateExpiry, CertificateRole, TlsFiles, TlsFlagValues } from './tls.js';
 export { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from './transport/listener.js';
 export { HEALTHZ_PATH, READYZ_PATH } from './transport/dispatcher.js';
 export type { Http2Server, ProbeAnswer } from './transport/contracts.js';
