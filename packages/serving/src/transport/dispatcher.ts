@@ -92,6 +92,10 @@ export class Dispatcher {
       interceptors: options.interceptors ?? [],
       readMaxBytes: options.maxBodyBytes,
       writeMaxBytes: TRANSPORT_DEFAULTS.writeMaxBytes,
+      // protobuf-es's JSON reader refuses a key the message does not have (the proto3 JSON mapping's default);
+      // connect-es ignores it unless told. Refused here as on the fast path (nextids-codec.ts): `{"cnt":3}` is
+      // INVALID_ARGUMENT naming the key, not a NextIds(0) answered "count must be from 1".
+      jsonOptions: { ignoreUnknownFields: false },
       // No maxTimeoutMs: connect-es would refuse a longer deadline (INVALID_ARGUMENT; a 30 s gRPC default is
       // common). The deadline sweep caps every request at requestTimeoutMs instead.
       // No shutdownSignal either: connect-es adds a listener to it for every call, and one signal holding tens of
