@@ -1,5 +1,7 @@
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { Health, HealthCheckResponse_ServingStatus } from '@idgen/proto';
+import { NEXT_IDS_PATH, createNextIdsFastPath } from '../fast-path.js';
+import { CONNECT_JSON } from '../nextids-codec.js';
 import { Dispatcher, HEALTHZ_PATH, READYZ_PATH, isProbePath, pathOf } from './dispatcher.js';
 import type { ServingServerOptions } from './contracts.js';
 import { resolveTransportSettings } from './transport-settings.js';
@@ -36,6 +38,27 @@ describe('Dispatcher', () => {
     expect(check.kind === 'connect' && check.handler.requestPath).toBe('/grpc.health.v1.Health/Check');
     expect(d.route('POST', '/grpc.health.v1.Health/Nope', {}, true)).toEqual({ kind: 'not-found' });
     d.stop();
+  });
+
+  it('routes each request once: a probe answered, the fast path with its codec (the same route object each time), else connect-es or not found', () => {
+    const { d: plain } = dispatcher();
+    const fastPath = createNextIdsFastPath({ nextIds: () => [], maxBodyBytes: 1024 });
+    const { d } = dispatcher({ fastPath });
+    const json = { 'content-type': 'application/json' };
+    const probe = d.route('GET', '/readyz?verbose=1', {}, false);
+    expect(probe.kind === 'probe' && probe.answer.status).toBe(200);
+    const fast = d.route('POST', NEXT_IDS_PATH, json, false);
+    expect(fast).toEqual({ kind: 'fast', fast: fastPath, codec: CONNECT_JSON });
+    expect(d.route('POST', `${NEXT_IDS_PATH}?x`, json, true)).toBe(fast);
+    // What the fast path does not take (gRPC-Web, GET) is left to connect-es's routes: none for NextIds here.
+    expect(d.route('POST', NEXT_IDS_PATH, { 'content-type': 'application/grpc-web' }, true).kind).toBe('not-found');
+    expect(d.route('GET', NEXT_IDS_PATH, json, false).kind).toBe('not-found');
+    expect(plain.route('POST', NEXT_IDS_PATH, json, false).kind).toBe('not-found');
+    expect([d.closing, d.inFlight]).toEqual([false, 0]);
+    d.beginClose();
+    expect(d.closing).toBe(true);
+    d.stop();
+    plain.stop();
   });
 
   it('answers the probes: alive, ready or not with the detail, GET and HEAD only', () => {
