@@ -16,12 +16,19 @@ const KNOWN_CIRCLES = new Map([
 const project = relative(root, process.cwd()).split('\\').join('/');
 const dpdm = join(root, 'node_modules', '.bin', 'dpdm');
 const args = ['--no-warning', '--no-tree', '--no-progress', '--exit-code', 'circular:1'];
-const run = spawnSync(dpdm, [...args, '--exclude', '(node_modules|dist)/', '**/*.ts'], { encoding: 'utf8' });
+const run = spawnSync(dpdm, [...args, '--exclude', '(node_modules|dist)/', '**/*.ts'], {
+  encoding: 'utf8',
+  env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' },
+});
 if (run.error !== undefined) {
   console.error(`import-cycles: cannot run dpdm (${run.error.message}): run npm ci`);
   process.exit(2);
 }
-const circles = run.stdout.split('\n').filter((l) => /^\s+\d+\) /.test(l));
+// Colours stripped: under Nx the output may be coloured whatever the environment says.
+const circles = run.stdout
+  .replace(/\u001b\[[0-9;]*m/g, '')
+  .split('\n')
+  .filter((l) => /^\s+\d+\) /.test(l));
 if (run.status === 0) {
   console.log(`import-cycles: ${project}: no circle`);
 } else if (KNOWN_CIRCLES.has(project)) {
