@@ -9,7 +9,6 @@ import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
 import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
 import { createIdgenNode, formatHostPort } from '@idgen/serving';
 import { readBuildInfo } from './build-info.js';
-import { createCertificateExpiryReader } from './certificate-expiry.js';
 import { parseConfig, type ServerConfig } from './config.js';
 import { createServerMetrics } from './metrics.js';
 
@@ -64,7 +63,6 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
     instanceId: config.nodeId,
     region: config.region,
     commit: build.commit,
-    ...(config.node.tls === undefined ? {} : { certificates: createCertificateExpiryReader(config.node.tls) }),
     telemetry,
     onSdkError: (message) => logger.warn({ component: 'opentelemetry' }, `metrics export: ${message}`),
   });
@@ -107,6 +105,8 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
     metrics,
     logger,
   });
+  // The certificate-expiry gauge reads what the serving port loaded and reloads (no second reader of the files).
+  if (tls !== undefined) metrics.observeCertificates(() => idgenNode.port.certificates());
 
   const shutdown = async (signal: string): Promise<void> => {
     const t0 = performance.now();

@@ -18,6 +18,7 @@ import {
 import {
   LATENCY_BUCKETS_S,
   ServingMetricNames,
+  type CertificateExpiry,
   createServingMetrics,
   listenSidePort,
   type HostPort,
@@ -26,7 +27,6 @@ import {
   type ServingMetrics,
   type SidePort,
 } from '@idgen/serving';
-import type { CertificateExpiryReader } from './certificate-expiry.js';
 import { DEFAULT_SERVICE_NAME, readTelemetryEnv, type TelemetrySettings } from './telemetry-env.js';
 
 /** Metric names the app defines beside the serving layer's ({@link ServingMetricNames}: requests, latency, refusals, node gauges). */
@@ -74,8 +74,6 @@ export interface ServerMetricsOptions {
   readonly region?: number;
   /** `idgen.commit`: the source commit (build-info.ts); left out when empty. */
   readonly commit?: string;
-  /** The serving port's certificates, for {@link ServerMetrics.certificateNotAfter}; absent without TLS. */
-  readonly certificates?: CertificateExpiryReader;
   /** OpenTelemetry's environment (telemetry-env.ts); default: Prometheus only, `service.name` idgen-server. */
   readonly telemetry?: TelemetrySettings;
   /** Where the OpenTelemetry SDK's own errors go (a failed OTLP export); default: nowhere. */
@@ -151,6 +149,11 @@ export interface ServerMetricsHandle extends Omit<ServingMetrics, 'latencies'> {
     listen: HostPort,
     probe?: (method: string | undefined, path: string) => ProbeAnswer | undefined,
   ): Promise<string>;
+  /**
+   * Exports {@link ServerMetrics.certificateNotAfter} from `certificates`, read at each collection: the serving
+   * port's `certificates()`, what it loaded and reloads (a node without TLS has no such gauge).
+   */
+  observeCertificates(certificates: () => readonly CertificateExpiry[]): void;
   /** Stops the /metrics listener and the provider. */
   close(): Promise<void>;
 }
@@ -212,13 +215,13 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
   const meter = provider.getMeter('@idgen/server');
   const stopRuntime = options.runtime === false ? () => undefined : startRuntimeMetrics(provider, meter);
   const serving = createServingMetrics(meter);
-  if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
 
   let sidePort: SidePort | undefined;
   const { latencies: _latencies, ...instruments } = serving;
   return {
     ...instruments,
     meter: (scope) => provider.getMeter(scope),
+    observeCertificates: (certificates) => observeCertificates(meter, certificates),
     async listen(listen, probe) {
       sidePort = await listenSidePort(listen, {
         // OTEL_METRICS_EXPORTER without prometheus: no /metrics (404), the probes stay.
@@ -243,14 +246,14 @@ export function createServerMetrics(options: ServerMetricsOptions): ServerMetric
 }
 
 /** The certificate-expiry gauge: read at collection time, off the request path. */
-function observeCertificates(meter: Meter, reader: CertificateExpiryReader): void {
+function observeCertificates(meter: Meter, certificates: () => readonly CertificateExpiry[]): void {
   meter
     .createObservableGauge(ServerMetrics.certificateNotAfter, {
       description: "When the serving port's certificate and client CA expire (notAfter), in seconds since the epoch.",
       unit: 's',
     })
     .addCallback((result) => {
-      for (const c of reader.read()) result.observe(c.notAfterSeconds, { [CERTIFICATE_ATTRIBUTE]: c.certificate });
+      for (const c of certificates()) result.observe(c.notAfterSeconds, { [CERTIFICATE_ATTRIBUTE]: c.certificate });
     });
 }
 

@@ -188,7 +188,7 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
     const afterRss = rssBytes(pid);
     // A connection answered with GOAWAY (bad SETTINGS length, bad HPACK, DATA on an idle stream) must be let go:
     // @idgen/h2 (the default) ends the socket itself after its GOAWAY; on node:http2, which stops reading such
-    // a connection, the server's PING probe (packages/serving/src/http.ts) destroys it ~2 × 2 s after it went silent. Either way
+    // a connection, the server's PING probe (packages/serving/src/transport/front-node-http2.ts) destroys it ~2 × 2 s after it went silent. Either way
     // well inside settledFds' 10 s: no allowance for them.
     const goaways = [...tally.byOutcome.entries()]
       .filter(([k]) => k.startsWith('raw:h2-goaway'))
@@ -272,7 +272,7 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
       ).toBe('grpc-web:3 invalid_argument');
     });
 
-    it('gRPC and gRPC-Web JSON whose parse error cuts a surrogate pair: a gRPC status, not a bare HTTP 500 (http.ts)', async () => {
+    it('gRPC and gRPC-Web JSON whose parse error cuts a surrogate pair: a gRPC status, not a bare HTTP 500 (transport/dispatcher.ts grpcFailureHeaders)', async () => {
       // Valid UTF-8 for two astral characters; JSON.parse's error quotes the text cut inside a pair.
       const astral = grpcFrame(new Uint8Array([0xf2, 0x82, 0x94, 0xa9, 0xf2, 0xa1, 0x9f, 0x87]));
       expect(

@@ -17,7 +17,7 @@ import { encodeHeaders, encodeTableSizeUpdate, HpackDecoder, HpackError } from '
 import { ClosedHow, ClosedStreams } from './closed-streams.js';
 import { areValidTrailers, emptyRequestParts, parseRequestFields } from './field-rules.js';
 import { HeaderBlockCollector } from './header-block.js';
-import { DEFAULT_FLOOD_LIMITS, FrameCounts, type H2FloodLimits, type H2RefusalReason } from './limits.js';
+import { FrameCounts, H2_DEFAULTS, type H2FloodLimits, type H2RefusalReason } from './limits.js';
 
 /** Limits, windows and lifetimes of a server connection; every default is what `idgen-server` runs with. */
 export interface H2ConnectionOptions {
@@ -357,21 +357,25 @@ export class H2Connection {
     private readonly onStream: (stream: H2Stream) => void,
     options: H2ConnectionOptions = {},
   ) {
-    this.maxConcurrent = options.maxConcurrentStreams ?? 128;
-    this.maxHeaderListSize = options.maxHeaderListSize ?? 16 * 1024;
-    this.maxHeaderPairs = options.maxHeaderPairs ?? 64;
-    this.initialWindow = options.initialWindowSize ?? DEFAULT_WINDOW;
-    this.connectionWindow = options.connectionWindowSize ?? 1024 * 1024;
-    this.maxOutput = options.maxOutputBytes ?? 1024 * 1024;
+    // Every option left out at its default (limits.ts `H2_DEFAULTS`, the one table of them).
+    this.maxConcurrent = options.maxConcurrentStreams ?? H2_DEFAULTS.maxConcurrentStreams;
+    this.maxHeaderListSize = options.maxHeaderListSize ?? H2_DEFAULTS.maxHeaderListSize;
+    this.maxHeaderPairs = options.maxHeaderPairs ?? H2_DEFAULTS.maxHeaderPairs;
+    this.initialWindow = options.initialWindowSize ?? H2_DEFAULTS.initialWindowSize;
+    this.connectionWindow = options.connectionWindowSize ?? H2_DEFAULTS.connectionWindowSize;
+    this.maxOutput = options.maxOutputBytes ?? H2_DEFAULTS.maxOutputBytes;
     this.limits = {
-      ...DEFAULT_FLOOD_LIMITS,
+      ...H2_DEFAULTS.floodLimits,
       ...options.floodLimits,
       ...(options.maxResetsPerSecond === undefined ? {} : { peerResets: options.maxResetsPerSecond }),
     };
-    this.block = new HeaderBlockCollector(MAX_HEADER_BLOCK_BYTES, options.maxContinuationFrames ?? 16);
-    this.maxSettingsEntries = options.maxSettingsEntries ?? 32;
-    this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
-    this.stalledWriteTimeoutMs = options.stalledWriteTimeoutMs ?? 10_000;
+    this.block = new HeaderBlockCollector(
+      MAX_HEADER_BLOCK_BYTES,
+      options.maxContinuationFrames ?? H2_DEFAULTS.maxContinuationFrames,
+    );
+    this.maxSettingsEntries = options.maxSettingsEntries ?? H2_DEFAULTS.maxSettingsEntries;
+    this.idleTimeoutMs = options.idleTimeoutMs ?? H2_DEFAULTS.idleTimeoutMs;
+    this.stalledWriteTimeoutMs = options.stalledWriteTimeoutMs ?? H2_DEFAULTS.stalledWriteTimeoutMs;
     this.onError = options.onError;
     this.onRefusal = options.onRefusal;
     this.admitStream = options.admitStream;
@@ -411,7 +415,7 @@ export class H2Connection {
         );
         this.socket.destroy();
       }
-    }, options.prefaceTimeoutMs ?? 4_000);
+    }, options.prefaceTimeoutMs ?? H2_DEFAULTS.prefaceTimeoutMs);
     this.prefaceTimer.unref();
     watch(this);
   }

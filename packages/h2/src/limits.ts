@@ -1,3 +1,5 @@
+import { DEFAULT_WINDOW } from './frames.js';
+
 /**
  * Frames per second, per connection, past which a peer is flooding rather than talking: the connection ends
  * with GOAWAY ENHANCE_YOUR_CALM (RFC 9113 §10.5: "an endpoint MAY treat activity that is suspicious as a
@@ -43,6 +45,37 @@ export const DEFAULT_FLOOD_LIMITS: H2FloodLimits = Object.freeze({
   streamErrors: 200,
   refusedStreams: 100,
   peerResets: 1_000,
+});
+
+/**
+ * Every default of `H2ConnectionOptions` (connection.ts) in one table (RFC 9113 §6.5.2 names the four SETTINGS): what a
+ * connection uses for an option left out, and what a server that wants the same bounds on another HTTP/2
+ * implementation reads (@idgen/serving gives node:http2 the SETTINGS from here).
+ */
+export const H2_DEFAULTS = Object.freeze({
+  /** SETTINGS_MAX_CONCURRENT_STREAMS. */
+  maxConcurrentStreams: 128,
+  /** SETTINGS_MAX_HEADER_LIST_SIZE, in RFC 7541 §4.1 octets. */
+  maxHeaderListSize: 16 * 1024,
+  /** Header fields in one request, pseudo-headers included (no SETTINGS for it; more is answered 431). */
+  maxHeaderPairs: 64,
+  /** SETTINGS_INITIAL_WINDOW_SIZE: each request stream's receive window, RFC 9113's initial 65,535. */
+  initialWindowSize: DEFAULT_WINDOW,
+  /** The connection's receive window. */
+  connectionWindowSize: 1024 * 1024,
+  /** Output waiting in the socket above which reading stops until it drains. */
+  maxOutputBytes: 1024 * 1024,
+  /** CONTINUATION frames one header block may take. */
+  maxContinuationFrames: 16,
+  /** Entries one SETTINGS frame may carry (RFC 9113 defines 7). */
+  maxSettingsEntries: 32,
+  /** From the socket to the client's first SETTINGS frame. */
+  prefaceTimeoutMs: 4_000,
+  /** Without a request before GOAWAY NO_ERROR. */
+  idleTimeoutMs: 30_000,
+  /** Paused for a peer that does not read, before the connection is cut. */
+  stalledWriteTimeoutMs: 10_000,
+  floodLimits: DEFAULT_FLOOD_LIMITS,
 });
 
 /**

@@ -1,10 +1,8 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { ConnectError, type Code } from '@connectrpc/connect';
-import { parseContentLength } from '@idgen/h2';
-import type { FastPath } from './http.js';
-import { codecFor, idsIn, tooLarge, type NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
+import { codecFor, idsIn, type NextIdsCodec } from './nextids-codec.js';
 import type { WireBlock } from './service.js';
+import type { FastPath, Responder } from './transport/contracts.js';
 
 export { countOf } from './nextids-codec.js';
 
@@ -27,27 +25,6 @@ export interface FastPathOptions {
   readonly record?: (code: Code | undefined, startNs: bigint, ids: number) => void;
 }
 
-/** A request body collected up to a size limit; one chunk (the usual case) is used as is, not copied. */
-export class BodyReader {
-  size = 0;
-  over = false;
-  private readonly chunks: Buffer[] = [];
-  constructor(private readonly max: number) {}
-  /** Adds a chunk; false (and `over`) once the body is larger than the limit. */
-  add(chunk: Buffer): boolean {
-    this.size += chunk.length;
-    if (this.size > this.max) {
-      this.over = true;
-      return false;
-    }
-    this.chunks.push(chunk);
-    return true;
-  }
-  bytes(): Buffer {
-    return this.chunks.length === 1 ? (this.chunks[0] as Buffer) : Buffer.concat(this.chunks, this.size);
-  }
-}
-
 /**
  * NextIds for the common requests, answered straight on node:http/http2 instead of through connect-es.
  *
@@ -66,8 +43,8 @@ export class BodyReader {
  * and goes to connect-es, so behaviour there is unchanged.
  *
  * Transport-independent, as connect-node's universal handler: each front end reads the request its own way
- * (front-http1.ts, front-idgen-h2.ts, front-node-http2.ts: the method and headers through `codecFor`, the body up
- * to `maxBodyBytes` with a {@link BodyReader}) and hands it to `mint`, with an answer callback of one line that calls `answer`: the answer
+ * (transport/: the dispatcher asks `codecFor` for the method and headers once, and the front end reads the body
+ * up to `maxBodyBytes` with transport/body-readers.ts) and hands it to `mint`, with an answer callback of one line that calls `answer`: the answer
  * is written once, through the transport's {@link Responder}. (The callback is the reader's: made in the reader's
  * own scope, it allocates no context more per request than the fast path before its rooms.)
  */
@@ -144,59 +121,4 @@ class NextIdsFastPath implements FastPath {
     this.record?.(error.code, start, 0);
     responder.error(target, codec, error, dropBody);
   }
-}
-
-/** The request's declared body length: 0 when not declared, negative when not 1*DIGIT (RFC 9110 §8.6). */
-export function declaredLength(headers: IncomingHttpHeaders | Readonly<Record<string, string>>): number {
-  const length = headers['content-length'];
-  return length === undefined ? 0 : parseContentLength(length);
-}
-
-/** Where a fast-path body arrives on node's HTTP stacks: node:http's request, node:http2's stream. */
-export interface NodeBodySource {
-  on(event: 'data', listener: (chunk: Buffer) => void): unknown;
-  on(event: 'end', listener: () => void): unknown;
-}
-
-/**
- * The fast path's reader on node's two HTTP stacks (front-http1.ts, front-node-http2.ts): the declared length
- * checked, the body read up to the limit (refused past it), the IDs minted once it ends and answered through
- * `responder`. What differs between the two is passed in: the responder, the owner minting is shared by (the
- * socket, the session), and the answer to a content-length that is not 1*DIGIT (RFC 9110 §8.6), whose framing
- * cannot be trusted (HTTP/1.1: 400 and the connection closed; HTTP/2: a PROTOCOL_ERROR reset).
- */
-export function readNodeFastBody<T>(
-  fast: FastPath,
-  codec: NextIdsCodec,
-  responder: Responder<T>,
-  target: T,
-  request: { readonly headers: IncomingHttpHeaders; readonly body: NodeBodySource; readonly owner: object },
-  malformedLength: () => void,
-): void {
-  const start = process.hrtime.bigint();
-  const declared = declaredLength(request.headers);
-  const max = fast.maxBodyBytes;
-  if (declared < 0) {
-    malformedLength();
-    return;
-  }
-  if (declared > max) {
-    fast.refuse(responder, target, codec, tooLarge(declared, max), start, true);
-    return;
-  }
-  const body = new BodyReader(max);
-  request.body.on('data', (chunk: Buffer) => {
-    if (body.over || body.add(chunk)) return;
-    fast.refuse(responder, target, codec, tooLarge(undefined, max), start, true);
-  });
-  request.body.on('end', () => {
-    if (body.over) return;
-    fast.mint(
-      codec,
-      body.bytes(),
-      request.owner,
-      () => responder.gone(target),
-      (result) => fast.answer(responder, target, codec, result, start),
-    );
-  });
 }

@@ -7,14 +7,15 @@ export type { IdgenNode, IdgenNodeOptions } from './node.js';
 export { boot } from './boot.js';
 export type { BootDeps, BootLogger, BootReport } from './boot.js';
 export { FENCE_REASON_HEADER, createHealthService, createIdGeneratorService, nodeState } from './service.js';
-export type { LeaseView, NodeBuild, Phase, ServiceDeps, ServingGuard } from './service.js';
+export type { LeaseView, NodeBuild, ServiceDeps, ServingGuard } from './service.js';
 // Readiness as a caller of the node sees it (the reasons on the wire and their text); how the node judges it stays inside.
 export { READINESS_REASONS, describeReadiness } from './readiness.js';
-export type { Readiness, ReadinessReason } from './readiness.js';
+export type { Phase, Readiness, ReadinessReason } from './readiness.js';
 export { TLS_FLAGS, TlsMaterialError, loadTlsMaterial, tlsFilesFromFlags } from './tls.js';
-export type { TlsFiles, TlsFlagValues } from './tls.js';
-export { DESCRIPTOR_HEADROOM, HEALTHZ_PATH, READYZ_PATH, connectionCap, openFilesLimit } from './http.js';
-export type { Http2Server, ProbeAnswer } from './http.js';
+export type { CertificateExpiry, CertificateRole, TlsFiles, TlsFlagValues } from './tls.js';
+export { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from './transport/listener.js';
+export { HEALTHZ_PATH, READYZ_PATH } from './transport/dispatcher.js';
+export type { Http2Server, ProbeAnswer } from './transport/contracts.js';
 export {
   LATENCY_BUCKETS_S,
   LatencyHistogram,
@@ -30,4 +31,4 @@ export type { ServingLimit, ServingLimits } from './limits.js';
 export type { SidePort, SidePortRoutes } from './side-port.js';
 export type { HostPort } from './host-port.js';
 // The node:http2 fallback's GC work-around, for any node:http2 server (bench:server's like-for-like baseline uses it).
-export { installStreamTable } from './stream-table.js';
+export { installStreamTable } from './transport/stream-table.js';

@@ -39,7 +39,10 @@ export const CONNECT_JSON: NextIdsCodec = {
   grpc: false,
   decodeCount(body) {
     try {
-      return fromJsonString(NextIdsRequestSchema, body.toString('utf8'), { ignoreUnknownFields: true }).count;
+      // protobuf-es's JSON reader with its defaults: a key the message does not have is refused (the proto3 JSON
+      // mapping's default), so `{"cnt":3}` is INVALID_ARGUMENT naming the key, not NextIds(0). connect-es is told
+      // the same (transport/dispatcher.ts `jsonOptions`), so both paths answer alike.
+      return fromJsonString(NextIdsRequestSchema, body.toString('utf8')).count;
     } catch (e) {
       throw ConnectError.from(e, Code.InvalidArgument);
     }

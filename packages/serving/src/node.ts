@@ -11,9 +11,9 @@ import {
   describeReadiness,
   judgeReadiness,
   watchReadiness,
+  type Phase,
   type Readiness,
 } from './readiness.js';
-import type { Phase } from './service.js';
 import { createServingPort, type ServingLogger, type ServingPort, type ServingPortOptions } from './serving-port.js';
 
 /** Options of {@link createIdgenNode}: the node's parts, its addresses, and the serving port's limits. */

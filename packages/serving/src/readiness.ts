@@ -1,6 +1,8 @@
 import type { FenceReason, GuardStatus, TimeSourceProblem, TimeSourceReading } from '@idgen/clock-guard';
 import type { LeaseSnapshot, LeaseState } from '@idgen/lease';
-import type { Phase } from './service.js';
+
+/** Where the process is in its life, as the server (not the guard) knows it. */
+export type Phase = 'starting' | 'running' | 'draining';
 
 /**
  * Why a node may or may not mint now: one answer for `/readyz`'s body, the

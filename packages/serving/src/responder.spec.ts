@@ -1,7 +1,7 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import { createNextIdsFastPath } from './fast-path.js';
 import { CONNECT_JSON, GRPC, tooLarge, type NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
+import type { Responder } from './transport/contracts.js';
 
 // The fast path alone, through a stand-in Responder that records what it was asked to write (each transport's
 // own Responder and reader are covered on the wire by http.spec.ts and malformed-requests.spec.ts).

@@ -12,7 +12,7 @@ import {
   NodeState,
   ReadinessReason,
 } from '@idgen/proto';
-import { judgeReadiness, type LeaseTrouble } from './readiness.js';
+import { judgeReadiness, type LeaseTrouble, type Phase } from './readiness.js';
 import {
   FENCE_REASON_HEADER,
   READINESS_HEADERS,
@@ -20,7 +20,6 @@ import {
   createIdGeneratorService,
   createNextIds,
   type LeaseView,
-  type Phase,
 } from './service.js';
 
 const REGION = 2;

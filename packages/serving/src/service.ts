@@ -21,7 +21,7 @@ import {
   type ReadinessReason as WireReadinessReason,
   type GetStatusResponse,
 } from '@idgen/proto';
-import { READINESS_REASONS, type Readiness } from './readiness.js';
+import { READINESS_REASONS, type Phase, type Readiness } from './readiness.js';
 
 /** The part of the clock guard the handlers use (a {@link GuardedMinter} satisfies it). */
 export type ServingGuard = Pick<
@@ -37,9 +37,6 @@ export interface LeaseView {
   readonly deadlineInMs: number | undefined;
   readonly mode: 'etcd' | 'standalone';
 }
-
-/** Where the process is in its life, as the server (not the guard) knows it. */
-export type Phase = 'starting' | 'running' | 'draining';
 
 /** Everything the handlers read; plain functions so tests and the composition root can supply them. */
 export interface ServiceDeps {

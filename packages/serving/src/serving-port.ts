@@ -4,7 +4,6 @@ import { Health, IdGenerator, NodeState } from '@idgen/proto';
 import { createNextIdsFastPath } from './fast-path.js';
 import type { HostPort } from './host-port.js';
 import { resolveServingLimits, type ServingLimits } from './limits.js';
-import { connectionCap, createServingServer, type Http2Server, type ProbeAnswer } from './http.js';
 import type { Readiness } from './readiness.js';
 import {
   createHealthService,
@@ -13,7 +12,10 @@ import {
   nodeState,
   type ServiceDeps,
 } from './service.js';
-import { createTlsServing, reloadTlsOnChange, type TlsFiles } from './tls.js';
+import { createTlsServing, reloadTlsOnChange, type CertificateExpiry, type TlsFiles } from './tls.js';
+import type { Http2Server, ProbeAnswer } from './transport/contracts.js';
+import { connectionCap } from './transport/listener.js';
+import { createServingServer } from './transport/server.js';
 
 /** Where the serving port logs (pino's `logger.info(fields, msg)` fits). */
 export interface ServingLogger {
@@ -70,6 +72,12 @@ export interface ServingPort {
    * the rest; stops the TLS reload. Resolves with the number of requests still in flight when it gave up.
    */
   close(timeoutMs: number): Promise<number>;
+  /**
+   * When the port's certificates expire (the serving certificate, and the client CA with mTLS), as the port loaded
+   * them and reloads them (on SIGHUP and file change; a bad new file keeps the previous ones, as the port does).
+   * Empty without TLS. Cheap: for a gauge read at each collection.
+   */
+  certificates(): readonly CertificateExpiry[];
   /** The connection cap in force: `maxConnections`, or lower to leave descriptors for what is not a client. */
   readonly connectionCap: {
     readonly maxConnections: number;
@@ -171,6 +179,7 @@ export function createServingPort(options: ServingPortOptions): ServingPort {
       stopReload();
       return server.close(timeoutMs);
     },
+    certificates: () => tls?.certificates() ?? [],
     connectionCap: cap,
   };
 }

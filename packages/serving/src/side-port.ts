@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { formatHostPort, type HostPort } from './host-port.js';
-import type { ProbeAnswer } from './http.js';
+import type { ProbeAnswer } from './transport/contracts.js';
 
 /** A listener beside the serving port (metrics, probes): its bound address and how to stop it. */
 export interface SidePort {

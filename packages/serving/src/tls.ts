@@ -18,7 +18,39 @@ export interface TlsMaterial {
   readonly options: SecureContextOptions;
   /** When the serving certificate expires. */
   readonly notAfter: Date;
+  /** mTLS: when the first certificate of the client CA file (a bundle may hold several) expires. */
+  readonly clientCaNotAfter: Date | undefined;
   readonly subject: string;
+}
+
+/** Which certificate a {@link CertificateExpiry} is of: the serving certificate, or the client CA (mTLS). */
+export type CertificateRole = 'serving' | 'client-ca';
+
+/** One certificate's expiry, as the serving port loaded it (for a `notAfter` gauge and its alert). */
+export interface CertificateExpiry {
+  readonly certificate: CertificateRole;
+  /** `notAfter`, in seconds since the Unix epoch. */
+  readonly notAfterSeconds: number;
+}
+
+/**
+ * The earliest `notAfter` of the certificates in a PEM bundle: when some clients start failing. Throws a
+ * {@link TlsMaterialError} naming `file` when it holds no certificate or one that does not parse.
+ */
+function earliestNotAfter(pem: string, file: string): Date {
+  const blocks = [...pem.matchAll(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)];
+  let earliest: number | undefined;
+  for (const block of blocks) {
+    let end: number;
+    try {
+      end = Date.parse(new X509Certificate(block[0]).validTo);
+    } catch {
+      throw new TlsMaterialError(`${JSON.stringify(file)} is not a PEM certificate`);
+    }
+    earliest = earliest === undefined ? end : Math.min(earliest, end);
+  }
+  if (earliest === undefined) throw new TlsMaterialError(`${JSON.stringify(file)} is not a PEM certificate`);
+  return new Date(earliest);
 }
 
 /** Why TLS material cannot be used: one line, for exit 2 at start or a log line on reload. */
@@ -126,13 +158,7 @@ export function loadTlsMaterial(files: TlsFiles, now: Date = new Date()): TlsMat
       `the TLS certificate ${JSON.stringify(files.certFile)} is not valid now (valid ${x509.validFrom} to ${x509.validTo})`,
     );
   }
-  if (ca !== undefined) {
-    try {
-      new X509Certificate(ca);
-    } catch {
-      throw new TlsMaterialError(`${JSON.stringify(files.clientCaFile)} is not a PEM certificate`);
-    }
-  }
+  const clientCaNotAfter = ca === undefined ? undefined : earliestNotAfter(ca, files.clientCaFile ?? '');
   const options: SecureContextOptions = { cert, key, ...(ca === undefined ? {} : { ca }), minVersion: 'TLSv1.2' };
   try {
     createSecureContext(options);
@@ -141,7 +167,7 @@ export function loadTlsMaterial(files: TlsFiles, now: Date = new Date()): TlsMat
       `the TLS key ${JSON.stringify(files.keyFile)} does not fit the certificate or is not a PEM key (${(e as Error).message})`,
     );
   }
-  return { options, notAfter, subject: x509.subject.replace(/\n/g, ', ') };
+  return { options, notAfter, clientCaNotAfter, subject: x509.subject.replace(/\n/g, ', ') };
 }
 
 /** The names a peer certificate carries: its subject CN and its DNS SANs. */
@@ -170,11 +196,22 @@ export interface TlsServing {
   /** Reads the files again; on a problem the current context stays and the error is returned. */
   reload(): TlsMaterialError | undefined;
   notAfter(): Date;
+  /** The serving certificate's and the client CA's expiry, from the material in use (what the last good reload read). */
+  certificates(): readonly CertificateExpiry[];
+}
+
+/** A material's expiries: the serving certificate's, and the client CA's with mTLS. */
+function expiriesOf(material: TlsMaterial): readonly CertificateExpiry[] {
+  const seconds = (d: Date): number => Math.floor(d.getTime() / 1000);
+  const serving: CertificateExpiry = { certificate: 'serving', notAfterSeconds: seconds(material.notAfter) };
+  const ca = material.clientCaNotAfter;
+  return ca === undefined ? [serving] : [serving, { certificate: 'client-ca', notAfterSeconds: seconds(ca) }];
 }
 
 /** Holds the serving port's TLS context; `reload()` swaps it for new connections, in-flight ones untouched. */
 export function createTlsServing(files: TlsFiles): TlsServing {
   let material = loadTlsMaterial(files);
+  let expiries = expiriesOf(material);
   const requestCert = files.clientCaFile !== undefined;
   const allowedNames = files.clientNames === undefined ? undefined : new Set(files.clientNames);
   const reloaded = new Set<() => void>();
@@ -190,6 +227,7 @@ export function createTlsServing(files: TlsFiles): TlsServing {
     reload() {
       try {
         material = loadTlsMaterial(files);
+        expiries = expiriesOf(material);
         for (const fn of reloaded) fn();
         return undefined;
       } catch (e) {
@@ -197,6 +235,7 @@ export function createTlsServing(files: TlsFiles): TlsServing {
       }
     },
     notAfter: () => material.notAfter,
+    certificates: () => expiries,
   };
 }
 

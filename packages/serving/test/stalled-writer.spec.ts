@@ -6,7 +6,9 @@
 // of for STALLED_WRITER_MS; a client that reads the same answers is kept.
 import { connect as netConnect } from 'node:net';
 import { IdGenerator } from '@idgen/proto';
-import { MAX_PIPELINED_PER_TURN, STALLED_WRITER_MS, createServingServer, type ServingServer } from '../src/http.js';
+import type { ServingServer } from '../src/transport/contracts.js';
+import { MAX_PIPELINED_PER_TURN } from '../src/transport/front-http1.js';
+import { STALLED_WRITER_MS, createServingServer } from '../src/transport/server.js';
 
 jest.setTimeout(60_000);
 

@@ -1,12 +1,12 @@
 import { get as httpsGet } from 'node:https';
 import type { TestPki } from './tls.js';
-import { accessSync, constants } from 'node:fs';
 import { execFile, execFileSync } from 'node:child_process';
 import { mkdir, rm } from 'node:fs/promises';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort, tempDir } from './net.js';
 import type { TempDir } from './net.js';
+import { findOnPath } from './find-on-path.js';
 import { spawnProcess } from './process.js';
 import type { ProcessExit, ProcessHandle } from './process.js';
 import { track } from './registry.js';
@@ -16,21 +16,6 @@ const execFileAsync = promisify(execFile);
 /** The message when `etcd` is missing: tests fail and say what to install, never skip (preamble). */
 export const ETCD_MISSING_MESSAGE =
   "etcd not found on PATH: install Debian's etcd-server (apt-get install etcd-server etcd-client)";
-
-/** Finds `name` on `pathEnv` (default `process.env.PATH`); `undefined` when absent. */
-export function findOnPath(name: string, pathEnv = process.env['PATH'] ?? ''): string | undefined {
-  for (const dir of pathEnv.split(delimiter)) {
-    if (dir === '') continue;
-    const candidate = join(dir, name);
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return undefined;
-}
 
 function etcdBinary(): string {
   const found = findOnPath('etcd');

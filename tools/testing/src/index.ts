@@ -11,11 +11,11 @@ export {
   bindRegion,
   etcdHealthy,
   etcdStatus,
-  findOnPath,
   startEtcd,
   startEtcdCluster,
 } from './etcd.js';
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdClusterOptions, StartEtcdOptions } from './etcd.js';
+export { findOnPath } from './find-on-path.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
 export { createRandom } from './random.js';
 export type { TempDir } from './net.js';

@@ -1,7 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { findOnPath } from './etcd.js';
+import { findOnPath } from './find-on-path.js';
 import { tempDirSync } from './net.js';
 
 /** A certificate and its key, as files and as PEM text. */

@@ -3,8 +3,9 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { universalRequestFromNodeRequest, universalResponseToNodeResponse } from '@connectrpc/connect-node';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
+import type { ProbeAnswer } from './contracts.js';
 import { reclassifyDecodeError } from './decode-errors.js';
-import { grpcFailureHeaders, type ProbeAnswer } from './dispatcher.js';
+import { grpcFailureHeaders } from './dispatcher.js';
 
 /** A request of node:http, or of node:http2's compat API. */
 export type NodeServerRequest = IncomingMessage | Http2ServerRequest;
@@ -92,11 +93,11 @@ export function countNodeRequest<R extends NodeServerRequest>(
   req: R,
   res: NodeServerResponse,
   timeoutMs: number,
-  dispatcher: { inFlight: number; requestDone(): void },
+  dispatcher: { requestStarted(): void; requestDone(): void },
   onTimeout: (() => void) | undefined,
   cancel: (req: R) => void,
 ): void {
-  dispatcher.inFlight++;
+  dispatcher.requestStarted();
   let finished = false;
   const timer = setTimeout(() => {
     if (finished) return;

@@ -1,4 +1,4 @@
-import { SERVING_LIMITS } from './limits.js';
+import { SERVING_LIMITS } from '../limits.js';
 import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, resolveTransportSettings } from './transport-settings.js';
 
 describe('the transport settings: one declaration, derived from SERVING_LIMITS', () => {
@@ -52,12 +52,12 @@ describe('the transport settings: one declaration, derived from SERVING_LIMITS',
     });
   });
 
-  it('bounds HTTP/2 for both implementations the same: 128 streams, 16 KiB in 64 header fields, 64 KiB windows', () => {
+  it("bounds HTTP/2 for both implementations the same, at @idgen/h2's defaults: 128 streams, 16 KiB in 64 header fields, 65,535-byte windows", () => {
     expect(HTTP2_SETTINGS).toEqual({
       maxConcurrentStreams: 128,
       maxHeaderListSize: 16 * 1024,
       maxHeaderPairs: 64,
-      initialWindowSize: 64 * 1024,
+      initialWindowSize: 65_535,
     });
   });
 });

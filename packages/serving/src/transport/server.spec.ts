@@ -6,18 +6,14 @@ import {
 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
 import type { GuardedMinter } from '@idgen/clock-guard';
-import { IdGenerator } from '@idgen/proto';
-import { NEXT_IDS_PATH, createNextIdsFastPath } from './fast-path.js';
-import {
-  MAX_PIPELINED_PER_TURN,
-  createServingServer,
-  headerEnds,
-  type Http2Server,
-  type ServingServer,
-  type ServingServerOptions,
-} from './http.js';
-import { createIdGeneratorService, createNextIds } from './service.js';
-import { assignedTestGuard, testServiceDeps } from './service.test-helper.js';
+import { fromJsonString } from '@bufbuild/protobuf';
+import { IdGenerator, NextIdsRequestSchema } from '@idgen/proto';
+import { NEXT_IDS_PATH, createNextIdsFastPath } from '../fast-path.js';
+import type { Http2Server, ServingServer, ServingServerOptions } from './contracts.js';
+import { MAX_PIPELINED_PER_TURN, headerEnds } from './front-http1.js';
+import { createServingServer } from './server.js';
+import { createIdGeneratorService, createNextIds } from '../service.js';
+import { assignedTestGuard, testServiceDeps } from '../service.test-helper.js';
 
 // The same NextIds answered four ways on the real serving stack (loopback, real guard): through connect-es on
 // node:http2 (the reference), through the fast path on node:http2, and both again on @idgen/h2 (for HTTP/1.1
@@ -134,11 +130,30 @@ describe('the NextIds fast path answers exactly as connect-es does', () => {
     ['count 0', '{}', 'application/json'],
     ['count above the maximum', '{"count":101}', 'application/json'],
     ['a wrong field type', '{"count":"x"}', 'application/json'],
-    ['an unknown field (ignored)', '{"count":1,"future":true}', 'application/json'],
+    ['an unknown field (refused)', '{"count":1,"future":true}', 'application/json'],
+    ['a misspelt field (refused, not read as count 0)', '{"cnt":3}', 'application/json'],
     ['a body above the limit', `{"count":1,"pad":"${'x'.repeat(2000)}"}`, 'application/json'],
   ])('%s', async (_what, body, type) => {
     const [a, ...rest] = await Promise.all(servers.map((s) => post(s.base, body, type)));
     for (const b of rest) expect(b).toEqual(a);
+  });
+
+  it("refuses a key NextIdsRequest does not have as protobuf-es's JSON reader does, on both paths", async () => {
+    let reader = '';
+    try {
+      fromJsonString(NextIdsRequestSchema, '{"cnt":3}');
+    } catch (e) {
+      reader = (e as Error).message;
+    }
+    expect(reader).toContain('"cnt"');
+    for (const s of servers) {
+      const r = await post(s.base, '{"cnt":3}', 'application/json');
+      expect({ server: s.name, status: r.status, body: JSON.parse(r.text) as unknown }).toEqual({
+        server: s.name,
+        status: 400,
+        body: { code: 'invalid_argument', message: reader },
+      });
+    }
   });
 
   it.each([

@@ -1,19 +1,13 @@
+import type { IncomingHttpHeaders } from 'node:http';
 import { Code, ConnectError, createConnectRouter } from '@connectrpc/connect';
 import { compressionBrotli, compressionGzip } from '@connectrpc/connect-node';
-import type { UniversalHandler } from '@connectrpc/connect/protocol';
-import type { ServingServerOptions } from './http.js';
+import type { NextIdsCodec } from '../nextids-codec.js';
+import type { FastPath, ProbeAnswer, Route, ServingServerOptions } from './contracts.js';
 import { TRANSPORT_DEFAULTS, type TransportSettings } from './transport-settings.js';
 
 /** Paths served as plain HTTP next to the RPCs (docs/design.md §6). */
 export const HEALTHZ_PATH = '/healthz';
 export const READYZ_PATH = '/readyz';
-
-/** A probe's answer (`/healthz`, `/readyz`): status, headers and a JSON body. */
-export interface ProbeAnswer {
-  readonly status: number;
-  readonly headers: Record<string, string | number>;
-  readonly body: string;
-}
 
 /** A request's path without its query. Not split('?'): no array per request on the hot path. */
 export function pathOf(url: string | undefined): string {
@@ -58,18 +52,30 @@ function probeAnswer(status: number, body: Record<string, unknown>, extra: Recor
   };
 }
 
+const NOT_FOUND: Route = { kind: 'not-found' };
+
 /**
- * What every front end (@idgen/h2, HTTP/1.1, node:http2) shares, independent of the transport: the connect-es
- * handlers by path, the probes and readiness, the count of requests in flight and the drain at shutdown, the
- * deadline sweep, and the connect-es calls still open (aborted at the end of a shutdown). As connect-node's
- * node-universal-handler.ts is to its adapter: the front ends only move bytes.
+ * The transport's lifecycle: serving, then closing (new connections refused, HTTP/1.1 answers say
+ * `connection: close`, HTTP/2 connections told to go away), then stopped (the sweep ended, open calls aborted).
+ */
+type DispatcherState = 'serving' | 'closing' | 'stopped';
+
+/**
+ * What every front end (@idgen/h2, HTTP/1.1, node:http2) shares, independent of the transport: where each request
+ * goes ({@link Dispatcher.route}: decided here once, for all three), the probes and readiness, the count of
+ * requests in flight (reported by the front ends through {@link Dispatcher.requestStarted} and
+ * {@link Dispatcher.requestDone}) and the drain at shutdown, the deadline sweep, and the connect-es calls still
+ * open (aborted at the end of a shutdown). As connect-es's router (`paths.get`) and connect-node's
+ * node-universal-handler.ts are to its adapter: the front ends only move bytes.
  */
 export class Dispatcher {
-  /** Requests being handled now. */
-  inFlight = 0;
-  /** Set by close(): new connections are refused, HTTP/1.1 answers say `connection: close`. */
-  closing = false;
-  private readonly handlers: Map<string, UniversalHandler>;
+  private requests = 0;
+  private state: DispatcherState = 'serving';
+  /** The connect-es route of each path a service has, built once (no allocation per request). */
+  private readonly connectRoutes: Map<string, Route>;
+  private readonly fast: FastPath | undefined;
+  /** The fast path's route for each codec it chose, built on first use (a codec is one object per process). */
+  private readonly fastRoutes = new Map<NextIdsCodec, Route>();
   /** Aborts of the connect-es calls open on @idgen/h2 streams, for the end of a shutdown. */
   private readonly calls = new Set<(reason: ConnectError) => void>();
   private readonly expirers: ((now: number) => void)[] = [];
@@ -86,6 +92,10 @@ export class Dispatcher {
       interceptors: options.interceptors ?? [],
       readMaxBytes: options.maxBodyBytes,
       writeMaxBytes: TRANSPORT_DEFAULTS.writeMaxBytes,
+      // protobuf-es's JSON reader refuses a key the message does not have (the proto3 JSON mapping's default);
+      // connect-es ignores it unless told. Refused here as on the fast path (nextids-codec.ts): `{"cnt":3}` is
+      // INVALID_ARGUMENT naming the key, not a NextIds(0) answered "count must be from 1".
+      jsonOptions: { ignoreUnknownFields: false },
       // No maxTimeoutMs: connect-es would refuse a longer deadline (INVALID_ARGUMENT; a 30 s gRPC default is
       // common). The deadline sweep caps every request at requestTimeoutMs instead.
       // No shutdownSignal either: connect-es adds a listener to it for every call, and one signal holding tens of
@@ -94,7 +104,8 @@ export class Dispatcher {
       acceptCompression: [compressionGzip, compressionBrotli],
     });
     options.routes(router);
-    this.handlers = new Map(router.handlers.map((h) => [h.requestPath, h]));
+    this.connectRoutes = new Map(router.handlers.map((h) => [h.requestPath, { kind: 'connect', handler: h }]));
+    this.fast = options.fastPath;
     // Requests still open at their deadline are looked for by a sweep, not a timer each: a timer per request
     // measurably cost the fast path, and a deadline needs no better than the sweep's resolution.
     this.sweep = setInterval(() => {
@@ -104,9 +115,35 @@ export class Dispatcher {
     this.sweep.unref();
   }
 
-  /** connect-es's handler for `path`, undefined for a path no service has. */
-  handler(path: string): UniversalHandler | undefined {
-    return this.handlers.get(path);
+  /**
+   * Where a request goes, for every front end: a probe path answered now, the fast path when it takes the request
+   * (its path, and a codec for the method and headers), connect-es's handler for a path a service has, else
+   * not found. Only a probe's answer is built per request; the other routes are kept objects.
+   */
+  route(
+    method: string | undefined,
+    url: string | undefined,
+    headers: IncomingHttpHeaders | Readonly<Record<string, string>>,
+    http2: boolean,
+  ): Route {
+    const path = pathOf(url);
+    if (isProbePath(path)) return { kind: 'probe', answer: this.probe(method, path) };
+    const fast = this.fast;
+    if (fast !== undefined && path === fast.path) {
+      const codec = fast.codecFor(method, headers, http2);
+      if (codec !== undefined) return this.fastRoutes.get(codec) ?? this.fastRoute(fast, codec);
+    }
+    return this.connectRoutes.get(path) ?? NOT_FOUND;
+  }
+
+  /** Requests being handled now. */
+  get inFlight(): number {
+    return this.requests;
+  }
+
+  /** Has a shutdown begun? New connections are refused, HTTP/1.1 answers say `connection: close`. */
+  get closing(): boolean {
+    return this.state !== 'serving';
   }
 
   /** Calls `expire` with the time (performance.now() ms) on every deadline sweep. */
@@ -123,10 +160,15 @@ export class Dispatcher {
     return probeAnswer(ready ? 200 : 503, { ready, ...(this.options.readyDetail?.() ?? {}) });
   }
 
+  /** One request more in flight (a front end took a request that is not a probe). */
+  requestStarted(): void {
+    this.requests++;
+  }
+
   /** One request fewer in flight; the last one of a shutdown ends its wait. */
   requestDone(): void {
-    this.inFlight--;
-    if (this.inFlight === 0) this.drained?.();
+    this.requests--;
+    if (this.requests === 0) this.drained?.();
   }
 
   /** A request still open at its deadline: counted out and counted as a timeout (its front end cancels it). */
@@ -143,9 +185,14 @@ export class Dispatcher {
     this.calls.delete(abort);
   }
 
+  /** A shutdown begins: from now on {@link closing} is true. */
+  beginClose(): void {
+    if (this.state === 'serving') this.state = 'closing';
+  }
+
   /** Waits until no request is in flight, or `timeoutMs`. */
   async drain(timeoutMs: number): Promise<void> {
-    if (this.inFlight === 0) return;
+    if (this.requests === 0) return;
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, timeoutMs);
       t.unref();
@@ -158,9 +205,16 @@ export class Dispatcher {
 
   /** Aborts every connect-es call still open (UNAVAILABLE) and stops the deadline sweep. */
   stop(): void {
+    this.state = 'stopped';
     const shuttingDown = new ConnectError('the server is shutting down', Code.Unavailable);
     for (const abort of this.calls) abort(shuttingDown);
     this.calls.clear();
     clearInterval(this.sweep);
+  }
+
+  private fastRoute(fast: FastPath, codec: NextIdsCodec): Route {
+    const route: Route = { kind: 'fast', fast, codec };
+    this.fastRoutes.set(codec, route);
+    return route;
   }
 }

@@ -11,13 +11,12 @@ import {
 } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { ConnectError } from '@connectrpc/connect';
+import type { NextIdsCodec } from '../nextids-codec.js';
+import { collectNodeBody, readNodeFastBody } from './body-readers.js';
+import type { FastPath, Responder, Route, ServingServerOptions } from './contracts.js';
 import { DeadlineQueue } from './deadline-queue.js';
-import { isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
-import type { FastPath, ServingServerOptions } from './http.js';
+import type { Dispatcher } from './dispatcher.js';
 import { countNodeRequest, serveNodeConnect, writeNotFound, writeProbe } from './node-connect.js';
-import { readNodeFastBody } from './fast-path.js';
-import type { NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
 import { installStreamTable } from './stream-table.js';
 import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, type TransportSettings } from './transport-settings.js';
 
@@ -27,6 +26,9 @@ import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, type TransportSettings } from './tr
 
 const kDeadlineTicket = Symbol('idgen.deadlineTicket');
 type TicketedStream = ServerHttp2Stream & { [kDeadlineTicket]?: number };
+/** The route of a stream left to the compat layer, decided once in the 'stream' listener and read by `handle`. */
+const kRoute = Symbol('idgen.route');
+type RoutedStream = ServerHttp2Stream & { [kRoute]?: Route };
 
 /** The 'stream' listener node:http2 installs for its compat API ('request' events). */
 type StreamListener = (
@@ -88,13 +90,15 @@ export const NODE_HTTP2_RESPONDER: Responder<ServerHttp2Stream> = {
 };
 
 /** The fast path's reader on node:http2's core stream API (not its compat request/response objects). */
-function takeFastHttp2(fast: FastPath, stream: ServerHttp2Stream, headers: IncomingHttpHeaders): boolean {
-  const codec = fast.codecFor(headers[':method'], headers, true);
-  if (codec === undefined) return false;
+function readFastHttp2(
+  fast: FastPath,
+  codec: NextIdsCodec,
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+): void {
   const request = { headers, body: stream, owner: stream.session ?? stream };
   // A malformed content-length (RFC 9113 §8.1.1) is a PROTOCOL_ERROR reset; nghttp2 refuses it first.
   readNodeFastBody(fast, codec, NODE_HTTP2_RESPONDER, stream, request, () => stream.close(h2.NGHTTP2_PROTOCOL_ERROR));
-  return true;
 }
 
 /** What is known of a session's reads, for the probe: bytes read when last seen, since when, when PINGed. */
@@ -134,7 +138,7 @@ export class NodeHttp2Front {
       },
       this.handle,
     );
-    if (options.fastPath !== undefined) this.takeFastPathFirst(options.fastPath);
+    this.routeStreamsFirst();
     this.server.on('session', (session: ServerHttp2Session) => this.onSession(session));
     this.server.on('sessionError', (e) => options.onConnectionError?.(e));
     dispatcher.onDeadlineSweep((now) => this.deadlines.expire(now, this.cancelLate));
@@ -207,11 +211,12 @@ export class NodeHttp2Front {
   }
 
   /**
-   * The fast path sees HTTP/2 streams before node:http2's compat layer builds a request and response for them
-   * (fast-path.ts: why). That layer is the one 'stream' listener the server installed for `handle`: it is taken
-   * off and called only for the streams the fast path leaves, so everything else is served as before.
+   * Every HTTP/2 stream is routed (Dispatcher.route) before node:http2's compat layer builds a request and response
+   * for it, so the fast path answers on the core stream API (fast-path.ts: why). That layer is the one 'stream'
+   * listener the server installed for `handle`: it is taken off and called only for the streams the fast path
+   * leaves, with their route kept on the stream, so `handle` serves them without deciding again.
    */
-  private takeFastPathFirst(fast: FastPath): void {
+  private routeStreamsFirst(): void {
     const compat = this.server.listeners('stream') as StreamListener[];
     const serveCompat = compat[0];
     if (compat.length !== 1 || serveCompat === undefined) {
@@ -224,25 +229,23 @@ export class NodeHttp2Front {
     this.server.on(
       'stream',
       (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-        const path = pathOf(headers[h2.HTTP2_HEADER_PATH] as string | undefined); // a pseudo-header: one value
-        if (path !== fast.path) {
+        // Pseudo-headers: one value each.
+        const method = headers[h2.HTTP2_HEADER_METHOD] as string | undefined;
+        const route = this.dispatcher.route(method, headers[h2.HTTP2_HEADER_PATH] as string | undefined, headers, true);
+        if (route.kind !== 'fast') {
+          (stream as RoutedStream)[kRoute] = route;
           serveCompat(stream, headers, flags, rawHeaders);
           return;
         }
         // Listeners first: the fast path may answer (and the stream close) before it returns.
         stream.on('error', onFastStreamError);
         stream.on('close', onFastStreamClose);
-        if (!takeFastHttp2(fast, stream, headers)) {
-          stream.off('error', onFastStreamError);
-          stream.off('close', onFastStreamClose);
-          serveCompat(stream, headers, flags, rawHeaders);
-          return;
-        }
-        this.dispatcher.inFlight++;
+        this.dispatcher.requestStarted();
         (stream as TicketedStream)[kDeadlineTicket] = this.deadlines.add(
           stream,
           performance.now() + this.settings.requestTimeoutMs,
         );
+        readFastHttp2(route.fast, route.codec, stream, headers);
       },
     );
   }
@@ -265,11 +268,11 @@ export class NodeHttp2Front {
     stream.close(h2.NGHTTP2_CANCEL);
   };
 
-  /** A compat request (every HTTP/2 request the fast path left). */
+  /** A compat request (every HTTP/2 request the fast path left), on the route its stream was given. */
   private readonly handle = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
-    const path = pathOf(req.url);
-    if (isProbePath(path)) {
-      writeProbe(req, res, this.dispatcher.probe(req.method, path));
+    const route = (req.stream as RoutedStream)[kRoute] ?? this.dispatcher.route(req.method, req.url, req.headers, true);
+    if (route.kind === 'probe') {
+      writeProbe(req, res, route.answer);
       return;
     }
     countNodeRequest(
@@ -280,25 +283,20 @@ export class NodeHttp2Front {
       this.options.onRequestTimeout,
       cancelCompat,
     );
-    const handler = this.dispatcher.handler(path);
-    if (handler === undefined) {
+    if (route.kind !== 'connect') {
       writeNotFound(req, res);
       return;
     }
-    // As on @idgen/h2 (front-idgen-h2.ts): connect-es gets an HTTP/2 call once its body is complete, collected here
-    // until then, so calls held open without a body cost node:http2's stream until the request deadline, not
-    // connect-es's machinery (38,400 held GetStatus calls took 1.55 GB on node:http2 before).
-    const body: Buffer[] = [];
-    let bodyBytes = 0;
+    // As on @idgen/h2 (front-idgen-h2.ts): connect-es gets an HTTP/2 call once its body is complete (body-readers.ts).
     const stream = req.stream;
-    const max = this.settings.maxBodyBytes + TRANSPORT_DEFAULTS.bodySlackBytes;
-    req.on('data', (chunk: Buffer) => {
-      bodyBytes += chunk.length;
-      if (bodyBytes > max) stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
-      else body.push(chunk);
-    });
-    req.once('end', () => {
-      if (!stream.closed && !stream.destroyed) serveNodeConnect(handler, req, res, body, this.options.onHandlerError);
-    });
+    collectNodeBody(
+      req,
+      this.settings.maxBodyBytes + TRANSPORT_DEFAULTS.bodySlackBytes,
+      () => stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM),
+      (body) => {
+        if (!stream.closed && !stream.destroyed)
+          serveNodeConnect(route.handler, req, res, body, this.options.onHandlerError);
+      },
+    );
   };
 }

@@ -1,34 +1,38 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import type { Socket } from 'node:net';
 import type { ConnectError, ConnectRouter, Interceptor } from '@connectrpc/connect';
+import type { UniversalHandler } from '@connectrpc/connect/protocol';
 import type { H2RefusalReason } from '@idgen/h2';
-import { Dispatcher, isProbePath, type ProbeAnswer } from './dispatcher.js';
-import { Http1Front } from './front-http1.js';
-import { IdgenH2Front } from './front-idgen-h2.js';
-import { NodeHttp2Front } from './front-node-http2.js';
-import type { HostPort } from './host-port.js';
-import { Listener } from './listener.js';
-import { SERVING_LIMITS } from './limits.js';
-import type { NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
-import type { WireBlock } from './service.js';
-import type { TlsServing } from './tls.js';
-import { resolveTransportSettings } from './transport-settings.js';
+import type { HostPort } from '../host-port.js';
+import type { NextIdsCodec } from '../nextids-codec.js';
+import type { WireBlock } from '../service.js';
+import type { TlsServing } from '../tls.js';
 
-// The serving port's transport, in rooms (as connect-node splits its adapter from its universal handler):
-// dispatcher.ts (routes, probes, readiness, deadlines, in-flight count), front-idgen-h2.ts (@idgen/h2),
-// front-http1.ts (node:http), front-node-http2.ts (the node:http2 fallback, deletable with its option),
-// listener.ts (the socket: sniffing, TLS, the connection cap, the stalled-writer sweep) and
-// transport-settings.ts (every setting and default). This file puts them together.
-
-export { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from './listener.js';
-export { HEALTHZ_PATH, READYZ_PATH, type ProbeAnswer } from './dispatcher.js';
-export { MAX_PIPELINED_PER_TURN, headerEnds } from './front-http1.js';
+// The serving transport's contracts, in a leaf (as connect-es keeps its in protocol/universal.ts): every room of
+// the transport (transport/*.ts) and the fast path (fast-path.ts) import these types from here, and this file
+// imports no room, so no two rooms import each other through it.
 
 /**
- * A request answered before connect-es (fast-path.ts), independent of the transport: each front end asks it for the
- * codec of a request on its path (undefined: the request goes to connect-es), reads the body up to
- * `maxBodyBytes`, and hands it to `mint`; the answer is written through the transport's {@link Responder}.
+ * How a transport writes the fast path's answer (fast-path.ts): implemented once by each front end
+ * (front-http1.ts, front-idgen-h2.ts, front-node-http2.ts) as one object for the life of the process, the request's
+ * stream or response passed in as `target`, so answering through it allocates nothing per request.
+ */
+export interface Responder<T> {
+  /** The caller went away (reset, disconnected, or its deadline answered): nothing is answered. */
+  gone(target: T): boolean;
+  /** 200 with the codec's content type and `body` (gRPC: `grpc-status: 0` in trailers). */
+  ok(target: T, codec: NextIdsCodec, body: string | Buffer): void;
+  /**
+   * An error answer as the codec encodes it (an answer already begun is cut instead). `dropBody`: the request
+   * body is not read to its end, and the transport stops reading it once the answer is out.
+   */
+  error(target: T, codec: NextIdsCodec, error: ConnectError, dropBody: boolean): void;
+}
+
+/**
+ * A request answered before connect-es (fast-path.ts), independent of the transport: the dispatcher asks it for
+ * the codec of a request on its path (undefined: the request goes to connect-es); the front end reads the body up
+ * to `maxBodyBytes` (body-readers.ts) and hands it to `mint`; the answer is written through the front end's
+ * {@link Responder}.
  */
 export interface FastPath {
   /** The one path it answers. */
@@ -72,13 +76,31 @@ export interface FastPath {
   ): void;
 }
 
+/** A probe's answer (`/healthz`, `/readyz`): status, headers and a JSON body. */
+export interface ProbeAnswer {
+  readonly status: number;
+  readonly headers: Record<string, string | number>;
+  readonly body: string;
+}
+
+/**
+ * Where a request goes, decided once by `Dispatcher.route` for every front end: a probe (answered as given), the
+ * fast path with the codec it chose, connect-es with its handler for the path, or no such path (404). The front
+ * ends only read the body the route needs and write its answer.
+ */
+export type Route =
+  | { readonly kind: 'probe'; readonly answer: ProbeAnswer }
+  | { readonly kind: 'fast'; readonly fast: FastPath; readonly codec: NextIdsCodec }
+  | { readonly kind: 'connect'; readonly handler: UniversalHandler }
+  | { readonly kind: 'not-found' };
+
 /**
  * Which HTTP/2 implementation serves h2c connections: `idgen` (@idgen/h2, framed by hand on node:net, the
  * default) or `node` (node:http2). See @idgen/h2's README for why there are two.
  */
 export type Http2Server = 'idgen' | 'node';
 
-/** Options of {@link createServingServer}. */
+/** Options of `createServingServer` (transport/server.ts). */
 export interface ServingServerOptions {
   /** Registers the Connect services. */
   readonly routes: (router: ConnectRouter) => void;
@@ -97,7 +119,7 @@ export interface ServingServerOptions {
   readonly idleTimeoutMs?: number;
   /** An HTTP/2 connection without its preface and SETTINGS after this long is closed. Default 4 s (@idgen/h2). */
   readonly prefaceTimeoutMs?: number;
-  /** A connection whose peer takes none of its output for this long is cut. Default {@link STALLED_WRITER_MS}. */
+  /** A connection whose peer takes none of its output for this long is cut. Default `STALLED_WRITER_MS`. */
   readonly stalledWriteTimeoutMs?: number;
   /**
    * An HTTP/2 connection that has sent nothing for this long is sent a PING; one that has still sent nothing
@@ -121,7 +143,7 @@ export interface ServingServerOptions {
   /**
    * Most requests in flight across the port on @idgen/h2 (streams being served, or answered and held by the
    * client's flow control). Past it, a stream on a connection with more than
-   * {@link TRANSPORT_DEFAULTS}.fairShareStreams of its own is refused (REFUSED_STREAM, reason `stream-budget`,
+   * `TRANSPORT_DEFAULTS.fairShareStreams` of its own is refused (REFUSED_STREAM, reason `stream-budget`,
    * counted toward the connection's refused-stream flood).
    * Default 2,048, far above what a node serving at its ceiling has in flight. Under the zero-window flood (300
    * connections × 128 NextIds(4096) held unread, cut connections opened again) the node peaked at 541 MB without a
@@ -151,7 +173,7 @@ export interface ServingServerOptions {
   readonly onTlsError?: (e: Error) => void;
 }
 
-/** The serving port's transport ({@link createServingServer}). */
+/** The serving port's transport (`createServingServer`, transport/server.ts). */
 export interface ServingServer {
   /** Binds `listen`; resolves with the bound address (port 0 becomes the real port). */
   listen(listen: HostPort): Promise<HostPort>;
@@ -168,78 +190,4 @@ export interface ServingServer {
    * of requests that were still in flight when it gave up.
    */
   close(timeoutMs: number): Promise<number>;
-}
-
-/**
- * A socket with output waiting that the peer has not taken a byte of for this long is destroyed: a client that
- * sends requests and never reads the answers (an HTTP/1.1 slowloris) must not hold a connection and its buffers. The
- * same bound as @idgen/h2's stalled writer (SERVING_LIMITS' default).
- */
-export const STALLED_WRITER_MS = SERVING_LIMITS.stalledWriteTimeoutMs.default;
-
-/**
- * The serving server: a {@link Dispatcher} shared by three front ends and a {@link Listener}. Closing runs in
- * the order the parts depend on: refuse, ask to go away, drain (bounded), abort what is left, destroy.
- */
-class TransportServer implements ServingServer {
-  private readonly dispatcher: Dispatcher;
-  private readonly idgenH2: IdgenH2Front | undefined;
-  private readonly nodeH2: NodeHttp2Front | undefined;
-  private readonly http1: Http1Front;
-  private readonly listener: Listener;
-
-  constructor(options: ServingServerOptions) {
-    const settings = resolveTransportSettings(options);
-    this.dispatcher = new Dispatcher(options, settings);
-    this.http1 = new Http1Front(this.dispatcher, options, settings);
-    let h2: (socket: Socket) => void;
-    if ((options.http2Server ?? 'idgen') === 'idgen') {
-      const front = new IdgenH2Front(this.dispatcher, options, settings);
-      this.idgenH2 = front;
-      h2 = (socket) => front.serve(socket);
-    } else {
-      const front = new NodeHttp2Front(this.dispatcher, options, settings);
-      this.nodeH2 = front;
-      h2 = (socket) => front.serve(socket);
-    }
-    this.listener = new Listener(this.dispatcher, options, settings, { h2, http1: this.http1 });
-  }
-
-  probe(method: string | undefined, path: string): ProbeAnswer | undefined {
-    return isProbePath(path) ? this.dispatcher.probe(method, path) : undefined;
-  }
-
-  listen(listen: HostPort): Promise<HostPort> {
-    return this.listener.listen(listen);
-  }
-
-  inFlight(): number {
-    return this.dispatcher.inFlight;
-  }
-
-  async close(timeoutMs: number): Promise<number> {
-    this.dispatcher.closing = true;
-    const closed = this.listener.close();
-    this.nodeH2?.close();
-    this.idgenH2?.close();
-    this.http1.closeIdle();
-    await this.dispatcher.drain(timeoutMs);
-    const left = this.dispatcher.inFlight;
-    this.dispatcher.stop();
-    this.nodeH2?.destroy();
-    this.idgenH2?.destroy();
-    this.listener.destroy();
-    this.http1.close();
-    await closed;
-    return left;
-  }
-}
-
-/**
- * Creates the serving server: HTTP/1.1 (node:http) and h2c or TLS HTTP/2 (@idgen/h2, or node:http2) on one port,
- * Connect + gRPC + gRPC-Web + probes. HTTP/2 settings are bounded so one client cannot hold much memory, on either
- * implementation (transport-settings.ts `HTTP2_SETTINGS`).
- */
-export function createServingServer(options: ServingServerOptions): ServingServer {
-  return new TransportServer(options);
 }

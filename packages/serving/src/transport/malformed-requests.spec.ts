@@ -10,11 +10,12 @@ import type { UniversalServerRequest } from '@connectrpc/connect/protocol';
 import type { GuardedMinter } from '@idgen/clock-guard';
 import { encodeHeaders, ErrorCode, FrameType, H2Connection, HpackDecoder, PREFACE, type H2Stream } from '@idgen/h2';
 import { IdGenerator } from '@idgen/proto';
-import { createNextIdsFastPath, NEXT_IDS_PATH } from './fast-path.js';
+import { createNextIdsFastPath, NEXT_IDS_PATH } from '../fast-path.js';
 import { universalRequestFromH2Stream } from './h2-universal.js';
-import { createServingServer, type Http2Server, type ServingServer } from './http.js';
-import { createIdGeneratorService, createNextIds } from './service.js';
-import { assignedTestGuard, testServiceDeps } from './service.test-helper.js';
+import type { Http2Server, ServingServer } from './contracts.js';
+import { createServingServer } from './server.js';
+import { createIdGeneratorService, createNextIds } from '../service.js';
+import { assignedTestGuard, testServiceDeps } from '../service.test-helper.js';
 
 const END_STREAM = 0x1;
 const END_HEADERS = 0x4;

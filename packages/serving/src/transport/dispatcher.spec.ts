@@ -1,7 +1,9 @@
 import { Code, type ConnectError } from '@connectrpc/connect';
 import { Health, HealthCheckResponse_ServingStatus } from '@idgen/proto';
+import { NEXT_IDS_PATH, createNextIdsFastPath } from '../fast-path.js';
+import { CONNECT_JSON } from '../nextids-codec.js';
 import { Dispatcher, HEALTHZ_PATH, READYZ_PATH, isProbePath, pathOf } from './dispatcher.js';
-import type { ServingServerOptions } from './http.js';
+import type { ServingServerOptions } from './contracts.js';
 import { resolveTransportSettings } from './transport-settings.js';
 
 // The transport-independent part of the serving port, alone: no socket, no front end.
@@ -32,9 +34,31 @@ async function until(condition: () => boolean, ms = 5000): Promise<void> {
 describe('Dispatcher', () => {
   it("routes a path to connect-es's handler of its service, nothing for any other", () => {
     const { d } = dispatcher();
-    expect(d.handler('/grpc.health.v1.Health/Check')?.requestPath).toBe('/grpc.health.v1.Health/Check');
-    expect(d.handler('/grpc.health.v1.Health/Nope')).toBeUndefined();
+    const check = d.route('POST', '/grpc.health.v1.Health/Check?x=1', {}, true);
+    expect(check.kind === 'connect' && check.handler.requestPath).toBe('/grpc.health.v1.Health/Check');
+    expect(d.route('POST', '/grpc.health.v1.Health/Nope', {}, true)).toEqual({ kind: 'not-found' });
     d.stop();
+  });
+
+  it('routes each request once: a probe answered, the fast path with its codec (the same route object each time), else connect-es or not found', () => {
+    const { d: plain } = dispatcher();
+    const fastPath = createNextIdsFastPath({ nextIds: () => [], maxBodyBytes: 1024 });
+    const { d } = dispatcher({ fastPath });
+    const json = { 'content-type': 'application/json' };
+    const probe = d.route('GET', '/readyz?verbose=1', {}, false);
+    expect(probe.kind === 'probe' && probe.answer.status).toBe(200);
+    const fast = d.route('POST', NEXT_IDS_PATH, json, false);
+    expect(fast).toEqual({ kind: 'fast', fast: fastPath, codec: CONNECT_JSON });
+    expect(d.route('POST', `${NEXT_IDS_PATH}?x`, json, true)).toBe(fast);
+    // What the fast path does not take (gRPC-Web, GET) is left to connect-es's routes: none for NextIds here.
+    expect(d.route('POST', NEXT_IDS_PATH, { 'content-type': 'application/grpc-web' }, true).kind).toBe('not-found');
+    expect(d.route('GET', NEXT_IDS_PATH, json, false).kind).toBe('not-found');
+    expect(plain.route('POST', NEXT_IDS_PATH, json, false).kind).toBe('not-found');
+    expect([d.closing, d.inFlight]).toEqual([false, 0]);
+    d.beginClose();
+    expect(d.closing).toBe(true);
+    d.stop();
+    plain.stop();
   });
 
   it('answers the probes: alive, ready or not with the detail, GET and HEAD only', () => {
@@ -62,13 +86,14 @@ describe('Dispatcher', () => {
 
   it('drains: waits for the last request in flight, or gives up at the bound; a late request is counted', async () => {
     const { d, timeouts } = dispatcher();
-    d.inFlight += 2;
+    d.requestStarted();
+    d.requestStarted();
     const drained = d.drain(60_000);
     d.requestDone();
     d.requestLate();
     await drained;
     expect([d.inFlight, timeouts()]).toEqual([0, 1]);
-    d.inFlight++;
+    d.requestStarted();
     await d.drain(10); // nobody finishes it: the bound ends the wait
     expect(d.inFlight).toBe(1);
     d.stop();

@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import { createServer as createTlsServer, type TLSSocket, type Server as TlsServer } from 'node:tls';
+import type { HostPort } from '../host-port.js';
+import type { TlsServing } from '../tls.js';
+import type { ServingServerOptions } from './contracts.js';
 import type { Dispatcher } from './dispatcher.js';
 import type { Http1Front } from './front-http1.js';
-import type { HostPort } from './host-port.js';
-import type { ServingServerOptions } from './http.js';
-import type { TlsServing } from './tls.js';
 import type { TransportSettings } from './transport-settings.js';
 
 /** Descriptors kept spare below the open-files limit, for what is not a client: etcd, chronyc's pipes, the log. */

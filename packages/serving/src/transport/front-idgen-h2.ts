@@ -2,18 +2,17 @@ import type { Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { UniversalHandler } from '@connectrpc/connect/protocol';
 import { encodeHeaders, ErrorCode, H2Connection, type H2Stream } from '@idgen/h2';
+import type { NextIdsCodec } from '../nextids-codec.js';
+import { collectH2Body, readH2FastBody } from './body-readers.js';
+import type { Responder, ServingServerOptions } from './contracts.js';
 import { DeadlineQueue } from './deadline-queue.js';
 import { reclassifyDecodeError } from './decode-errors.js';
-import { grpcFailureHeaders, isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
+import { grpcFailureHeaders, type Dispatcher } from './dispatcher.js';
 import {
   connectErrorFromResetCode,
   universalRequestFromH2Stream,
   universalResponseToH2Stream,
 } from './h2-universal.js';
-import { BodyReader, declaredLength } from './fast-path.js';
-import type { FastPath, ServingServerOptions } from './http.js';
-import { tooLarge, type NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
 import { HTTP2_SETTINGS, TRANSPORT_DEFAULTS, type TransportSettings } from './transport-settings.js';
 
 // Response header blocks of the fast path on @idgen/h2, HPACK-encoded once (not per request).
@@ -71,42 +70,6 @@ export const H2_RESPONDER: Responder<H2Stream> = {
 };
 
 /**
- * The fast path's reader on @idgen/h2: sets the stream's `ondata` and `onend` (its `onclose` is the front's).
- * Exported for micro-benchmarks, which drive it with a stand-in stream.
- */
-export function takeFastH2(fast: FastPath, stream: H2Stream): boolean {
-  const codec = fast.codecFor(stream.method, stream.headers, true);
-  if (codec === undefined) return false;
-  const start = process.hrtime.bigint();
-  const declared = declaredLength(stream.headers);
-  const max = fast.maxBodyBytes;
-  if (declared < 0) {
-    stream.reset(ErrorCode.PROTOCOL_ERROR); // malformed (RFC 9110 §8.6); @idgen/h2 already refuses it first
-    return true;
-  }
-  if (declared > max) {
-    fast.refuse(H2_RESPONDER, stream, codec, tooLarge(declared, max), start, true);
-    return true;
-  }
-  const body = new BodyReader(max);
-  stream.ondata = (chunk: Buffer): void => {
-    if (body.over || body.add(chunk)) return;
-    fast.refuse(H2_RESPONDER, stream, codec, tooLarge(undefined, fast.maxBodyBytes), start, true);
-  };
-  stream.onend = (): void => {
-    if (body.over) return;
-    fast.mint(
-      codec,
-      body.bytes(),
-      stream.connectionKey,
-      () => stream.isClosed,
-      (result) => fast.answer(H2_RESPONDER, stream, codec, result, start),
-    );
-  };
-  return true;
-}
-
-/**
  * h2c and TLS `h2` connections on @idgen/h2 (the default HTTP/2 server): a stream is a probe, a fast-path call,
  * or a call for connect-es's handlers. Every counted stream carries its deadline ticket as its `context`.
  */
@@ -114,6 +77,8 @@ export class IdgenH2Front {
   private readonly connections = new Set<H2Connection>();
   private readonly deadlines = new DeadlineQueue<H2Stream>();
   private readonly connectionOptions: ConstructorParameters<typeof H2Connection>[2];
+  /** A connect-es call's body may run this far past the body limit (a frame's worth) before its stream is reset. */
+  private readonly bodyLimit: number;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -131,6 +96,7 @@ export class IdgenH2Front {
       admitStream: (open) =>
         this.dispatcher.inFlight < settings.maxStreamsInFlight || open < TRANSPORT_DEFAULTS.fairShareStreams,
     };
+    this.bodyLimit = settings.maxBodyBytes + TRANSPORT_DEFAULTS.bodySlackBytes;
     dispatcher.onDeadlineSweep((now) => this.deadlines.expire(now, this.cancelLate));
   }
 
@@ -164,54 +130,35 @@ export class IdgenH2Front {
   };
 
   private readonly onStream = (stream: H2Stream): void => {
-    const path = pathOf(stream.path);
-    if (isProbePath(path)) {
-      const answer = this.dispatcher.probe(stream.method, path);
+    const route = this.dispatcher.route(stream.method, stream.path, stream.headers, true);
+    if (route.kind === 'probe') {
       const head = stream.method === 'HEAD';
-      stream.respond(answer.status, answer.headers, head);
-      if (!head) stream.end(Buffer.from(answer.body));
+      stream.respond(route.answer.status, route.answer.headers, head);
+      if (!head) stream.end(Buffer.from(route.answer.body));
       return;
     }
-    this.dispatcher.inFlight++;
+    this.dispatcher.requestStarted();
     stream.context = this.deadlines.add(stream, performance.now() + this.settings.requestTimeoutMs);
     stream.onclose = this.onClose;
-    const fast = this.options.fastPath;
-    if (fast !== undefined && path === fast.path && takeFastH2(fast, stream)) return;
-    const universal = this.dispatcher.handler(path);
-    if (universal === undefined) {
-      stream.respond(404, { 'content-length': 0 }, true);
-      return;
-    }
-    this.collectBody(stream, universal);
+    if (route.kind === 'fast') readH2FastBody(route.fast, route.codec, H2_RESPONDER, stream);
+    else if (route.kind === 'connect') collectH2Body(stream, this.bodyLimit, route.handler, this.callWithBody);
+    else stream.respond(404, { 'content-length': 0 }, true);
   };
 
   /**
-   * Every method served takes one request message (unary or server-streaming): connect-es gets the call once its
-   * body is complete, collected here until then (up to the body limit plus a frame's worth, as the body queue of
-   * h2-universal.ts allows). A call held open without a body then costs its stream until the request deadline,
-   * not connect-es's machinery: 38,400 held GetStatus calls (300 connections × 128) took 1.6 GB inside connect-es
-   * and starved the event loop.
+   * A connect-es call whose body is complete (body-readers.ts `collectH2Body`): the call is made, its body replayed
+   * into connect-es's request as it would have arrived.
    */
-  private collectBody(stream: H2Stream, universal: UniversalHandler): void {
-    const max = this.settings.maxBodyBytes;
-    let body: Buffer[] | undefined;
-    let bodyBytes = 0;
-    stream.ondata = (chunk) => {
-      bodyBytes += chunk.length;
-      if (bodyBytes > max + TRANSPORT_DEFAULTS.bodySlackBytes) {
-        stream.reset(ErrorCode.ENHANCE_YOUR_CALM);
-        return;
-      }
-      (body ??= []).push(Buffer.from(chunk)); // the chunk is a view of the connection's input
-    };
-    stream.onend = () => {
-      const { request, abort } = universalRequestFromH2Stream(stream, max);
-      if (body !== undefined) for (const chunk of body) stream.ondata?.(chunk);
-      body = undefined;
-      stream.onend?.();
-      this.callConnect(stream, universal, request, abort);
-    };
-  }
+  private readonly callWithBody = (
+    stream: H2Stream,
+    universal: UniversalHandler,
+    body: readonly Buffer[] | undefined,
+  ): void => {
+    const { request, abort } = universalRequestFromH2Stream(stream, this.settings.maxBodyBytes);
+    if (body !== undefined) for (const chunk of body) stream.ondata?.(chunk);
+    stream.onend?.();
+    this.callConnect(stream, universal, request, abort);
+  };
 
   /** Hands a complete request to connect-es and writes its answer; a reset (or the connection going) aborts it. */
   private callConnect(

@@ -1,12 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { ConnectError } from '@connectrpc/connect';
-import { isProbePath, pathOf, type Dispatcher } from './dispatcher.js';
-import { readNodeFastBody } from './fast-path.js';
-import type { FastPath, ServingServerOptions } from './http.js';
+import type { NextIdsCodec } from '../nextids-codec.js';
+import { readNodeFastBody } from './body-readers.js';
+import type { FastPath, Responder, ServingServerOptions } from './contracts.js';
+import type { Dispatcher } from './dispatcher.js';
 import { countNodeRequest, serveNodeConnect, writeNotFound, writeProbe } from './node-connect.js';
-import type { NextIdsCodec } from './nextids-codec.js';
-import type { Responder } from './responder.js';
 import { HTTP1_SETTINGS, type TransportSettings } from './transport-settings.js';
 
 /**
@@ -68,17 +67,14 @@ export const HTTP1_RESPONDER: Responder<ServerResponse> = {
   },
 };
 
-/** The fast path's reader on node:http: true when it took the request (and will answer it). */
-function takeFastHttp1(fast: FastPath, req: IncomingMessage, res: ServerResponse): boolean {
-  const codec = fast.codecFor(req.method, req.headers, false);
-  if (codec === undefined) return false;
+/** The fast path's request on node:http: its body read, the IDs answered through {@link HTTP1_RESPONDER}. */
+function readFastHttp1(fast: FastPath, codec: NextIdsCodec, req: IncomingMessage, res: ServerResponse): void {
   readNodeFastBody(fast, codec, HTTP1_RESPONDER, res, { headers: req.headers, body: req, owner: req.socket }, () => {
     // Not 1*DIGIT: the request's framing cannot be trusted, so 400 and the connection closed.
     dropRestHttp1(req, res);
     res.writeHead(400, { 'content-length': 0 });
     res.end();
   });
-  return true;
 }
 
 /** HTTP/1.1 on node:http (Connect JSON from curl and browsers, gRPC-Web), plaintext or TLS `http/1.1`. */
@@ -181,9 +177,9 @@ export class Http1Front {
 
   private readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
     if (!this.admitHttp1(req.socket as CountedSocket)) return;
-    const path = pathOf(req.url);
-    if (isProbePath(path)) {
-      writeProbe(req, res, this.dispatcher.probe(req.method, path));
+    const route = this.dispatcher.route(req.method, req.url, req.headers, false);
+    if (route.kind === 'probe') {
+      writeProbe(req, res, route.answer);
       return;
     }
     if (this.dispatcher.closing) res.setHeader('connection', 'close');
@@ -195,10 +191,9 @@ export class Http1Front {
       this.options.onRequestTimeout,
       cancelHttp1,
     );
-    const fast = this.options.fastPath;
-    if (fast !== undefined && path === fast.path && takeFastHttp1(fast, req, res)) return;
-    const handler = this.dispatcher.handler(path);
-    if (handler === undefined) writeNotFound(req, res);
-    else serveNodeConnect(handler, req, res, undefined, this.options.onHandlerError);
+    if (route.kind === 'fast') readFastHttp1(route.fast, route.codec, req, res);
+    else if (route.kind === 'connect')
+      serveNodeConnect(route.handler, req, res, undefined, this.options.onHandlerError);
+    else writeNotFound(req, res);
   };
 }

@@ -1,15 +1,17 @@
-import { SERVING_LIMITS } from './limits.js';
+import { H2_DEFAULTS } from '@idgen/h2';
+import { SERVING_LIMITS } from '../limits.js';
 
 /**
  * The HTTP/2 settings of the serving port, the one declaration both HTTP/2 implementations read (@idgen/h2 in
- * front-idgen-h2.ts, node:http2 in front-node-http2.ts): bounded so one client cannot hold much memory, at most
- * 128 concurrent streams per connection, 16 KiB of headers in at most 64 fields, 64 KiB stream windows.
+ * front-idgen-h2.ts, node:http2 in front-node-http2.ts): @idgen/h2's defaults (its `H2_DEFAULTS`, where the values
+ * live), bounded so one client cannot hold much memory: at most 128 concurrent streams per connection, 16 KiB of
+ * headers in at most 64 fields, RFC 9113's 65,535-byte stream windows.
  */
 export const HTTP2_SETTINGS = {
-  maxConcurrentStreams: 128,
-  maxHeaderListSize: 16 * 1024,
-  maxHeaderPairs: 64,
-  initialWindowSize: 64 * 1024,
+  maxConcurrentStreams: H2_DEFAULTS.maxConcurrentStreams,
+  maxHeaderListSize: H2_DEFAULTS.maxHeaderListSize,
+  maxHeaderPairs: H2_DEFAULTS.maxHeaderPairs,
+  initialWindowSize: H2_DEFAULTS.initialWindowSize,
 } as const;
 
 /** What HTTP/1.1 (node:http) is held to: header size, keep-alive, and the largest check interval of its timeouts. */
