@@ -2,7 +2,8 @@ import { formatId } from '@idgen/core';
 import type { VerbContext } from './context.js';
 import { decodeId, parseIdText } from './decode.js';
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
-import { auditDeployment, deploymentOf, readDeployment, whoisTenure } from './audit.js';
+import { auditDeployment, whoisTenure } from '@idgen/lease/records';
+import { deploymentOf, readDeployment } from './audit.js';
 import { deadlines, type EtcdFlags } from './options.js';
 
 /** Flags of `idgen audit` and `idgen whois`. */
