@@ -77,6 +77,25 @@ export function readDeploymentFile(path: string): DeploymentRegion[] {
   });
 }
 
+/**
+ * The holders' tenure journals to audit with the etcds (docs/design.md §5 "A witness outside the etcd"): the deployment
+ * file's `"journals": [paths]` (relative to the file) and every `--journal`.
+ */
+export function journalsOf(flags: { config?: string; journal?: readonly string[] }): string[] {
+  const out: string[] = [];
+  if (flags.config !== undefined) {
+    const doc = JSON.parse(readFileSync(flags.config, 'utf8')) as { journals?: unknown };
+    const j = doc.journals;
+    if (j !== undefined) {
+      if (!Array.isArray(j) || !j.every((x) => typeof x === 'string' && x !== ''))
+        throw usageError(`--config ${flags.config}: field journals is not a list of paths`);
+      const base = dirname(resolve(flags.config));
+      out.push(...(j as string[]).map((p) => resolve(base, p)));
+    }
+  }
+  return [...out, ...(flags.journal ?? [])];
+}
+
 /** The regions of `--config`, or the one etcd of `--etcd` (named "etcd"). */
 export function deploymentOf(flags: EtcdFlags & { config?: string }): DeploymentRegion[] {
   if (flags.config !== undefined && flags.etcd !== undefined) throw usageError('give --config or --etcd, not both');

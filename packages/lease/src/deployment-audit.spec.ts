@@ -122,6 +122,15 @@ describe('auditDeployment', () => {
     ]);
   });
 
+  it("does not take a tenure's copy in a restored etcd for a second holder, and names the holder it overlaps", () => {
+    // A snapshot of r1 restored onto a new cluster carries A's tenure (same node, lease, first ms); B claimed there.
+    const a = tenure({ nodeId: 'A', firstMs: 1000, lastMs: 9000 });
+    const copy = tenure({ nodeId: 'A', firstMs: 1000, lastMs: 4999, end: 'expired' });
+    const b = tenure({ nodeId: 'B', firstMs: 5000, lastMs: 7000 });
+    const found = overlaps(auditDeployment([view('r1', 1, [a]), view('r1-new', 1, [copy, b], '99')]));
+    expect(found.map((f) => f.overlap?.holders.map((h) => h.split(' ')[1]))).toEqual([['A', 'B']]);
+  });
+
   it('leaves the order of one record to the record rule, which compares with everything before it', () => {
     const r1 = view('r1', 1, [
       tenure({ nodeId: 'a', firstMs: 1000, lastMs: 9000 }),

@@ -5,6 +5,7 @@ import { RESTORED_NODE_ID } from './region-restore.js';
 import type { RegionView, SlotView } from './region-view.js';
 import { HANDOVER_NODE_ID } from './spare-codes.js';
 import { lastMsUpperBound, type Tenure, type TenureRecord } from './tenure-ledger.js';
+import { witnessExtent, type TenureWitnessEntry } from './tenure-witness.js';
 
 /**
  * The deployment audit's rules (docs/runbook.md "Auditing a deployment", docs/design.md §5 and §7): pure functions
@@ -49,14 +50,24 @@ export function tenureExtent(t: Tenure, slot: SlotView, defaultTtlMs = DEFAULT_T
 const describeTenure = (t: Tenure): string =>
   `${t.nodeId} (${t.kind}, lease ${t.leaseId}, ${t.firstMs}…${t.lastMs ?? 'open'}, ${t.end})`;
 
-/** Every rule of `idgen audit` over the regions read (apps/cli/README.md, docs/runbook.md "Auditing a deployment"). */
-export function auditDeployment(views: readonly RegionView[]): Finding[] {
+/**
+ * Every rule of `idgen audit` over the regions read (apps/cli/README.md, docs/runbook.md "Auditing a deployment"), and
+ * over the holders' journals when given (`witnesses`: tenure-witness.ts's `readTenureWitnesses`).
+ */
+export function auditDeployment(
+  views: readonly RegionView[],
+  witnesses: { readonly entries: readonly TenureWitnessEntry[]; readonly problems: readonly string[] } = {
+    entries: [],
+    problems: [],
+  },
+): Finding[] {
   const findings: Finding[] = [];
   const add = (kind: FindingKind, message: string): void => {
     findings.push({ kind, message });
   };
 
   for (const v of views) for (const u of v.unreadable) add('unreadable', `${v.name}: ${u}`);
+  for (const p of witnesses.problems) add('unreadable', p);
 
   // Bindings: every etcd bound, in the cluster answering, to a code no other etcd is bound to.
   const byCode = new Map<number, string[]>();
@@ -140,6 +151,16 @@ export function auditDeployment(views: readonly RegionView[]): Finding[] {
       lastMsRule(v, slot, record, add);
     }
   }
+  // The holders' journals (tenure-witness.ts): each witnessed tenure against every tenure of its slot on record, its
+  // own copy in etcd aside. A tenure a restored etcd no longer shows (or shows closed too early) is judged here.
+  for (const { source, record } of witnesses.entries) {
+    const t = record.tenure;
+    const key = `${t.code}/${t.worker}`;
+    intervals.set(key, [
+      ...(intervals.get(key) ?? []),
+      { from: t.firstMs, to: witnessExtent(record), region: `journal ${source}`, tenure: t, witness: true },
+    ]);
+  }
   for (const [key, list] of intervals) for (const f of overlapsOf(key, list)) findings.push(f);
   return findings;
 }
@@ -150,11 +171,21 @@ interface TenureInterval {
   readonly to: number;
   readonly region: string;
   readonly tenure: Tenure;
+  /** From a holder's journal, not an etcd's record. */
+  readonly witness?: boolean;
 }
 
 /**
- * Every pair of one slot's tenures from different etcds whose intervals meet (`from` to `to`, both inclusive; an empty
- * interval, a claim that never minted, meets none). Pairs within one etcd's record are the record order's rule.
+ * One tenure seen twice, not two holders: its etcd record and its journal, or its record and the copy a snapshot
+ * restored onto another cluster carries (the same node, lease and first millisecond).
+ */
+const sameTenure = (a: TenureInterval, b: TenureInterval): boolean =>
+  a.tenure.leaseId === b.tenure.leaseId && a.tenure.firstMs === b.tenure.firstMs && a.tenure.nodeId === b.tenure.nodeId;
+
+/**
+ * Every pair of one slot's tenures from different etcds (or a holder's journal) whose intervals meet (`from` to `to`,
+ * both inclusive; an empty interval, a claim that never minted, meets none). Pairs within one etcd's record are the
+ * record order's rule; a tenure is not compared with its own copy (in its journal, or in a restored etcd).
  */
 function overlapsOf(slot: string, list: readonly TenureInterval[]): Finding[] {
   const out: Finding[] = [];
@@ -162,7 +193,7 @@ function overlapsOf(slot: string, list: readonly TenureInterval[]): Finding[] {
     for (let j = i + 1; j < list.length; j++) {
       const a = list[i] as TenureInterval;
       const b = list[j] as TenureInterval;
-      if (a.region === b.region) continue;
+      if (a.region === b.region || sameTenure(a, b)) continue;
       const fromMs = Math.max(a.from, b.from);
       const toMs = Math.min(a.to, b.to);
       if (fromMs > toMs) continue;

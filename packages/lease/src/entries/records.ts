@@ -25,3 +25,5 @@ export { regionViewOf, parseWorkerRecord } from '../region-view.js';
 export type { EtcdKeyValue, RegionRead, RegionView, SlotView } from '../region-view.js';
 export { auditDeployment, judgeLastMs, tenureExtent, whoisTenure } from '../deployment-audit.js';
 export type { Finding, FindingKind, LastMsVerdict, TenureOverlap, WhoisAnswer } from '../deployment-audit.js';
+export { parseTenureWitness, witnessExtent } from '../tenure-witness.js';
+export type { TenureWitnessEntry, TenureWitnessRecord } from '../tenure-witness.js';
