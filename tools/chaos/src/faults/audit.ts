@@ -6,6 +6,7 @@
  * `last-ms`: docs/design.md §5) and proves or refutes the deployment's invariants on its own, apart from the run's ID
  * checks: clean, a violation, or an etcd that did not answer. Anything but clean fails the run.
  */
+import { readTenureWitnesses } from '@idgen/lease';
 import { auditDeployment, regionViewOf, type EtcdKeyValue, type Finding, type RegionView } from '@idgen/lease/records';
 
 /** One region of the audit: a name, its etcd members (plaintext: the run's etcds) and the key prefix. */
@@ -27,9 +28,13 @@ export interface AuditOutcome {
   readonly findings?: readonly Finding[];
 }
 
-/** The deployment file `idgen audit --config` reads, for an operator to audit the same etcds by hand. */
-export function auditConfig(regions: readonly AuditRegion[]): string {
-  return `${JSON.stringify({ regions: regions.map((r) => ({ name: r.name, etcd: [...r.etcd], prefix: r.prefix })) }, null, 2)}\n`;
+/** The deployment file `idgen audit --config` reads, for an operator to audit the same etcds (and journals) by hand. */
+export function auditConfig(regions: readonly AuditRegion[], journals: readonly string[] = []): string {
+  const doc = {
+    regions: regions.map((r) => ({ name: r.name, etcd: [...r.etcd], prefix: r.prefix })),
+    ...(journals.length === 0 ? {} : { journals: [...journals] }),
+  };
+  return `${JSON.stringify(doc, null, 2)}\n`;
 }
 
 /** The lines and verdict of an audit: `views` read, `findings` of `auditDeployment`, `unreachable` etcds' reasons. */
@@ -103,11 +108,13 @@ export async function readRegion(r: AuditRegion, timeoutMs: number): Promise<Reg
 /** Options of {@link runAudit}. */
 export interface RunAuditOptions {
   readonly regions: readonly AuditRegion[];
+  /** Holders' tenure journals (`--tenure-journal` directories), the witnesses outside etcd. */
+  readonly journals?: readonly string[];
   /** Each etcd's answer, ms. */
   readonly timeoutMs: number;
 }
 
-/** Reads every region's etcd at once and judges them together (`auditDeployment`). */
+/** Reads every region's etcd at once and judges them together, with the journals given (`auditDeployment`). */
 export async function runAudit(o: RunAuditOptions): Promise<AuditOutcome> {
   const settled = await Promise.allSettled(o.regions.map((r) => readRegion(r, o.timeoutMs)));
   const views: RegionView[] = [];
@@ -115,5 +122,6 @@ export async function runAudit(o: RunAuditOptions): Promise<AuditOutcome> {
   for (const s of settled)
     if (s.status === 'fulfilled') views.push(s.value);
     else unreachable.push((s.reason as Error).message);
-  return judgeFindings(views, auditDeployment(views), unreachable);
+  const witnesses = await readTenureWitnesses(o.journals ?? []);
+  return judgeFindings(views, auditDeployment(views, witnesses), unreachable);
 }

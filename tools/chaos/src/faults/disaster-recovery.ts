@@ -1,29 +1,40 @@
 /**
  * Fault `disaster-recovery` (issue 31, item 7): an operator's disaster recovery between etcds, on a small deployment
  * of the fault's own (two etcds and two nodes of the run's region code, apart from the run's fleet, whose IDs it never
- * meets). The case drawn (by the fault's pick) is one of issue 31's; this build carries case 4:
+ * meets). The fault's pick draws one of issue 31's cases about a region's etcd:
  *
  * - `new-cluster` (case 4, a restore onto a new cluster while the old one still runs): node A holds worker 0 on the
  *   old etcd and mints; the old etcd is snapshotted and the snapshot restored onto a second, new cluster (new token);
  *   the runbook's `idgen region restored --region R --etcd NEW` rebinds it; node B starts on the new cluster. The old
- *   cluster was only cut off, never stopped: A mints on. Before a code was bound to one live cluster (issue 31, item
- *   5), `region restored` accepted, B claimed worker 0 and both minted region R / worker 0: duplicates.
+ *   cluster was only cut off, never stopped: A mints on. Without a code bound to one live cluster (issue 31, item 5),
+ *   `region restored` accepts, B claims worker 0 and both mint region R / worker 0: duplicates. The audit reads both.
+ * - `lost-holder` (case 3, a lost holder with a longer TTL than the restored etcd remembers): the old etcd's backup is
+ *   taken (slot 0 free), then A claims worker 0 with a TTL {@link LOST_TTL_FACTOR} times the run's and a tenure journal
+ *   (`--tenure-journal`, docs/design.md §5); the old etcd's host is lost (SIGKILL) while A, cut off, mints on until its
+ *   own deadline; the backup is restored onto a new cluster, `region restored` with the run's TTL, B starts there.
+ *   Without a deployment-wide TTL ceiling (issue 31, item 2) B mints from a TTL after the step while A mints on:
+ *   duplicates. The old etcd is gone: the audit reads the new etcd and A's journal, the witness outside it.
  *
- * Expected (a SAFETY rule, docs/design.md "the deployment's invariant"): no ID handed out by both A and B, and the
- * deployment audit over both etcds (`auditDeployment`, in process) clean. A refused step (`region restored` exits
- * non-zero, B never ready) is a pass: the refusal is what the fix does. On a build without the fix the fault finds the
- * duplicate, and the audit names the overlap (both holders, the slot, the milliseconds).
+ * Expected (a SAFETY rule, docs/design.md's deployment invariant): no ID handed out by both A and B, and the
+ * deployment audit (`auditDeployment`, in process) clean over the deployment as the operator left it (the old etcd
+ * unless its host was lost, the new cluster if `region restored` took it, A's journal). A refused step (`region
+ * restored` exits non-zero, B never ready) passes: the refusal is what a fix does. On a build without the fixes the fault finds the duplicate, and the
+ * audit names the overlap (both holders, the slot, the milliseconds).
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { DEFAULT_LAYOUT } from '@idgen/core';
 import { freePort, serverLaunchArgs, spawnProcess, startEtcd, type EtcdServer } from '@idgen/testing';
 import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
 import { auditConfig, runAudit, type AuditOutcome, type AuditRegion } from './audit.js';
 import { cliLine, runOperatorCli, type CliRun } from './double-loan.js';
 import { commonIds, finish, idsOf, pull, readyOrExit, becameReady, type StandaloneNode } from './standalone.js';
 
-/** The cases the fault draws among (issue 31's numbering in the notes). */
-export const DR_CASES = ['new-cluster'] as const;
+/** The cases the fault draws among (issue 31's case 4 and case 3). */
+export const DR_CASES = ['new-cluster', 'lost-holder'] as const;
+
+/** The lost holder's TTL against the run's (`lost-holder`: issue 31's 30 s against the default 6 s). */
+export const LOST_TTL_FACTOR = 4;
 
 /** One case of {@link DR_CASES}. */
 export type DrCase = (typeof DR_CASES)[number];
@@ -33,7 +44,7 @@ export function drCaseOf(pick: number): DrCase {
   return DR_CASES[Math.min(DR_CASES.length - 1, Math.floor(pick * DR_CASES.length))] as DrCase;
 }
 
-/** Options of {@link runNewCluster}. */
+/** Options of {@link runDisasterRecovery}. */
 export interface DisasterRecoveryOptions {
   readonly serverMain: string;
   readonly cliMain: string;
@@ -65,7 +76,12 @@ export interface DisasterRecoveryOutcome {
 }
 
 /** Starts `idgen-server` on `etcd` for worker 0 of `region`. */
-async function startNode(o: DisasterRecoveryOptions, name: string, etcd: EtcdServer): Promise<StandaloneNode> {
+async function startNode(
+  o: DisasterRecoveryOptions,
+  name: string,
+  etcd: EtcdServer,
+  x: { ttlSeconds?: number; journal?: string } = {},
+): Promise<StandaloneNode> {
   const listen = `127.0.0.1:${await freePort()}`;
   const handle = spawnProcess(
     process.execPath,
@@ -79,12 +95,15 @@ async function startNode(o: DisasterRecoveryOptions, name: string, etcd: EtcdSer
       '0-0',
       '--listen',
       listen,
+      '--metrics-listen',
+      'off',
       '--lease-ttl',
-      String(o.leaseTtlSeconds),
+      String(x.ttlSeconds ?? o.leaseTtlSeconds),
       '--time-source',
       'none',
       '--node-id',
       `chaos-${name}`,
+      ...(x.journal === undefined ? [] : ['--tenure-journal', x.journal]),
     ],
     { maxLines: 100_000 },
   );
@@ -100,11 +119,27 @@ async function startNode(o: DisasterRecoveryOptions, name: string, etcd: EtcdSer
   };
 }
 
-/** Case 4: A on the old cluster, its snapshot restored onto a new one beside it, `region restored`, B there. */
-export async function runNewCluster(o: DisasterRecoveryOptions): Promise<DisasterRecoveryOutcome> {
+/** Puts one key over etcd's gRPC-JSON gateway (a plaintext etcd of the fault's own). */
+async function putKey(url: string, key: string, value: string): Promise<void> {
+  const b64 = (x: string): string => Buffer.from(x).toString('base64');
+  const res = await fetch(`${url}/v3/kv/put`, {
+    method: 'POST',
+    body: JSON.stringify({ key: b64(key), value: b64(value) }),
+    headers: { 'content-type': 'application/json' },
+    signal: AbortSignal.timeout(5000),
+  });
+  if (!res.ok) throw new Error(`put ${key}: HTTP ${res.status}`);
+}
+
+/** Runs the case drawn: the old etcd and A, the restore onto the new cluster, `region restored`, B; then the audit. */
+export async function runDisasterRecovery(
+  o: DisasterRecoveryOptions,
+  drCase: DrCase,
+): Promise<DisasterRecoveryOutcome> {
   const t0 = Date.now();
   const etcds: EtcdServer[] = [];
   const nodes: StandaloneNode[] = [];
+  const lost = drCase === 'lost-holder';
   try {
     const [oldEtcd, newEtcd] = await Promise.all([
       startEtcd({ name: `dr-${o.index}-old`, readyTimeoutMs: 30_000 }),
@@ -112,18 +147,38 @@ export async function runNewCluster(o: DisasterRecoveryOptions): Promise<Disaste
     ]);
     etcds.push(oldEtcd, newEtcd);
     o.announce(
-      `case 4, a restore onto a new cluster while the old one runs: region ${o.region}, old etcd ${oldEtcd.clientUrl}, new ${newEtcd.clientUrl}`,
+      lost
+        ? `case 3, a lost holder (TTL ${o.leaseTtlSeconds * LOST_TTL_FACTOR} s) and its etcd's backup restored onto a new cluster (TTL ${o.leaseTtlSeconds} s): region ${o.region}, old etcd ${oldEtcd.clientUrl} (lost), new ${newEtcd.clientUrl}`
+        : `case 4, a restore onto a new cluster while the old one runs: region ${o.region}, old etcd ${oldEtcd.clientUrl}, new ${newEtcd.clientUrl}`,
     );
     const cli = (args: readonly string[]): Promise<CliRun> =>
       runOperatorCli(o.cliMain, [...args, '--timeout-ms', '5000'], 60_000);
     const init = await cli(['region', 'init', '--region', String(o.region), '--etcd', oldEtcd.clientUrl]);
-    const a = await startNode(o, `dr-${o.index}-a`, oldEtcd);
+    const snapshot = join(o.dir, `dr-${o.index}-snapshot.db`);
+    // Case 3: the backup is older than A's claim (the slot is free in it), not than the deployment: the layout record
+    // a first node writes is in it (written here as a node writes it, so no other holder is in the backup).
+    if (lost) {
+      await putKey(oldEtcd.clientUrl, `${ETCD_PREFIX}/layout`, JSON.stringify(DEFAULT_LAYOUT.toRecord()));
+      await oldEtcd.snapshot(snapshot);
+    }
+    const journal = join(o.dir, `dr-${o.index}-journal-a`);
+    const a = await startNode(
+      o,
+      `dr-${o.index}-a`,
+      oldEtcd,
+      lost ? { ttlSeconds: o.leaseTtlSeconds * LOST_TTL_FACTOR, journal } : {},
+    );
     nodes.push(a);
     await readyOrExit(a, o.readyTimeoutMs, o.signal);
     if (becameReady(a)) pull(a, o.region, o.signal);
-    // The operator's backup, restored onto a second cluster (its own token: another cluster ID), the old one untouched.
-    const snapshot = join(o.dir, `dr-${o.index}-snapshot.db`);
-    await oldEtcd.snapshot(snapshot);
+    if (lost) {
+      // A mints past a keep-alive of its own, then its etcd's host is gone: A, cut off, mints on until its deadline.
+      await o.sleep(o.leaseTtlSeconds * 1000);
+      await oldEtcd.kill();
+    } else {
+      // The operator's backup, restored onto a second cluster beside the old one, which runs on untouched.
+      await oldEtcd.snapshot(snapshot);
+    }
     await newEtcd.restore(snapshot, { clusterToken: `idgen-chaos-dr-${o.index}-${Date.now()}` });
     const restored = await cli([
       'region',
@@ -142,31 +197,27 @@ export async function runNewCluster(o: DisasterRecoveryOptions): Promise<Disaste
       pull(b, o.region, o.signal);
       await o.sleep(o.overlapMs);
     }
-    // Stopped (a clean release each), then the audit reads both etcds as they are left.
+    // Stopped (a clean release each, where its etcd answers), then the audit reads what is left.
     await Promise.all(nodes.splice(0).map((n) => finish(n, o.dir)));
+    // The deployment as the operator left it: the old etcd unless its host is lost, the new cluster once `region
+    // restored` took it (a refused step leaves it out of the deployment: nothing serves from it).
     const regions: AuditRegion[] = [
-      { name: `region-${o.region}-old`, etcd: [oldEtcd.clientUrl], prefix: ETCD_PREFIX },
-      { name: `region-${o.region}-new`, etcd: [newEtcd.clientUrl], prefix: ETCD_PREFIX },
+      ...(lost ? [] : [{ name: `region-${o.region}-old`, etcd: [oldEtcd.clientUrl], prefix: ETCD_PREFIX }]),
+      ...(restored.code === 0
+        ? [{ name: `region-${o.region}-new`, etcd: [newEtcd.clientUrl], prefix: ETCD_PREFIX }]
+        : []),
     ];
+    const journals = lost ? [journal] : [];
     const auditFile = join(o.dir, `dr-${o.index}-audit.json`);
-    await writeFile(auditFile, auditConfig(regions));
-    const audit = await runAudit({ regions, timeoutMs: 5000 });
+    await writeFile(auditFile, auditConfig(regions, journals));
+    const audit = await runAudit({ regions, journals, timeoutMs: 5000 });
     const summary = (n: StandaloneNode): DisasterRecoveryOutcome['a'] => ({
       name: n.name,
       ready: becameReady(n),
       ids: idsOf(n.blocks),
       failed: n.failedCalls,
     });
-    return {
-      drCase: 'new-cluster',
-      init,
-      restored,
-      a: summary(a),
-      b: summary(b),
-      audit,
-      auditFile,
-      tookMs: Date.now() - t0,
-    };
+    return { drCase, init, restored, a: summary(a), b: summary(b), audit, auditFile, tookMs: Date.now() - t0 };
   } finally {
     await Promise.all(nodes.map((n) => finish(n, o.dir).catch(() => undefined)));
     await Promise.all(etcds.map((e) => e.stop()));
@@ -200,7 +251,7 @@ export function judgeDisasterRecovery(d: DisasterRecoveryOutcome): DisasterRecov
   const unsafe: string[] = [];
   if (common.count > 0)
     unsafe.push(`${common.count.toLocaleString('en-US')} ID(s) handed out by both ${d.a.name} and ${d.b.name}`);
-  if (!d.audit.ok) unsafe.push(`the audit over both etcds is not clean (${d.audit.lines[0] ?? ''})`);
+  if (!d.audit.ok) unsafe.push(`the audit is not clean (${d.audit.lines[0] ?? ''})`);
   const missed: string[] = [];
   if (d.init.code !== 0) missed.push(`region init of the old etcd failed (${cliLine(d.init)})`);
   if (!d.a.ready) missed.push(`${d.a.name} never became ready on the old etcd`);
@@ -209,7 +260,7 @@ export function judgeDisasterRecovery(d: DisasterRecoveryOutcome): DisasterRecov
     safetyViolation:
       unsafe.length === 0
         ? undefined
-        : `disaster recovery (${d.drCase}, issue 31 case 4) broke the deployment's invariant: ${unsafe.join('; ')}`,
+        : `disaster recovery (${d.drCase}, issue 31 case ${d.drCase === 'lost-holder' ? 3 : 4}) broke the deployment's invariant: ${unsafe.join('; ')}`,
     expectationMissed: missed.length === 0 ? undefined : missed.join('; '),
   };
 }
@@ -218,19 +269,23 @@ export function judgeDisasterRecovery(d: DisasterRecoveryOutcome): DisasterRecov
 export const disasterRecovery: FaultHandler = async (c) => {
   const { run, record: r } = c;
   const { o } = run;
-  const d = await runNewCluster({
-    serverMain: o.serverMain,
-    cliMain: run.operatorCli,
-    region: o.region,
-    leaseTtlSeconds: o.leaseTtlSeconds,
-    dir: run.dir,
-    index: c.fault.index,
-    signal: o.signal,
-    readyTimeoutMs: 10 * o.leaseTtlSeconds * 1000,
-    overlapMs: 2000,
-    announce: (target) => void ((r.target = target), c.line()),
-    sleep: (ms) => run.sleep(ms),
-  });
+  const drCase = drCaseOf(c.fault.pick);
+  const d = await runDisasterRecovery(
+    {
+      serverMain: o.serverMain,
+      cliMain: run.operatorCli,
+      region: o.region,
+      leaseTtlSeconds: o.leaseTtlSeconds,
+      dir: run.dir,
+      index: c.fault.index,
+      signal: o.signal,
+      readyTimeoutMs: 10 * o.leaseTtlSeconds * 1000,
+      overlapMs: 2000,
+      announce: (target) => void ((r.target = target), c.line()),
+      sleep: (ms) => run.sleep(ms),
+    },
+    drCase,
+  );
   const j = judgeDisasterRecovery(d);
   r.notes.push(...j.notes);
   r.safetyViolation = j.safetyViolation;
