@@ -128,7 +128,28 @@ describe('auditDeployment', () => {
     const copy = tenure({ nodeId: 'A', firstMs: 1000, lastMs: 4999, end: 'expired' });
     const b = tenure({ nodeId: 'B', firstMs: 5000, lastMs: 7000 });
     const found = overlaps(auditDeployment([view('r1', 1, [a]), view('r1-new', 1, [copy, b], '99')]));
-    expect(found.map((f) => f.overlap?.holders.map((h) => h.split(' ')[1]))).toEqual([['A', 'B']]);
+    expect(found.map((f) => f.overlap?.holders.map((h) => h.split(': ')[1]?.split(' ')[0]))).toEqual([['A', 'B']]);
+  });
+
+  it("judges a tenure copied onto a new cluster by its holder's own record: the overlap found, no false alarm", () => {
+    // Case 4 as a chaos run left it: A released on the old etcd at 9000; its copy on the new cluster closed by B's claim
+    // at the restore marker's bound (4999), B from 5000. A's own record decides: A and B overlap in 5000…7000.
+    const a = tenure({ nodeId: 'A', leaseId: 'a1', firstMs: 1000, lastMs: 9000, end: 'released' });
+    const copy = tenure({ nodeId: 'A', leaseId: 'a1', firstMs: 1000, lastMs: 4999, end: 'expired' });
+    const b = tenure({ nodeId: 'B', leaseId: 'b1', firstMs: 5000, lastMs: 7000 });
+    const found = overlaps(auditDeployment([view('old', 1, [a]), view('new', 1, [copy, b], '99')]));
+    expect(found.map((f) => [f.overlap?.holders[0].split(':')[0], f.overlap?.fromMs, f.overlap?.toMs])).toEqual([
+      ['old and new', 5000, 7000],
+    ]);
+    // A fenced and claimed again on the old etcd (a2, a3) while its first tenure's copy on the new cluster was closed
+    // by B at the marker's bound (12000): every copy of a1 closed by a successor, the live etcd's bound (2999) holds;
+    // a1 is not stretched over A's own a2 and a3.
+    const a1 = tenure({ nodeId: 'A', leaseId: 'a1', firstMs: 1000, lastMs: 2999, end: 'expired' });
+    const a2 = tenure({ nodeId: 'A', leaseId: 'a2', firstMs: 3000, lastMs: 5999, end: 'expired' });
+    const a3 = tenure({ nodeId: 'A', leaseId: 'a3', firstMs: 6000, lastMs: 9000, end: 'released' });
+    const a1copy = tenure({ nodeId: 'A', leaseId: 'a1', firstMs: 1000, lastMs: 12_000, end: 'expired' });
+    const late = tenure({ nodeId: 'B', leaseId: 'b1', firstMs: 12_001, lastMs: 13_000 });
+    expect(overlaps(auditDeployment([view('old', 1, [a1, a2, a3]), view('new', 1, [a1copy, late], '99')]))).toEqual([]);
   });
 
   it('leaves the order of one record to the record rule, which compares with everything before it', () => {

@@ -161,8 +161,45 @@ export function auditDeployment(
       { from: t.firstMs, to: witnessExtent(record), region: `journal ${source}`, tenure: t, witness: true },
     ]);
   }
-  for (const [key, list] of intervals) for (const f of overlapsOf(key, list)) findings.push(f);
+  for (const [key, list] of intervals) for (const f of overlapsOf(key, mergeCopies(list))) findings.push(f);
   return findings;
+}
+
+/** A tenure's own closing (or still open, its extent from its own `last-ms`): its record speaks for it. */
+const selfJudged = (t: Tenure): boolean => t.end !== 'expired';
+
+/**
+ * One interval per tenure of the etcds' records: a tenure listed in several etcds (a snapshot restored onto another
+ * cluster carries its copy) is one holder, not two. Its extent is what a record that its holder closed (or that shows
+ * it open) says, the largest of those; when every copy was closed `expired` by a successor, each an upper bound from
+ * the `last-ms` that etcd saw, the smallest: a restored copy closed by a new holder at the restore marker's bound must
+ * not stretch the tenure over its holder's own later tenures on the live etcd. Journals stay apart (judged against
+ * every other tenure, their own copies aside).
+ */
+function mergeCopies(list: readonly TenureInterval[]): TenureInterval[] {
+  const byTenure = new Map<string, TenureInterval[]>();
+  const out: TenureInterval[] = [];
+  for (const i of list) {
+    if (i.witness === true) {
+      out.push(i);
+      continue;
+    }
+    const id = `${i.tenure.nodeId}|${i.tenure.leaseId}|${i.tenure.firstMs}`;
+    byTenure.set(id, [...(byTenure.get(id) ?? []), i]);
+  }
+  for (const copies of byTenure.values()) {
+    const first = copies[0] as TenureInterval;
+    if (copies.length === 1) {
+      out.push(first);
+      continue;
+    }
+    const own = copies.filter((c) => selfJudged(c.tenure));
+    const to = own.length > 0 ? Math.max(...own.map((c) => c.to)) : Math.min(...copies.map((c) => c.to));
+    const judged = own.length > 0 ? own : copies;
+    const pick = judged.find((c) => c.to === to) ?? first;
+    out.push({ ...pick, to, region: copies.map((c) => c.region).join(' and ') });
+  }
+  return out;
 }
 
 /** One tenure's interval on one etcd's record: the milliseconds in which its holder may have minted. */

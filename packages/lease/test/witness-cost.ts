@@ -7,7 +7,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { bindRegion, startEtcd } from '@idgen/testing';
+import { QUICK_LEASE_SETTINGS, bindRegion, startEtcd } from '@idgen/testing';
 import { createEtcdLease, createFileTenureWitness } from '../src/index.js';
 import type { LeaseTarget } from '../src/index.js';
 
@@ -24,7 +24,7 @@ async function claimMs(endpoint: string, journal: string | undefined): Promise<n
       endpoints: [endpoint],
       region: 1,
       workers: '0-0',
-      ttlSeconds: 2,
+      ...QUICK_LEASE_SETTINGS,
       ...(journal === undefined ? {} : { tenureWitness: createFileTenureWitness(journal) }),
     },
     target,
