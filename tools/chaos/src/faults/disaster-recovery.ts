@@ -181,17 +181,21 @@ export async function runDisasterRecovery(
       await oldEtcd.snapshot(snapshot);
     }
     await newEtcd.restore(snapshot, { clusterToken: `idgen-chaos-dr-${o.index}-${Date.now()}` });
-    const restored = await cli([
-      'region',
-      'restored',
-      '--region',
-      String(o.region),
-      '--etcd',
-      newEtcd.clientUrl,
-      '--lease-ttl',
-      String(o.leaseTtlSeconds),
+    // The runbook's step and B's start at once, as an operator restarts the region's nodes beside it: B waits, not
+    // ready, for the rebinding (a binding from another cluster awaits the operator, docs/design.md §5), then claims.
+    const [restored, b] = await Promise.all([
+      cli([
+        'region',
+        'restored',
+        '--region',
+        String(o.region),
+        '--etcd',
+        newEtcd.clientUrl,
+        '--lease-ttl',
+        String(o.leaseTtlSeconds),
+      ]),
+      startNode(o, `dr-${o.index}-b`, newEtcd),
     ]);
-    const b = await startNode(o, `dr-${o.index}-b`, newEtcd);
     nodes.push(b);
     await readyOrExit(b, o.readyTimeoutMs, o.signal);
     if (becameReady(b)) {
