@@ -2,12 +2,16 @@ import { formatId } from '@idgen/core';
 import type { VerbContext } from './context.js';
 import { decodeId, parseIdText } from './decode.js';
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, usageError, type ExitCode } from './exit-codes.js';
-import { auditDeployment, deploymentOf, readDeployment, whoisTenure } from './audit.js';
+import { auditDeployment, whoisTenure } from '@idgen/lease/records';
+import { readTenureWitnesses } from '@idgen/lease';
+import { deploymentOf, journalsOf, readDeployment } from './audit.js';
 import { deadlines, type EtcdFlags } from './options.js';
 
 /** Flags of `idgen audit` and `idgen whois`. */
 export interface AuditFlags extends EtcdFlags {
   config?: string;
+  /** `--journal`, repeatable (audit only). */
+  journal?: string[];
   timeoutMs: string;
   json: boolean;
 }
@@ -20,7 +24,7 @@ export async function runAudit(flags: AuditFlags, ctx: VerbContext): Promise<Exi
   const d = deadlines(flags);
   const regions = deploymentOf(flags);
   const { views, unreachable } = await readDeployment(regions, d);
-  const findings = auditDeployment(views);
+  const findings = auditDeployment(views, await readTenureWitnesses(journalsOf(flags)));
   const code: ExitCode = unreachable.length > 0 ? EXIT_UNREACHABLE : findings.length > 0 ? EXIT_PROBLEM : EXIT_OK;
   const slots = views.reduce((n, v) => n + v.slots.length, 0);
   const tenures = views.reduce((n, v) => n + v.slots.reduce((m, s) => m + (s.tenures?.tenures.length ?? 0), 0), 0);

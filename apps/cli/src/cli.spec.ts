@@ -3,7 +3,6 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { runCli } from './cli.js';
-import { judgeLastMs } from './etcd-state.js';
 import { renderTable } from './table.js';
 
 const BIN = resolve(__dirname, '../bin/idgen.js');
@@ -233,22 +232,6 @@ describe('runCli: usage errors exit 2 before any I/O', () => {
     const r = await run('layout', '--etcd', 'http://127.0.0.1:2379', '--etcd-ca', join(dir, 'ca.pem'));
     expect(r.code).toBe(2);
     expect(r.err.join('\n')).toMatch(/tls is set but an endpoint uses http:\/\//);
-  });
-});
-
-describe('judgeLastMs', () => {
-  const now = 1_800_000_000_000;
-  it.each([
-    [now - 5_000, undefined, 'ok'],
-    [now + 10, undefined, 'ok'],
-    [now + 11, undefined, 'ahead'],
-    [now + 6_020, undefined, 'ahead'],
-    [now + 6_021, undefined, 'poisoned'],
-    [now + 30_000, 60_000, 'ahead'],
-    [now + 3_600_000, 60_000, 'poisoned'],
-  ])('last-ms %d (ttlMs %p) against now is %s', (ms, ttlMs, verdict) => {
-    const record = { ms, released: false, nodeId: 'n', at: '', ...(ttlMs === undefined ? {} : { ttlMs }) };
-    expect(judgeLastMs(record, now)).toBe(verdict);
   });
 });
 

@@ -378,12 +378,18 @@ function addAuditVerbs(program: Command, verb: VerbRunner): void {
       "reads every region's etcd listed in --config (each within --timeout-ms) and proves or refutes: each etcd bound\n" +
         '({prefix}/region) to a code no other etcd is bound to; each spare code lent, reclaiming or adopted in at most one\n' +
         'etcd; no two tenures of a slot overlapping in milliseconds (each starts above the one before and above the\n' +
-        "compacted ones); no last-ms above what its slot's last tenure allowed; layout records equal. One line per\n" +
-        'violation (docs/runbook.md, "Auditing a deployment").',
+        "compacted ones); no last-ms above what its slot's last tenure allowed; layout records equal; no tenure of a\n" +
+        "holder's journal overlapping another holder's on its slot. One line per violation (docs/runbook.md,\n" +
+        '"Auditing a deployment").',
     )
     .option(
       '--config <file>',
-      'the deployment: {"regions": [{"name", "etcd": [urls], "prefix"?, "ca"?, "cert"?, "key"?, "user"?, "passwordFile"?}]}',
+      'the deployment: {"regions": [{"name", "etcd": [urls], "prefix"?, "ca"?, "cert"?, "key"?, "user"?, "passwordFile"?}], "journals"?: [dirs]}',
+    )
+    .option(
+      '--journal <dir>',
+      "a holder's tenure journal (idgen-server --tenure-journal), a witness outside etcd; repeatable, added to the file's journals",
+      (v: string, all: string[] = []) => [...all, v],
     );
   addEtcdOptions(audit, "instead of --config: one region's etcd client URLs");
   addTimeoutOption(audit, 'each etcd');

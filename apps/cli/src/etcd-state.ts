@@ -1,6 +1,6 @@
 import type { Etcd3, IKeyValue } from 'etcd3';
 import { DEFAULT_LAYOUT, createLayout, type Layout, type LayoutRecord } from '@idgen/core';
-import { DEFAULT_CLOCK_BOUND_MS, DEFAULT_TTL_SECONDS, createEtcdClient } from '@idgen/lease';
+import { createEtcdClient } from '@idgen/lease';
 import { spareCodesOf } from '@idgen/lease/operator';
 import {
   leaseKeys,
@@ -8,6 +8,7 @@ import {
   parseLayoutRecord,
   parseServingNode,
   parseSpareCodeRecord,
+  parseWorkerRecord,
   spareKeys,
   type LastMsRecord,
   type SpareCodeRecord,
@@ -58,22 +59,6 @@ export interface EtcdSnapshot {
   /** Spare-code records (`{prefix}/spare-codes/{code}`, docs/design.md §7) by code; unreadable ones in `spareProblems`. */
   readonly spareCodes: ReadonlyMap<number, SpareCodeRecord>;
   readonly spareProblems: readonly string[];
-}
-
-/** The worker record, read leniently: it is only shown, never acted on. */
-function parseWorkerRecord(raw: string): WorkerRecord | undefined {
-  try {
-    const o = JSON.parse(raw) as Partial<Record<keyof WorkerRecord, unknown>>;
-    if (typeof o !== 'object' || o === null || typeof o.nodeId !== 'string') return undefined;
-    return {
-      nodeId: o.nodeId,
-      kind: o.kind === 'embedded' ? 'embedded' : 'service',
-      address: typeof o.address === 'string' ? o.address : '',
-      startedAt: typeof o.startedAt === 'string' ? o.startedAt : '',
-    };
-  } catch {
-    return undefined;
-  }
 }
 
 /** Rejects with an "unreachable" {@link CliError} when `p` takes longer than `ms`. */
@@ -250,21 +235,4 @@ export async function openEtcdReader(connection: EtcdConnection, d: Deadlines): 
       client.close();
     },
   };
-}
-
-/** How a `last-ms` record compares with the reader's clock (docs/design.md §5). */
-export type LastMsVerdict = 'ok' | 'ahead' | 'poisoned';
-
-/**
- * `ahead`: above now by more than the clock bound, but by no more than the writer's TTL plus the bound,
- * which is what a new holder writes while it waits out an unclean predecessor's floor (it records its
- * floor). `poisoned`: further ahead than any holder could have written: every later holder of the slot
- * would wait until then (after an unclean end) or mint above it, so it is flagged for an operator.
- */
-export function judgeLastMs(record: LastMsRecord, nowMs: number): LastMsVerdict {
-  const aheadMs = record.ms - nowMs;
-  if (aheadMs <= DEFAULT_CLOCK_BOUND_MS) return 'ok';
-  const ttlMs = Math.max(record.ttlMs ?? 0, DEFAULT_TTL_SECONDS * 1000);
-  // Twice the bound: the writer's clock and this one may each be off by it.
-  return aheadMs <= ttlMs + 2 * DEFAULT_CLOCK_BOUND_MS ? 'ahead' : 'poisoned';
 }

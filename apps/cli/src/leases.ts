@@ -1,6 +1,7 @@
 import { EXIT_OK, EXIT_PROBLEM, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
-import { openEtcdReader, judgeLastMs, type LastMsVerdict } from './etcd-state.js';
+import { judgeLastMs, type LastMsVerdict } from '@idgen/lease/records';
+import { openEtcdReader } from './etcd-state.js';
 import { deadlines, etcdConnection, integerOption, type EtcdFlags } from './options.js';
 import { spareNote } from './spare.js';
 import { isoTime, renderTable, seconds } from './table.js';

@@ -57,6 +57,8 @@ export interface ServerConfig {
   readonly lease:
     | { readonly etcd: EtcdLeaseOptions; readonly standalone?: undefined }
     | { readonly etcd?: undefined; readonly standalone: StandaloneLeaseOptions };
+  /** `--tenure-journal`: where the holder journals its tenures outside etcd (docs/design.md §5), if anywhere. */
+  readonly tenureJournal: string | undefined;
   readonly guard: Pick<GuardedMinterOptions, 'region' | 'maxRollbackMs' | 'maxFenceMs'>;
   readonly timeSource: Pick<TimeSourceCheckOptions, 'mode' | 'maxOffsetMs'>;
   /** The serving port and node: listen, TLS, advertise, limits, status details, HTTP/2 implementation. */
@@ -123,6 +125,12 @@ function flagTable(layout: Layout) {
       matching(/\S/, 'a file path'),
       'standalone only: where the node keeps its last millisecond across restarts (locked while it runs)',
       { shown: join(dirname(defaultStandaloneStateFile(0)), 'standalone-region-<region>.json') },
+    ),
+    tenureJournal: flag(
+      '<dir>',
+      matching(/\S/, 'a directory path'),
+      'etcd only: journal each tenure (a small file per tenure, replaced at every acknowledged last-ms) in this directory, ' +
+        "a witness outside etcd that idgen audit --journal reads after a region's etcd was restored (docs/runbook.md)",
     ),
     freshState: flag(
       '',
@@ -260,6 +268,11 @@ function compose(
   if (etcdGiven === undefined && !standalone)
     throw new FlagError('give --etcd <urls> (production) or --standalone (one node, no etcd, development only)');
   if (etcdGiven !== undefined && standalone) throw new FlagError('give either --etcd or --standalone, not both');
+  const tenureJournal = value(table.tenureJournal);
+  if (tenureJournal !== undefined && standalone)
+    throw new FlagError(
+      `${name(table.tenureJournal)} applies only with --etcd (a standalone node has no etcd to witness)`,
+    );
   const stateFile = value(table.stateFile);
   if (stateFile !== undefined && !standalone)
     throw new FlagError(`${name(table.stateFile)} applies only with --standalone (with etcd, last-ms lives in etcd)`);
@@ -309,6 +322,7 @@ function compose(
     nodeId,
     logLevel: set(table.logLevel),
     metricsListen,
+    tenureJournal,
     lease:
       etcd === undefined
         ? {

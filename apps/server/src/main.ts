@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 import pino, { type Logger } from 'pino';
 import { createGuardedMinter, createTimeSourceCheck } from '@idgen/clock-guard';
-import { createEtcdLease, createStandaloneLease, isLeaseError } from '@idgen/lease';
+import { createEtcdLease, createFileTenureWitness, createStandaloneLease, isLeaseError } from '@idgen/lease';
 import { createIdgenNode, formatHostPort } from '@idgen/serving';
 import { readBuildInfo } from './build-info.js';
 import { parseConfig, type ServerConfig } from './config.js';
@@ -84,7 +84,18 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
   const lease =
     etcd !== undefined
       ? createEtcdLease(
-          { ...etcd, meter: metrics.meter('@idgen/lease'), logger: logger.child({ component: 'lease' }) },
+          {
+            ...etcd,
+            meter: metrics.meter('@idgen/lease'),
+            logger: logger.child({ component: 'lease' }),
+            ...(config.tenureJournal === undefined
+              ? {}
+              : {
+                  tenureWitness: createFileTenureWitness(config.tenureJournal, (e) =>
+                    logger.warn({ err: String(e) }, 'lease: the tenure journal could not be written'),
+                  ),
+                }),
+          },
           guard,
         )
       : createStandaloneLease(standalone, guard);

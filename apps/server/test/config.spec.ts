@@ -147,6 +147,17 @@ describe('parseConfig', () => {
     );
   });
 
+  it('takes --tenure-journal with etcd only (the witness outside etcd, docs/design.md §5)', () => {
+    const etcd = ['--etcd', 'http://127.0.0.1:2379', '--region', '2'];
+    const outcome = parseConfig([...etcd, '--tenure-journal', '/var/lib/idgen/journal'], {});
+    expect(outcome.kind === 'config' ? outcome.config.tenureJournal : outcome.stderr).toBe('/var/lib/idgen/journal');
+    const none = parseConfig(etcd, {});
+    expect(none.kind === 'config' ? none.config.tenureJournal : none.stderr).toBeUndefined();
+    expect(failure(['--standalone', '--tenure-journal', '/j'], {}, true)).toMatch(
+      /--tenure-journal applies only with --etcd/,
+    );
+  });
+
   it('has the documented defaults (standalone, 127.0.0.1:8080, metrics on 9464)', () => {
     const c = config([]);
     expect(c).toMatchObject({

@@ -8,6 +8,7 @@ import type { ClockSource } from './clock.js';
 import { LeaseConfigError } from './errors.js';
 import { silentLogger } from './types.js';
 import type { LeaseLogger } from './types.js';
+import type { TenureWitness } from './tenure-witness.js';
 
 /** Default key prefix (docs/design.md §5). */
 export const DEFAULT_PREFIX = '/idgen';
@@ -95,6 +96,11 @@ export interface EtcdLeaseOptions extends EtcdConnectionOptions {
   /** Default: the global meter provider's `@idgen/lease` meter. */
   readonly meter?: Meter;
   readonly logger?: LeaseLogger;
+  /**
+   * The holder's journal of its tenures, outside etcd (tenure-witness.ts, docs/design.md §5): written before the
+   * first mint of every claim, at each acknowledged `last-ms`, and at the end. Default none.
+   */
+  readonly tenureWitness?: TenureWitness;
 }
 
 /** The spare-code registry's connection, validated (`prefix` '' for '/'). */
@@ -133,6 +139,7 @@ export interface LeaseConfig {
   readonly layout: Layout;
   readonly clock: ClockSource;
   readonly logger: LeaseLogger;
+  readonly tenureWitness: TenureWitness | undefined;
 }
 
 const NODE_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -379,5 +386,6 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
     layout,
     clock: o.clock ?? systemClock,
     logger: o.logger ?? silentLogger,
+    tenureWitness: o.tenureWitness,
   };
 }

@@ -35,6 +35,7 @@ import { LeaseAttributes, LeaseMetrics } from './metrics.js';
 import type { ChurnEvent } from './metrics.js';
 import { computeFloor, describeWorkerHolder, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
 import { closeTenure, openTenure, tenureKey, updateTenureRecord } from './tenure-ledger.js';
+import type { TenureWitnessRecord } from './tenure-witness.js';
 import type { JoinedWrite, Tenure, TenureEnd } from './tenure-ledger.js';
 import type { LastMsRecord, WorkerRecord } from './records.js';
 import type { LeaseSnapshot, LeaseState, LeaseTarget, WorkerLease } from './types.js';
@@ -766,6 +767,10 @@ class EtcdWorkerLease implements WorkerLease {
     // wait as for an unclean end, and the audit finds the tenure that allowed the record (docs/design.md §5).
     const written = await this.writeFirstRecords(s, slot, claimed.last, requestTimeoutMs);
     if (written !== undefined) throw new SessionLostError(`right after the claim: ${written.why}`);
+    // The tenure witnessed outside etcd before the first mint (tenure-witness.ts): a claim it cannot record is given up.
+    await this.cfg.tenureWitness?.opened(this.witnessed(s)).catch((e: unknown) => {
+      throw new SessionLostError(`right after the claim: the tenure witness could not be written: ${errorText(e)}`);
+    });
     s.loop = this.keepAliveLoop(s);
 
     const wait = floorMs - clock.nowMs();
@@ -863,6 +868,18 @@ class EtcdWorkerLease implements WorkerLease {
     return this.writeLastMs(s, false, Math.max(1, timeoutMs - (clock.monoMs() - startMono)));
   }
 
+  /** This session's tenure as its witness records it (tenure-witness.ts): the tenure, the TTL, the acked `last-ms`. */
+  private witnessed(s: Session, tenure: Tenure | undefined = s.tenure): TenureWitnessRecord {
+    if (tenure === undefined) throw new Error('no tenure to witness');
+    return {
+      tenure,
+      ttlMs: this.cfg.ttlMs,
+      lastMs: s.ackedLastMs,
+      etcd: this.cfg.endpoints.join(','),
+      updatedAt: new Date(this.cfg.clock.nowMs()).toISOString(),
+    };
+  }
+
   /**
    * Closes this session's tenure as `end` with `lastMs` (tenure-ledger.ts); best effort, never thrown: a tenure left
    * open is closed by the next holder as `expired`, with the bound of what it may have minted.
@@ -872,6 +889,8 @@ class EtcdWorkerLease implements WorkerLease {
     if (mine === undefined) return;
     const iso = new Date(this.cfg.clock.nowMs()).toISOString();
     try {
+      const closed: Tenure = { ...mine, lastMs: Math.max(lastMs, mine.firstMs - 1), end, endedAt: iso };
+      await this.cfg.tenureWitness?.closed(this.witnessed(s, closed));
       const outcome = await this.updateTenure(s, (r) => closeTenure(r, mine, end, lastMs, iso));
       if (outcome === 'not-held')
         this.cfg.logger.warn({ end }, 'lease: tenure not closed: the worker key is gone (the next holder closes it)');
@@ -1049,6 +1068,7 @@ class EtcdWorkerLease implements WorkerLease {
       if (outcome.kind === 'written') {
         s.lastMsRevision = outcome.revision;
         s.ackedLastMs = Math.max(s.ackedLastMs, ms);
+        if (s.tenure?.end === 'open') this.cfg.tenureWitness?.refreshed(this.witnessed(s));
         return undefined;
       }
       if (outcome.kind === 'not-held') return lost('the worker key is no longer held by this lease');

@@ -57,3 +57,8 @@ export type { ClockSource } from './clock.js';
 export { createEtcdClient } from './etcd-client.js';
 export { ETCD_FLAGS, etcdConnectionFromFlags, etcdFlagsFor } from './flags.js';
 export type { EtcdFlagValues, FlagDoc, NamedValue } from './flags.js';
+
+// The holder's journal of its tenures, outside etcd (docs/design.md §5 "A witness outside the etcd"): the server's
+// `--tenure-journal`, and what `idgen audit --journal` reads.
+export { WITNESS_KEEP, createFileTenureWitness, readTenureWitnesses } from './tenure-witness.js';
+export type { TenureWitness, TenureWitnessEntry, TenureWitnessRecord } from './tenure-witness.js';

@@ -5,8 +5,9 @@
  * {@link ChaosRun.judge} verifies every ID (src/run-verdict.ts). A class rather than one closure (the house rule:
  * past ~150 lines a closure becomes named parts), so each step can be read alone and a stack trace names it.
  */
-import { createWriteStream, existsSync, type WriteStream } from 'node:fs';
-import { mkdir } from 'node:fs/promises';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { createConnectTransport } from '@idgen/client';
 import {
   bindRegion,
@@ -16,7 +17,7 @@ import {
   type EtcdCluster,
   type ProcessHandle,
 } from '@idgen/testing';
-import { runAudit, type AuditOutcome } from './faults/audit.js';
+import { auditConfig, runAudit, type AuditOutcome } from './faults/audit.js';
 import { ETCD_PREFIX, type FaultContext, type FaultRun, type MemberDown } from './fault-context.js';
 import { FAULT_HANDLERS } from './faults/index.js';
 import { createEmbeddedFleet, type EmbeddedFleet } from './embedded-fleet.js';
@@ -193,7 +194,7 @@ export class ChaosRun implements FaultRun {
     o.say('stopping nodes');
     await Promise.all([fleet, ...regions.map((g) => g.fleet)].map((f) => f.stopAll(10_000)));
     // Everything that minted has stopped: the audit judges what the run's etcd holds, before it is torn down.
-    o.say("idgen audit of the run's etcd");
+    o.say("the deployment audit of the run's etcds");
     const audit = await this.#audit(dir, cluster, regions);
     for (const l of audit.lines) o.say(`  ${l}`);
     o.say('stopping etcd');
@@ -546,28 +547,18 @@ export class ChaosRun implements FaultRun {
   }
 
   /**
-   * `idgen audit` over the run's etcd: one region, the nodes' and the embedded callers' (both `o.region`). A CLI that
-   * cannot be run is a failed audit, not a crash: the report says why.
+   * The deployment audit over the run's etcds (`auditDeployment` of @idgen/lease/records, in process): the run's
+   * region (the nodes' and the embedded callers') and each further region's.
    */
   async #audit(dir: string, cluster: EtcdCluster, regions: readonly RegionPart[]): Promise<AuditOutcome> {
     const o = this.o;
-    if (!existsSync(o.cliMain))
-      return {
-        exitCode: null,
-        ok: false,
-        lines: [
-          `idgen audit: ${o.cliMain} is missing: build the CLI (npx nx run @idgen/cli:build; npm run chaos builds it)`,
-        ],
-      };
-    return runAudit({
-      cliMain: o.cliMain,
-      dir,
-      regions: [
-        { name: `region-${o.region}`, etcd: cluster.endpoints, prefix: ETCD_PREFIX },
-        ...regions.map((g) => ({ name: `region-${g.code}`, etcd: g.cluster.endpoints, prefix: ETCD_PREFIX })),
-      ],
-      timeoutMs: 5000,
-    });
+    const auditRegions = [
+      { name: `region-${o.region}`, etcd: cluster.endpoints, prefix: ETCD_PREFIX },
+      ...regions.map((g) => ({ name: `region-${g.code}`, etcd: g.cluster.endpoints, prefix: ETCD_PREFIX })),
+    ];
+    // The deployment file of the run's etcds, for `idgen audit --config` by hand while a run is held open.
+    await writeFile(join(dir, 'audit.json'), auditConfig(auditRegions));
+    return runAudit({ regions: auditRegions, timeoutMs: 5000 });
   }
 
   #set(): Parts {

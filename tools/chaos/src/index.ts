@@ -70,7 +70,7 @@ export type {
   Span,
   WindowCost,
 } from './caller-cost.js';
-export { auditConfig, judgeAudit, runAudit } from './faults/audit.js';
+export { auditConfig, judgeFindings, readRegion, runAudit } from './faults/audit.js';
 export type { AuditOutcome, AuditRegion, RunAuditOptions } from './faults/audit.js';
 export { followersOf, judgeMemberDown, stopFollower } from './faults/etcd-member-down.js';
 export type { MemberDownRun } from './faults/etcd-member-down.js';

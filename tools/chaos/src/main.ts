@@ -49,7 +49,7 @@ const USAGE = `usage: npm run chaos -- [--duration <s>] [--seed <n>] [--out <dir
   --server-main  run the nodes from this build of the server (default this checkout's apps/server/dist/main.js),
                e.g. another commit's worktree: the same harness and verification against older code
   --cli-main   the operator's idgen the faults run (spare lend, region restored; default that build's
-               apps/cli/dist/main.js beside --server-main, else this checkout's); the final audit always runs this checkout's
+               apps/cli/dist/main.js beside --server-main, else this checkout's); the final audit is this checkout's rules, in process
   --previous-server  a previous release's bin/idgen-server.js (or dist/main.js): each rolling-restart alternates the
                nodes' build, the 1st to this release, the 2nd back to the tree's, …: a rolling upgrade and rollback under
                load; adds rolling-restart to the default kinds. Install 0.1.0 from its tarballs, no registry needed:

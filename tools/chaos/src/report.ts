@@ -170,10 +170,10 @@ export function expectationsSection(
   ];
 }
 
-/** The report's section "audit": `idgen audit` of the run's etcd once everything stopped (a failure fails the run). */
+/** The report's section "audit": the deployment audit of the run's etcds once everything stopped (a failure fails the run). */
 export function auditSection(a: AuditOutcome): string[] {
   return [
-    `audit (idgen audit of the run's etcd after every node and caller stopped): ${a.ok ? 'OK' : 'FAILED'}`,
+    `audit (auditDeployment, idgen audit's rules, of the run's etcds after every node and caller stopped): ${a.ok ? 'OK' : 'FAILED'}`,
     ...a.lines.map((l) => `  ${l}`),
   ];
 }

@@ -66,11 +66,11 @@ export interface ChaosOptions {
   readonly callerMain: string;
   /** `tools/chaos/dist/netns/relay-main.js` (`--netns`). */
   readonly relayMain: string;
-  /** `apps/cli/dist/main.js`: `idgen audit` judges the run's etcd at the end. */
+  /** `apps/cli/dist/main.js`: the operator's `idgen` the faults run (unless `operatorCliMain`). */
   readonly cliMain: string;
   /**
    * The operator's `idgen` the faults run (`spare lend`, `region restored`; `--cli-main`, or the CLI of the
-   * `--server-main` build's tree): default `cliMain`. The final audit always runs `cliMain`.
+   * `--server-main` build's tree): default `cliMain`.
    */
   readonly operatorCliMain?: string;
   /** Embedded callers (`@idgen/embedded` in their own processes, slots 18 and up; 0: none). */
@@ -188,7 +188,7 @@ export interface ChaosResult {
         readonly faults: readonly EmbeddedFaultRecord[];
       }
     | undefined;
-  /** `idgen audit` of the run's etcd after everything stopped (not ok: exit non-zero). */
+  /** The deployment audit (idgen audit's rules, in process) of the run's etcds after everything stopped. */
   readonly audit: AuditOutcome;
   /** Rule violations (any: exit non-zero). */
   readonly violations: number;

@@ -47,7 +47,7 @@ describe('createSchedule', () => {
 
   it('holds both forward offsets in one round: +2 s on a node alone and +8 s under a partition, swapped in the next round', () => {
     for (const seed of [1, 2, 3, 99]) {
-      const s = createSchedule({ durationMs: 600_000, seed, leaseTtlMs: TTL });
+      const s = createSchedule({ durationMs: 700_000, seed, leaseTtlMs: TTL });
       const alone = s.faults.filter((f) => f.kind === 'clock-forward').map((f) => f.clockOffsetSeconds);
       const partitioned = s.faults.filter((f) => f.kind === 'partition-clock-forward').map((f) => f.clockOffsetSeconds);
       expect(alone.slice(0, 4)).toEqual([2, 8, 2, 8]);

@@ -4,6 +4,10 @@
  * region binding). For tools that read that state, as `idgen leases` and `idgen audit` do, and for the discovery
  * reader. Every parser refuses what it cannot read safely.
  *
+ * The deployment audit lives here too, as pure functions over what was read: {@link regionViewOf} parses one etcd's
+ * keys, {@link auditDeployment} judges the regions together, {@link whoisTenure} names the tenure behind an ID, and
+ * {@link judgeLastMs} judges a `last-ms` against a clock. Reading etcd is the caller's (`idgen audit`, the chaos tool).
+ *
  * @packageDocumentation
  */
 export { leaseKeys, parseLastMsRecord, parseLayoutRecord, parseServingNode } from '../records.js';
@@ -18,3 +22,9 @@ export type { SpareRegistryRecord } from '../spare-registry.js';
 export { parseRegistryDeployment, parseRegistrySeen, registryMetaKeys } from '../registry-identity.js';
 export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
 export type { RegionBindingRecord } from '../region-binding.js';
+export { regionViewOf, parseWorkerRecord } from '../region-view.js';
+export type { EtcdKeyValue, RegionRead, RegionView, SlotView } from '../region-view.js';
+export { auditDeployment, judgeLastMs, tenureExtent, whoisTenure } from '../deployment-audit.js';
+export type { Finding, FindingKind, LastMsVerdict, TenureOverlap, WhoisAnswer } from '../deployment-audit.js';
+export { parseTenureWitness, witnessExtent } from '../tenure-witness.js';
+export type { TenureWitnessEntry, TenureWitnessRecord } from '../tenure-witness.js';

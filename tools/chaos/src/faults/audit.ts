@@ -1,16 +1,15 @@
 /**
- * `idgen audit` at the end of every chaos run (issue 21, item 9): once the callers, the embedded callers and the
- * nodes have stopped, and before etcd is torn down, the run writes a deployment file for its etcd and runs the built
- * CLI against it (`apps/cli/dist/main.js audit --config … --json`). The audit reads what etcd holds (the region
- * binding, every slot's tenure record and `last-ms`: docs/design.md §5) and proves or refutes the deployment's
- * invariants on its own, apart from the run's ID checks: exit 0 clean, 1 with a violation, 3 when an etcd did not
- * answer. Anything but 0 fails the run.
+ * The deployment audit at the end of every chaos run (issue 21, item 9), and after a disaster-recovery fault: once
+ * the callers, the embedded callers and the nodes have stopped, and before etcd is torn down, the run reads every
+ * region's etcd and judges it with the rules `idgen audit` prints (`auditDeployment` of `@idgen/lease/records`, in
+ * process: issue 34, item 2). The audit reads what etcd holds (the region binding, every slot's tenure record and
+ * `last-ms`: docs/design.md §5) and proves or refutes the deployment's invariants on its own, apart from the run's ID
+ * checks: clean, a violation, or an etcd that did not answer. Anything but clean fails the run.
  */
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { spawnProcess } from '@idgen/testing';
+import { readTenureWitnesses } from '@idgen/lease';
+import { auditDeployment, regionViewOf, type EtcdKeyValue, type Finding, type RegionView } from '@idgen/lease/records';
 
-/** One region of the audit's deployment file (`idgen audit --config`: apps/cli/src/audit.ts). */
+/** One region of the audit: a name, its etcd members (plaintext: the run's etcds) and the key prefix. */
 export interface AuditRegion {
   readonly name: string;
   readonly etcd: readonly string[];
@@ -19,105 +18,110 @@ export interface AuditRegion {
 
 /** What the audit said, for the report. */
 export interface AuditOutcome {
-  /** The CLI's exit code (null: ended by a signal, e.g. killed after its time limit). */
+  /** What `idgen audit` would exit with: 0 clean, 1 a violation, 3 an etcd did not answer (null: not run). */
   readonly exitCode: number | null;
-  /** Exit 0 and a clean JSON answer. */
+  /** Clean: no finding, every etcd read. */
   readonly ok: boolean;
   /** The report's lines: the verdict, one per region read, one per violation or unreachable etcd. */
   readonly lines: readonly string[];
+  /** The findings, as `auditDeployment` returned them. */
+  readonly findings?: readonly Finding[];
 }
 
-/** The deployment file `idgen audit --config` reads. */
-export function auditConfig(regions: readonly AuditRegion[]): string {
-  return `${JSON.stringify({ regions: regions.map((r) => ({ name: r.name, etcd: [...r.etcd], prefix: r.prefix })) }, null, 2)}\n`;
+/** The deployment file `idgen audit --config` reads, for an operator to audit the same etcds (and journals) by hand. */
+export function auditConfig(regions: readonly AuditRegion[], journals: readonly string[] = []): string {
+  const doc = {
+    regions: regions.map((r) => ({ name: r.name, etcd: [...r.etcd], prefix: r.prefix })),
+    ...(journals.length === 0 ? {} : { journals: [...journals] }),
+  };
+  return `${JSON.stringify(doc, null, 2)}\n`;
 }
 
-interface AuditJson {
-  clean?: unknown;
-  regions?: { name?: unknown; code?: unknown; clusterId?: unknown; revision?: unknown; slots?: unknown }[];
-  unreachable?: unknown[];
-  findings?: { kind?: unknown; message?: unknown }[];
+/** The lines and verdict of an audit: `views` read, `findings` of `auditDeployment`, `unreachable` etcds' reasons. */
+export function judgeFindings(
+  views: readonly RegionView[],
+  findings: readonly Finding[],
+  unreachable: readonly string[],
+): AuditOutcome {
+  const exitCode = unreachable.length > 0 ? 3 : findings.length > 0 ? 1 : 0;
+  const ok = exitCode === 0;
+  const tenures = views.reduce((n, v) => n + v.slots.reduce((m, s) => m + (s.tenures?.tenures.length ?? 0), 0), 0);
+  const lines = [
+    `audit: ${views.length} region(s) read, ${tenures} tenure(s) on record: ${
+      ok ? 'clean' : `${findings.length} violation(s), ${unreachable.length} etcd(s) unreachable`
+    }`,
+    ...views.map(
+      (v) =>
+        `  region ${v.name}: bound to code ${v.binding?.code ?? 'none'}, cluster ${v.clusterId}, revision ${v.revision}, ${v.slots.length} slot(s) read`,
+    ),
+    ...findings.map((f) => `  VIOLATION ${f.kind}: ${f.message}`),
+    ...unreachable.map((u) => `  UNREACHABLE: ${u}`),
+  ];
+  return { exitCode, ok, lines, findings };
 }
 
-const EXIT_MEANING: Readonly<Record<number, string>> = {
-  0: 'clean',
-  1: 'violation',
-  2: 'usage error',
-  3: 'unreachable',
-};
+interface RangeAnswer {
+  header?: { cluster_id?: string; revision?: string };
+  kvs?: { key?: string; value?: string; lease?: string }[];
+}
 
 /**
- * Turns the audit's exit code and output (`--json`: one JSON object on stdout) into report lines and a verdict.
- * Only exit 0 with `clean: true` passes; a violation (1), an unreachable etcd (3), a usage error (2), a signal or an
- * answer that is not the audit's JSON all fail, each with the lines that say why.
+ * Reads every key under `{prefix}/` of one plaintext etcd over its gRPC-JSON gateway (`/v3/kv/range`), from the
+ * first member that answers within `timeoutMs`; rejects with the reasons when none does.
  */
-export function judgeAudit(
-  exitCode: number | null,
-  stdout: readonly string[],
-  stderr: readonly string[] = [],
-): AuditOutcome {
-  let j: AuditJson | undefined;
-  for (const l of [...stdout].reverse()) {
-    if (!l.trimStart().startsWith('{')) continue;
+export async function readRegion(r: AuditRegion, timeoutMs: number): Promise<RegionView> {
+  const b64 = (s: string): string => Buffer.from(s).toString('base64');
+  const from = `${r.prefix}/`;
+  const end = `${r.prefix}0`; // '/' + 1
+  const why: string[] = [];
+  for (const e of r.etcd) {
     try {
-      j = JSON.parse(l) as AuditJson;
-      break;
-    } catch {
-      // not the answer
+      const res = await fetch(`${e}/v3/kv/range`, {
+        method: 'POST',
+        body: JSON.stringify({ key: b64(from), range_end: b64(end) }),
+        headers: { 'content-type': 'application/json' },
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const body = (await res.json()) as RangeAnswer;
+      if (body.header?.cluster_id === undefined) throw new Error(`no range answer (HTTP ${res.status})`);
+      const text = (v: string | undefined): string => Buffer.from(v ?? '', 'base64').toString('utf8');
+      const kvs: EtcdKeyValue[] = (body.kvs ?? []).map((kv) => ({
+        key: text(kv.key),
+        value: text(kv.value),
+        lease: kv.lease ?? '0',
+      }));
+      return regionViewOf({
+        name: r.name,
+        where: `${r.name} (etcd ${r.etcd.join(',')})`,
+        prefix: r.prefix,
+        clusterId: body.header.cluster_id,
+        revision: body.header.revision ?? '0',
+        kvs,
+      });
+    } catch (err) {
+      why.push(`${e}: ${(err as Error).message}`);
     }
   }
-  const meaning = exitCode === null ? 'ended by a signal' : (EXIT_MEANING[exitCode] ?? 'unexpected exit code');
-  const findings = j?.findings ?? [];
-  const unreachable = j?.unreachable ?? [];
-  const ok = exitCode === 0 && j !== undefined && j.clean === true && findings.length === 0 && unreachable.length === 0;
-  const lines: string[] = [];
-  lines.push(
-    `idgen audit: exit ${exitCode ?? 'signal'} (${meaning}): ${
-      ok
-        ? 'clean'
-        : j === undefined
-          ? 'no JSON answer'
-          : `${findings.length} violation(s), ${unreachable.length} etcd(s) unreachable`
-    }`,
-  );
-  for (const r of j?.regions ?? [])
-    lines.push(
-      `  region ${String(r.name)}: bound to code ${String(r.code)}, cluster ${String(r.clusterId)}, revision ${String(r.revision)}, ${String(r.slots)} slot(s) read`,
-    );
-  for (const f of findings) lines.push(`  VIOLATION ${String(f.kind)}: ${String(f.message)}`);
-  for (const u of unreachable) lines.push(`  UNREACHABLE: ${String(u)}`);
-  if (j === undefined || (!ok && exitCode !== 1 && exitCode !== 3))
-    for (const l of [...stdout, ...stderr].slice(-8)) lines.push(`  | ${l}`);
-  return { exitCode, ok, lines };
+  throw new Error(`${r.name} (etcd ${r.etcd.join(',')}): ${why.join('; ')}`);
 }
 
 /** Options of {@link runAudit}. */
 export interface RunAuditOptions {
-  /** `apps/cli/dist/main.js`. */
-  readonly cliMain: string;
-  /** Where the deployment file (`audit.json`) is written. */
-  readonly dir: string;
   readonly regions: readonly AuditRegion[];
-  /** `--timeout-ms` of the audit (each etcd's answer). */
+  /** Holders' tenure journals (`--tenure-journal` directories), the witnesses outside etcd. */
+  readonly journals?: readonly string[];
+  /** Each etcd's answer, ms. */
   readonly timeoutMs: number;
 }
 
-/** Writes the deployment file, runs `idgen audit --config … --json` and judges its answer. */
+/** Reads every region's etcd at once and judges them together, with the journals given (`auditDeployment`). */
 export async function runAudit(o: RunAuditOptions): Promise<AuditOutcome> {
-  const config = join(o.dir, 'audit.json');
-  await writeFile(config, auditConfig(o.regions));
-  const handle = spawnProcess(process.execPath, [
-    o.cliMain,
-    'audit',
-    '--config',
-    config,
-    '--timeout-ms',
-    String(o.timeoutMs),
-    '--json',
-  ]);
-  // Bounded: the CLI's own timeout plus start-up; killed (and failed) past that.
-  const limit = setTimeout(() => void handle.kill(), o.timeoutMs + 30_000);
-  const exit = await handle.exited;
-  clearTimeout(limit);
-  return judgeAudit(exit.code, handle.stdoutLines, handle.stderrLines);
+  const settled = await Promise.allSettled(o.regions.map((r) => readRegion(r, o.timeoutMs)));
+  const views: RegionView[] = [];
+  const unreachable: string[] = [];
+  for (const s of settled)
+    if (s.status === 'fulfilled') views.push(s.value);
+    else unreachable.push((s.reason as Error).message);
+  const witnesses = await readTenureWitnesses(o.journals ?? []);
+  return judgeFindings(views, auditDeployment(views, witnesses), unreachable);
 }

@@ -10,6 +10,7 @@ import type { FaultHandler } from '../fault-context.js';
 import type { FaultKind } from '../schedule.js';
 import { clockForward } from './clock-forward.js';
 import { clockJump } from './clock-jump.js';
+import { disasterRecovery } from './disaster-recovery.js';
 import { doubleLoan } from './double-loan.js';
 import { etcdClusterStop } from './etcd-cluster-stop.js';
 import { etcdLeaderStop } from './etcd-leader-stop.js';
@@ -48,6 +49,7 @@ export const FAULT_HANDLERS: Readonly<Record<FaultKind, FaultHandler>> = {
   'etcd-member-down': etcdMemberDown,
   'etcd-snapshot-restore': etcdSnapshotRestore,
   'double-loan': doubleLoan,
+  'disaster-recovery': disasterRecovery,
   'wrong-region-node': wrongRegionNode,
   'standalone-pause': standaloneFault,
   'standalone-step': standaloneFault,

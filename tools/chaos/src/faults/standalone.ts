@@ -53,7 +53,7 @@ export interface StandaloneOutcome {
 }
 
 /** One `idgen-server --standalone` process and what it handed out. */
-interface StandaloneNode {
+export interface StandaloneNode {
   readonly name: string;
   readonly handle: ProcessHandle;
   readonly url: string;
@@ -140,7 +140,7 @@ async function startNode(
  * call waits up to {@link CALL_TIMEOUT_MS}, longer than any pause: the calls a stopped node holds are answered when it
  * resumes, as a caller's would be, and what it hands out then is judged.
  */
-function pull(node: StandaloneNode, region: number, signal: AbortSignal): void {
+export function pull(node: StandaloneNode, region: number, signal: AbortSignal): void {
   const transport = createConnectTransport({ url: node.url, region });
   const stop = new AbortController();
   const both = AbortSignal.any([signal, stop.signal]);
@@ -169,19 +169,19 @@ function pull(node: StandaloneNode, region: number, signal: AbortSignal): void {
 }
 
 /** Whether the node logged `ready` (it could mint). */
-function becameReady(node: StandaloneNode): boolean {
+export function becameReady(node: StandaloneNode): boolean {
   return node.handle.stdoutLines.some((l) => l.includes('"msg":"ready"'));
 }
 
 /** Waits until the node is ready, has exited, or `timeoutMs` passed. */
-async function readyOrExit(node: StandaloneNode, timeoutMs: number, signal: AbortSignal): Promise<void> {
+export async function readyOrExit(node: StandaloneNode, timeoutMs: number, signal: AbortSignal): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!becameReady(node) && node.handle.exitStatus() === undefined && Date.now() < end && !signal.aborted)
     await sleep(50, signal);
 }
 
 /** Stops pulling, stops the process (SIGCONT first, then SIGTERM), and writes its log into the fault's directory. */
-async function finish(node: StandaloneNode, dir: string): Promise<void> {
+export async function finish(node: StandaloneNode, dir: string): Promise<void> {
   await node.stopPulling?.();
   node.endedAlone = node.handle.exitStatus();
   node.handle.signal('SIGCONT');
