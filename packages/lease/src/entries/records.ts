@@ -15,5 +15,7 @@ export { parseHandover, parseSpareCodeRecord, spareKeys } from '../spare-codes.j
 export type { SpareCodeAdoption, SpareCodeLoan, SpareCodeRecord } from '../spare-codes.js';
 export { parseRegistryRecord, registryKeys } from '../spare-registry.js';
 export type { SpareRegistryRecord } from '../spare-registry.js';
-export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
-export type { RegionBindingRecord } from '../region-binding.js';
+export { bindingGeneration, parseRegionBinding, regionBindingKey } from '../region-binding.js';
+export type { RegionBindingRecord, RegionRetirement } from '../region-binding.js';
+export { parseTtlCeiling, ttlCeilingKey } from '../ttl-ceiling.js';
+export type { TtlCeilingRecord } from '../ttl-ceiling.js';
