@@ -69,6 +69,17 @@ async function region(name: string, ceiling: number): Promise<{ etcd: EtcdServer
 }
 
 describe("the runbook's DR procedures, as written", () => {
+  it("a node whose TTL is above the deployment's ceiling exits 2 with one line, before it claims anything", async () => {
+    const { etcd } = await region('dr-ceiling', 4);
+    const node = await startNode(etcd.clientUrl, { region: REGION, worker: 0, nodeId: 'too-long', ttlSeconds: 8 });
+    expect(await node.process.exited).toEqual({ code: 2, signal: null });
+    const refusal = node.process.lines.filter((l) => l.includes('"level":"fatal"'));
+    expect(refusal).toHaveLength(1);
+    expect(refusal[0]).toMatch(
+      /lease TTL 8 s is above this deployment's TTL ceiling of 4 s \(\/idgen\/lease-ceiling\)/,
+    );
+  });
+
   it('etcd restored from a snapshot (old host gone, new URL and token): the lost node on a longer TTL and the new node share no ID', async () => {
     const { etcd: old, snapshot } = await region('dr-restore', 30);
     await old.snapshot(snapshot); // the last backup, taken before the node below started

@@ -203,6 +203,8 @@ export async function runSnapshotRestore(o: SnapshotRestoreOptions): Promise<Sna
       cluster.endpoints.join(','),
       '--lease-ttl',
       String(o.leaseTtlSeconds),
+      // Every member was restored in place with a new token: the old cluster is gone (docs/runbook.md).
+      '--old-etcd-stopped',
       '--timeout-ms',
       '5000',
     ],
