@@ -18,7 +18,7 @@ import { leaseKeys } from './records.js';
 import type { EtcdLeaseOptions } from './config.js';
 import type { WorkerLease } from './types.js';
 
-jest.setTimeout(120_000);
+jest.setTimeout(240_000);
 
 const REGION = 2;
 const leases: WorkerLease[] = [];
