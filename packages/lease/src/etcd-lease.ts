@@ -722,6 +722,10 @@ class EtcdWorkerLease implements WorkerLease {
     this.lifetime.signal.throwIfAborted();
     // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
     this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
+    // The binding again, read after the claim committed (docs/design.md §5, "One live cluster per code"): a retire's
+    // sweep of worker keys either came after the claim (the watch above sees the key deleted and fences) or the retire
+    // came before this read, which then refuses the claim before its first mint.
+    await this.checkBinding();
 
     const recordFloor = computeFloor(claimed.last, {
       ttlMs,
@@ -762,9 +766,6 @@ class EtcdWorkerLease implements WorkerLease {
         (floorMs === hold ? ' (the start hold)' : ''),
     );
     await this.waitForFloor(s, floorMs);
-    // A binding retired meanwhile (docs/design.md §5, "One live cluster per code") refuses the claim before its first
-    // mint: a claim that read the binding before the retire and committed after its sweep of worker keys is caught here.
-    await this.checkBinding();
 
     this.checkSession(s);
     this.lifetime.signal.throwIfAborted();
