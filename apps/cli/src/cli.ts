@@ -200,7 +200,12 @@ function addRegionVerbs(program: Command, verb: VerbRunner): void {
     region
       .command('init')
       .summary("bind this etcd to a region code (once, before the region's first node starts)")
-      .requiredOption('--region <code>', 'the region code this etcd serves (0-7)'),
+      .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
+      .option(
+        '--lease-ttl-ceiling <seconds>',
+        'the longest lease TTL any holder of the deployment may use, pinned once (docs/design.md §5)',
+        '6',
+      ),
   )
     .addHelpText('after', '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379')
     .action(verb<RegionInitFlags>('region init', runRegionInit));
@@ -215,7 +220,19 @@ function addRegionVerbs(program: Command, verb: VerbRunner): void {
             "the clock bound, past anything the lost history's holders minted; then the binding takes the restored cluster's ID.",
         )
         .requiredOption('--region <code>', 'the region code this etcd serves (0-7)')
-        .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6'),
+        .option('--lease-ttl <seconds>', 'the longest lease TTL the region runs with', '6')
+        .option(
+          '--lease-ttl-ceiling <seconds>',
+          "the deployment's lease TTL ceiling, pinned here if the restored etcd has none (docs/design.md §5)",
+        )
+        .option(
+          '--retire-etcd <urls>',
+          "onto another cluster: the old cluster's endpoints; it is retired and its holders fence (same credentials)",
+        )
+        .option(
+          '--old-etcd-stopped',
+          'onto another cluster: state that every member of the old one is stopped (docs/runbook.md)',
+        ),
     ),
     "the deployment's spare-code registry: each loan this etcd mirrors is confirmed there; one that moved on is sealed",
   ).action(verb<RegionRestoredFlags>('region restored', runRegionRestored));

@@ -1,13 +1,20 @@
-import { initRegion, markRegionRestored } from '@idgen/lease/operator';
+import {
+  DEFAULT_TTL_CEILING_SECONDS,
+  TTL_CEILING_RANGE,
+  initRegion,
+  markRegionRestored,
+  type RegionRestoredReport,
+} from '@idgen/lease/operator';
 import { regionBindingKey, parseRegionBinding } from '@idgen/lease/records';
 import type { VerbContext } from './context.js';
 import { EXIT_OK, EXIT_PROBLEM, usageError, type ExitCode } from './exit-codes.js';
 import { integerOption } from './options.js';
-import { withEtcd, withRegistry, type SpareFlags } from './spare.js';
+import { withEtcd, withRegistry, type SpareFlags, type SpareIo } from './spare.js';
 
 /** Flags of `idgen region init`. */
 export interface RegionInitFlags extends SpareFlags {
   region?: string;
+  leaseTtlCeiling?: string;
 }
 
 /**
@@ -17,16 +24,23 @@ export interface RegionInitFlags extends SpareFlags {
 export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): Promise<ExitCode> {
   if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
   const code = integerOption('--region', flags.region, 0, 7);
-  const { record, changed } = await withEtcd(flags, 'region init', async (io) => {
+  const ttlCeilingSeconds = integerOption(
+    '--lease-ttl-ceiling',
+    flags.leaseTtlCeiling ?? String(DEFAULT_TTL_CEILING_SECONDS),
+    TTL_CEILING_RANGE.min,
+    TTL_CEILING_RANGE.max,
+  );
+  const { record, changed, ceiling } = await withEtcd(flags, 'region init', async (io) => {
     if (code > io.layout.maxRegion) throw usageError(`--region must be from 0 to ${io.layout.maxRegion}, got ${code}`);
-    return initRegion({ ...io, now: ctx.nowMs }, code);
+    return initRegion({ ...io, now: ctx.nowMs }, code, { ttlCeilingSeconds });
   });
-  if (flags.json) ctx.io.out(JSON.stringify({ record, changed }));
+  if (flags.json) ctx.io.out(JSON.stringify({ record, changed, ceiling }));
   else
     ctx.io.out(
-      changed
+      (changed
         ? `region ${code}: this etcd (cluster ${record.clusterId}) is now bound to region code ${code}`
-        : `region ${code}: already bound (cluster ${record.clusterId}, since ${record.at}); nothing written`,
+        : `region ${code}: already bound (cluster ${record.clusterId}, since ${record.at}); nothing written`) +
+        `; lease TTL ceiling ${ceiling?.ttlCeilingSeconds ?? ttlCeilingSeconds} s`,
     );
   return EXIT_OK;
 }
@@ -49,18 +63,27 @@ export async function runRegionShow(flags: SpareFlags, ctx: VerbContext): Promis
     return EXIT_PROBLEM;
   }
   const same = found.record.clusterId === found.clusterId;
+  const { retired } = found.record;
   if (flags.json) ctx.io.out(JSON.stringify({ record: found.record, clusterId: found.clusterId, sameCluster: same }));
   else
     ctx.io.out(
       `region ${found.record.code}: bound ${found.record.at} in cluster ${found.record.clusterId}` +
-        (same ? '' : `; etcd now reports cluster ${found.clusterId}: restored or replaced (docs/runbook.md)`),
+        (found.record.generation === undefined ? '' : `, generation ${found.record.generation}`) +
+        (same ? '' : `; etcd now reports cluster ${found.clusterId}: restored or replaced (docs/runbook.md)`) +
+        (retired === undefined
+          ? ''
+          : `; retired ${retired.at}: the region moved to cluster ${retired.byClusterId} (generation ${retired.generation})`),
     );
-  return same ? EXIT_OK : EXIT_PROBLEM;
+  return same && retired === undefined ? EXIT_OK : EXIT_PROBLEM;
 }
 
 /** Flags of `idgen region restored`. */
 export interface RegionRestoredFlags extends RegionInitFlags {
   leaseTtl: string;
+  /** The old cluster's endpoints, to retire it (same credentials and prefix as --etcd). */
+  retireEtcd?: string;
+  /** The operator's statement that every member of the old cluster is stopped. */
+  oldEtcdStopped?: boolean;
 }
 
 /**
@@ -72,19 +95,41 @@ export async function runRegionRestored(flags: RegionRestoredFlags, ctx: VerbCon
   if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
   const code = integerOption('--region', flags.region, 0, 7);
   const ttlMs = integerOption('--lease-ttl', flags.leaseTtl, 2, 3600) * 1000;
+  const ttlCeilingSeconds =
+    flags.leaseTtlCeiling === undefined
+      ? undefined
+      : integerOption('--lease-ttl-ceiling', flags.leaseTtlCeiling, TTL_CEILING_RANGE.min, TTL_CEILING_RANGE.max);
+  if (flags.retireEtcd !== undefined && flags.oldEtcdStopped === true)
+    throw usageError('give either --retire-etcd or --old-etcd-stopped, not both');
+  const mark = (io: SpareIo & { readonly registry?: RegistryIo }, retire?: SpareIo): Promise<RegionRestoredReport> =>
+    markRegionRestored({ ...io, now: ctx.nowMs }, code, {
+      ttlMs,
+      ...(ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds }),
+      ...(retire === undefined ? {} : { retire }),
+      oldClusterStopped: flags.oldEtcdStopped === true,
+    });
+  const retireAt = flags.retireEtcd;
+  const run = (io: SpareIo & { readonly registry?: RegistryIo }): Promise<RegionRestoredReport> =>
+    retireAt === undefined
+      ? mark(io)
+      : withEtcd({ ...flags, etcd: retireAt }, 'region restored', (old) => mark(io, old));
   // With --registry, each loan this etcd mirrors is confirmed there (docs/design.md §7, "Registry threats").
   const report =
     flags.registry === undefined
-      ? await withEtcd(flags, 'region restored', (io) => markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }))
-      : await withRegistry(flags, 'region restored', (io) =>
-          markRegionRestored({ ...io, now: ctx.nowMs }, code, { ttlMs }),
-        );
+      ? await withEtcd(flags, 'region restored', run)
+      : await withRegistry(flags, 'region restored', run);
   if (flags.json) ctx.io.out(JSON.stringify(report));
   else
     ctx.io.out(
       `region ${code}: ${report.written} slot(s) of code(s) ${report.codes.join(', ')} marked unclean at ` +
         `${new Date(report.ms).toISOString()} (next holders start above it + TTL + the clock bound); bound to cluster ` +
-        `${report.clusterId}${report.clusterId === report.previousClusterId ? ' (unchanged)' : ` (was ${report.previousClusterId})`}`,
+        `${report.clusterId}${report.clusterId === report.previousClusterId ? ' (unchanged)' : ` (was ${report.previousClusterId})`}` +
+        `, generation ${report.generation}; marks cover a TTL of ${report.ttlMs / 1000} s` +
+        (report.oldCluster === 'retired'
+          ? '; the old cluster is retired'
+          : report.oldCluster === 'stated-stopped'
+            ? '; the old cluster stated stopped'
+            : ''),
     );
   for (const loan of report.loans)
     ctx.io.err(

@@ -35,11 +35,15 @@ describe('idgen region', () => {
 
     const init = await idgen(['region', 'init', '--region', '2', ...two]);
     expect(init).toMatchObject({ code: 0, stderr: '' });
-    expect(init.stdout).toMatch(/^region 2: this etcd \(cluster \d+\) is now bound to region code 2\n$/);
+    expect(init.stdout).toMatch(
+      /^region 2: this etcd \(cluster \d+\) is now bound to region code 2; lease TTL ceiling 6 s\n$/,
+    );
 
     const again = await idgen(['region', 'init', '--region', '2', ...two]);
     expect(again).toMatchObject({ code: 0, stderr: '' });
-    expect(again.stdout).toMatch(/^region 2: already bound \(cluster \d+, since \S+\); nothing written\n$/);
+    expect(again.stdout).toMatch(
+      /^region 2: already bound \(cluster \d+, since \S+\); nothing written; lease TTL ceiling 6 s\n$/,
+    );
     const againJson = await idgenJson<{ changed: boolean; record: { code: number } }>([
       'region',
       'init',
@@ -144,6 +148,8 @@ describe('idgen region', () => {
       kv.close();
     }
     const text = await idgen(['region', 'restored', '--region', '2', ...etcd]);
-    expect(text.stdout).toMatch(/^region 2: 128 slot\(s\) of code\(s\) 2 marked unclean at \S+ .*\(unchanged\)\n$/);
+    expect(text.stdout).toMatch(
+      /^region 2: 128 slot\(s\) of code\(s\) 2 marked unclean at \S+ .*\(unchanged\), generation 1; marks cover a TTL of 6 s\n$/,
+    );
   });
 });

@@ -152,8 +152,12 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
       report = await idgenNode.start();
     } catch (e) {
       // docs/design.md §5, §7: an etcd bound to another code (or never bound), a region code this etcd lent out, or a
-      // spare it never adopted, is the operator's to fix; so is a record a later release wrote (a newer schema).
-      if (isLeaseError(e) && (e.code === 'spare-code' || e.code === 'region-binding' || e.code === 'record-schema'))
+      // spare it never adopted, is the operator's to fix; so is a record a later release wrote (a newer schema), and a
+      // lease TTL above the deployment's pinned ceiling (the lease's only `config` refusal after parsing, §5).
+      if (
+        isLeaseError(e) &&
+        (e.code === 'spare-code' || e.code === 'region-binding' || e.code === 'record-schema' || e.code === 'config')
+      )
         return exit(EXIT_REGION_REFUSED, e.message);
       return exit(EXIT_FATAL, 'boot failed', { err: e });
     }

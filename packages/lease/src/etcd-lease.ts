@@ -26,6 +26,7 @@ import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
 import { EndpointRoutes, keepAliveOnce } from './endpoint-routes.js';
 import { EtcdHistory } from './etcd-history.js';
 import { RegionBindingError, checkRegionBinding } from './region-binding.js';
+import { holdTtlMs } from './ttl-ceiling.js';
 import { checkRegionCode, lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import type { SpareCodeEntry } from './spare-codes.js';
 import { confirmLoan, regionEtcd } from './loan-confirmation.js';
@@ -194,6 +195,11 @@ class EtcdWorkerLease implements WorkerLease {
   private readonly history = new EtcdHistory();
   /** Set when etcd stopped being trustworthy (docs/design.md §5): claims after it start above it + TTL + bound. */
   private untrustedSinceWall: number | undefined;
+  /**
+   * The TTL every hold for a holder no record shows waits by (docs/design.md §5, "The TTL ceiling"): the deployment's
+   * pinned ceiling, the highest this holder has read (a restore may bring back an etcd that lost the record).
+   */
+  private holdTtlMs: number;
   /** The route of the keep-alives and `last-ms` refreshes: one member at a time, the next one on a failure. */
   private routes: EndpointRoutes | undefined;
   private state: LeaseState = 'idle';
@@ -222,6 +228,7 @@ class EtcdWorkerLease implements WorkerLease {
     private readonly target: LeaseTarget,
   ) {
     this.address = cfg.address;
+    this.holdTtlMs = cfg.ttlMs;
     this.churn = meter.createCounter(LeaseMetrics.churn, {
       description: 'Worker-slot lease churn: slots acquired, lost (fenced) and released.',
       unit: '{event}',
@@ -345,6 +352,7 @@ class EtcdWorkerLease implements WorkerLease {
       this.setState('claiming', 'connecting to etcd and checking the layout record');
       await this.retrying('layout check', () => this.checkLayout());
       await this.retrying('region binding check', () => this.checkBinding());
+      await this.retrying('lease TTL ceiling check', () => this.checkCeiling());
       // docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here.
       await this.retrying('region code check', () =>
         checkRegionCode(this.requireClient(), this.cfg.prefix, this.cfg.region, {
@@ -463,6 +471,12 @@ class EtcdWorkerLease implements WorkerLease {
     this.history.observe({ cluster_id: check.clusterId, revision: check.revision });
   }
 
+  /** docs/design.md §5, "The TTL ceiling": refuses a TTL above the deployment's; holds wait by the ceiling. */
+  private async checkCeiling(): Promise<void> {
+    const io = { client: this.requireClient(), prefix: this.cfg.prefix, timeoutMs: this.cfg.requestTimeoutMs };
+    this.holdTtlMs = Math.max(this.holdTtlMs, await holdTtlMs(io, this.cfg.ttlMs));
+  }
+
   /**
    * etcd's history went back, or this holder's own key or lease went without a release (docs/design.md §5, "a rewound
    * etcd is never trusted"): the records may have lost what holders of the lost history minted, and those holders may
@@ -570,6 +584,7 @@ class EtcdWorkerLease implements WorkerLease {
     const epoch = this.history.epoch;
     // After a rewind, the etcd answering may be a restored one: its binding decides (another cluster ID refuses).
     if (this.untrustedSinceWall !== undefined) await this.checkBinding();
+    await this.checkCeiling();
 
     // Grant. The deadline counts from before the request was sent: etcd's TTL starts later than that.
     const sentMono = clock.monoMs();
@@ -743,6 +758,10 @@ class EtcdWorkerLease implements WorkerLease {
     this.lifetime.signal.throwIfAborted();
     // Watched only once the slot is ours for good: a slot given back above (garbage in last-ms) is not.
     this.watchWorkerKey(s, leaseKeys.worker(prefix, claimed.region, claimed.worker), claimed.revision);
+    // The binding again, read after the claim committed (docs/design.md §5, "One live cluster per code"): a retire's
+    // sweep of worker keys either came after the claim (the watch above sees the key deleted and fences) or the retire
+    // came before this read, which then refuses the claim before its first mint.
+    await this.checkBinding();
 
     const recordFloor = computeFloor(claimed.last, {
       ttlMs,
@@ -751,9 +770,10 @@ class EtcdWorkerLease implements WorkerLease {
     });
     // After etcd stopped being trustworthy, no record is: start above that moment + TTL + bound (docs/design.md §5).
     const untrusted = this.untrustedSinceWall;
-    const untrustedFloor = untrusted === undefined ? recordFloor : untrusted + ttlMs + this.cfg.clockBoundMs;
-    // The start hold: no first mint before the claim's answer + TTL + bound, whatever the records say (§5).
-    const hold = startHoldFloor(clock.nowMs(), claimed.last, ttlMs, this.cfg.clockBoundMs);
+    // Both holds cover a holder no record shows, so they wait by the deployment's TTL ceiling (§5, "The TTL ceiling").
+    const untrustedFloor = untrusted === undefined ? recordFloor : untrusted + this.holdTtlMs + this.cfg.clockBoundMs;
+    // The start hold: no first mint before the claim's answer + the ceiling + bound, whatever the records say (§5).
+    const hold = startHoldFloor(clock.nowMs(), claimed.last, this.holdTtlMs, this.cfg.clockBoundMs);
     const floorMs = Math.max(recordFloor, untrustedFloor, hold);
     const slot: SessionSlot = {
       region: claimed.region,

@@ -103,6 +103,7 @@ describe('etcd restored from a snapshot', () => {
     try {
       const report = await markRegionRestored({ client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT }, REGION, {
         ttlMs: TTL_MS,
+        oldClusterStopped: true, // the restore replaced the only member's data: the old cluster is gone
       });
       expect(report.written).toBe(DEFAULT_LAYOUT.maxWorker + 1);
       expect(report.clusterId).not.toBe(report.previousClusterId);

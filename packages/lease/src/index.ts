@@ -41,6 +41,7 @@ export {
 } from './errors.js';
 export type { LeaseErrorCode, SlotHolder } from './errors.js';
 export { RegionBindingError } from './region-binding.js';
+export { TtlCeilingError } from './ttl-ceiling.js';
 export { silentLogger } from './types.js';
 export type {
   LeaseExtension,

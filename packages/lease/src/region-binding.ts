@@ -3,6 +3,8 @@ import type { Layout } from '@idgen/core';
 import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { parseJsonObject } from './records.js';
+import { pinTtlCeiling } from './ttl-ceiling.js';
+import type { TtlCeilingRecord } from './ttl-ceiling.js';
 
 /**
  * The region binding (docs/design.md §5): `{prefix}/region` in a region's etcd says which region code that etcd
@@ -21,7 +23,34 @@ export interface RegionBindingRecord {
   readonly at: string;
   /** When `idgen region restored` last rebound it after a restore (ISO-8601), if ever. */
   readonly restoredAt?: string;
+  /**
+   * How many clusters the code has been bound to, this one included (docs/design.md §5, "One live cluster per code"):
+   * 1 from `idgen region init` (a record without the field is generation 1), one more each time `idgen region restored`
+   * rebinds the code to another cluster. The audit compares it across etcds: of two etcds bound to one code, only the
+   * one with the highest generation and no `retired` may have holders.
+   */
+  readonly generation?: number;
+  /** The cluster this binding moved from (`idgen region restored` onto another cluster), if it did. */
+  readonly previousClusterId?: string;
+  /**
+   * Set in the old cluster when `idgen region restored --retire-etcd` moved the code to another one: no holder may claim
+   * here any more, and the retire deleted every worker key, which fences every holder at once.
+   */
+  readonly retired?: RegionRetirement;
 }
+
+/** A binding's retirement (docs/design.md §5, "One live cluster per code"). */
+export interface RegionRetirement {
+  /** When (ISO-8601). */
+  readonly at: string;
+  /** The cluster ID the code moved to. */
+  readonly byClusterId: string;
+  /** The generation of the binding there. */
+  readonly generation: number;
+}
+
+/** A binding's generation: 1 when the record has none (written by `idgen region init`, or by a release before it). */
+export const bindingGeneration = (r: RegionBindingRecord): number => r.generation ?? 1;
 
 /** The binding's key under a prefix. */
 export const regionBindingKey = (prefix: string): string => `${prefix}/region`;
@@ -56,7 +85,41 @@ export function parseRegionBinding(key: string, raw: string, maxRegion = 7): Reg
   const restoredAt = o['restoredAt'];
   if (restoredAt !== undefined && typeof restoredAt !== 'string')
     throw new CorruptRecordError(key, 'field restoredAt is not a string', raw);
-  return restoredAt === undefined ? { code, clusterId, at } : { code, clusterId, at, restoredAt };
+  const generation = o['generation'];
+  if (
+    generation !== undefined &&
+    (typeof generation !== 'number' || !Number.isSafeInteger(generation) || generation < 1)
+  )
+    throw new CorruptRecordError(key, 'field generation is not a positive integer', raw);
+  const previousClusterId = o['previousClusterId'];
+  if (previousClusterId !== undefined && typeof previousClusterId !== 'string')
+    throw new CorruptRecordError(key, 'field previousClusterId is not a string', raw);
+  const retired = parseRetirement(key, o['retired'], raw);
+  return {
+    code,
+    clusterId,
+    at,
+    ...(restoredAt === undefined ? {} : { restoredAt }),
+    ...(generation === undefined ? {} : { generation }),
+    ...(previousClusterId === undefined ? {} : { previousClusterId }),
+    ...(retired === undefined ? {} : { retired }),
+  };
+}
+
+function parseRetirement(key: string, v: unknown, raw: string): RegionRetirement | undefined {
+  if (v === undefined) return undefined;
+  const o = v as Record<string, unknown> | null;
+  if (
+    typeof o !== 'object' ||
+    o === null ||
+    typeof o['at'] !== 'string' ||
+    typeof o['byClusterId'] !== 'string' ||
+    typeof o['generation'] !== 'number' ||
+    !Number.isSafeInteger(o['generation'])
+  ) {
+    throw new CorruptRecordError(key, 'field retired is not {"at", "byClusterId", "generation"}', raw);
+  }
+  return { at: o['at'], byClusterId: o['byClusterId'], generation: o['generation'] };
 }
 
 interface Io {
@@ -102,6 +165,13 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
         `(a node on another region's etcd would mint region ${code}'s IDs beside region ${code}'s own nodes)`,
     );
   }
+  if (record.retired !== undefined) {
+    throw new RegionBindingError(
+      `region ${code} moved out of this etcd (${key} retired at ${record.retired.at}; it now lives in cluster ` +
+        `${record.retired.byClusterId}, generation ${record.retired.generation}): point --etcd at that cluster ` +
+        '(docs/runbook.md, "Moving a region to a new etcd cluster")',
+    );
+  }
   const clusterId = res.header.cluster_id;
   if (record.clusterId !== clusterId) {
     throw new RegionBindingError(
@@ -119,6 +189,18 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
  * another cluster (restored or replaced: docs/runbook.md).
  */
 export async function initRegion(
+  io: Io & { layout: Layout; now?: () => number },
+  code: number,
+  o: { readonly ttlCeilingSeconds?: number } = {},
+): Promise<{ record: RegionBindingRecord; changed: boolean; ceiling?: TtlCeilingRecord }> {
+  const bound = await bindRegion(io, code);
+  if (o.ttlCeilingSeconds === undefined) return bound;
+  // Pinned after the binding, so an etcd of another code is refused before anything is written (docs/design.md §5).
+  const { record: ceiling } = await pinTtlCeiling(io, o.ttlCeilingSeconds);
+  return { ...bound, ceiling };
+}
+
+async function bindRegion(
   io: Io & { layout: Layout; now?: () => number },
   code: number,
 ): Promise<{ record: RegionBindingRecord; changed: boolean }> {
@@ -163,6 +245,12 @@ export async function initRegion(
     throw new RegionBindingError(
       `region ${code} was bound in cluster ${existing.clusterId}, and this etcd reports cluster ${record.clusterId} (${key}): ` +
         'a restored or replaced etcd is never trusted; follow docs/runbook.md, "etcd restored from a snapshot"',
+    );
+  }
+  if (existing.retired !== undefined) {
+    throw new RegionBindingError(
+      `region ${code} moved out of this etcd (${key} retired at ${existing.retired.at} for cluster ` +
+        `${existing.retired.byClusterId}): a retired etcd is never bound again`,
     );
   }
   return { record: existing, changed: false };

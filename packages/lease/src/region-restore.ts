@@ -3,7 +3,10 @@ import type { Etcd3 } from 'etcd3';
 import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
 import { parseLastMsRecord, leaseKeys } from './records.js';
 import type { LastMsRecord } from './records.js';
-import { RegionBindingError, parseRegionBinding, regionBindingKey } from './region-binding.js';
+import { RegionBindingError, bindingGeneration, parseRegionBinding, regionBindingKey } from './region-binding.js';
+import { retireRegion } from './region-retire.js';
+import type { RetireIo } from './region-retire.js';
+import { pinTtlCeiling, readTtlCeiling } from './ttl-ceiling.js';
 import type { RegionBindingRecord } from './region-binding.js';
 import { readSpareCodesLeniently, sealDeadLoan } from './spare-codes.js';
 import type { RegistryIo } from './spare-registry.js';
@@ -33,6 +36,22 @@ export interface RegionRestoredReport {
     readonly verdict: 'confirmed' | 'dropped' | 'unconfirmed';
     readonly why?: string;
   }[];
+  /** The binding's generation after the step: one more than before when it moved to another cluster. */
+  readonly generation: number;
+  /** The TTL the marks were written with: the larger of `--lease-ttl` and the deployment's TTL ceiling. */
+  readonly ttlMs: number;
+  /** How the old cluster was shown to be gone, when the code moved to another one. */
+  readonly oldCluster?: 'retired' | 'stated-stopped';
+}
+
+/**
+ * How `idgen region restored` onto another cluster than the one the code was bound in proves that one gone
+ * (docs/design.md §5, "One live cluster per code"): `retire` reaches it and retires it ({@link retireRegion}), or the
+ * operator states it is stopped (`oldClusterStopped`, `--old-etcd-stopped`) after the runbook's steps.
+ */
+export interface OldClusterProof {
+  readonly retire?: RetireIo;
+  readonly oldClusterStopped?: boolean;
 }
 
 interface Io {
@@ -55,9 +74,9 @@ interface Io {
 export async function markRegionRestored(
   io: Io & { readonly registry?: RegistryIo },
   code: number,
-  o: { readonly ttlMs: number },
+  o: { readonly ttlMs: number; readonly ttlCeilingSeconds?: number } & OldClusterProof,
 ): Promise<RegionRestoredReport> {
-  const now = (io.now ?? Date.now)();
+  const clock = io.now ?? Date.now;
   const key = regionBindingKey(io.prefix);
   const res = await withTimeout(
     io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
@@ -70,6 +89,39 @@ export async function markRegionRestored(
   const binding = parseRegionBinding(key, read.value, io.layout.maxRegion);
   if (binding.code !== code)
     throw new RegionBindingError(`this etcd serves region ${binding.code} (${key}), not region ${code}`);
+  if (binding.retired !== undefined)
+    throw new RegionBindingError(
+      `region ${code} moved out of this etcd (${key} retired at ${binding.retired.at} for cluster ${binding.retired.byClusterId})`,
+    );
+  const clusterId = res.header.cluster_id;
+  const moved = binding.clusterId !== clusterId;
+  const generation = bindingGeneration(binding) + (moved ? 1 : 0);
+  let oldCluster: RegionRestoredReport['oldCluster'];
+  if (moved) {
+    // A second live cluster of one code would mint its IDs beside the first (§8, case 4): prove the first gone.
+    if (o.retire !== undefined) {
+      await retireRegion(o.retire, code, {
+        clusterId: binding.clusterId,
+        byClusterId: clusterId,
+        generation,
+        at: new Date(clock()).toISOString(),
+      });
+      oldCluster = 'retired';
+    } else if (o.oldClusterStopped === true) oldCluster = 'stated-stopped';
+    else
+      throw new RegionBindingError(
+        `region ${code} was bound in cluster ${binding.clusterId}, and this etcd is cluster ${clusterId}: prove the old ` +
+          'cluster gone first: --retire-etcd <its endpoints> retires it and fences its holders, or, once every member ' +
+          'of it is stopped, --old-etcd-stopped (docs/runbook.md, "Moving a region to a new etcd cluster")',
+      );
+  }
+  // Every mark covers a holder of the lost history, which may have run on any TTL up to the ceiling (§5).
+  const pinned = await readTtlCeiling(io);
+  if (pinned === undefined && o.ttlCeilingSeconds !== undefined) await pinTtlCeiling(io, o.ttlCeilingSeconds);
+  const ceilingMs = (pinned?.ttlCeilingSeconds ?? o.ttlCeilingSeconds ?? 0) * 1000;
+  const ttlMs = Math.max(o.ttlMs, ceilingMs);
+  // Read after the retire: a holder of the old cluster acknowledged up to its sweep mints nothing above this + TTL.
+  const now = clock();
   const { entries } = await readSpareCodesLeniently(io);
   const loans = entries.filter(
     (e) => (e.record.state === 'lent' || e.record.state === 'reclaiming') && e.record.lentTo === code,
@@ -94,15 +146,17 @@ export async function markRegionRestored(
   let written = 0;
   for (const c of codes) {
     for (let worker = 0; worker <= io.layout.maxWorker; worker++) {
-      await markSlot(io, leaseKeys.lastMs(io.prefix, c, worker), now, o.ttlMs);
+      await markSlot(io, leaseKeys.lastMs(io.prefix, c, worker), now, ttlMs);
       written++;
     }
   }
   const record: RegionBindingRecord & { restoredAt: string } = {
     code,
-    clusterId: res.header.cluster_id,
+    clusterId,
     at: binding.at,
     restoredAt: new Date(now).toISOString(),
+    generation,
+    ...(moved ? { previousClusterId: binding.clusterId } : {}),
   };
   const rebind = await withTimeout(
     io.client
@@ -120,8 +174,11 @@ export async function markRegionRestored(
     written,
     ms: now,
     previousClusterId: binding.clusterId,
-    clusterId: res.header.cluster_id,
+    clusterId,
     loans: judged,
+    generation,
+    ttlMs,
+    ...(oldCluster === undefined ? {} : { oldCluster }),
   };
 }
 

@@ -49,5 +49,14 @@ export { reconcileRegistry } from '../registry-reconcile.js';
 export type { ReconcileReport, ReconciledCode } from '../registry-reconcile.js';
 export { confirmLoan } from '../loan-confirmation.js';
 export type { LoanVerdict } from '../loan-confirmation.js';
+export { retireRegion } from '../region-retire.js';
+export type { RetireIo, RetireReport } from '../region-retire.js';
+export {
+  DEFAULT_TTL_CEILING_SECONDS,
+  TTL_CEILING_RANGE,
+  TtlCeilingError,
+  pinTtlCeiling,
+  readTtlCeiling,
+} from '../ttl-ceiling.js';
 export { RESTORED_NODE_ID, markRegionRestored } from '../region-restore.js';
-export type { RegionRestoredReport } from '../region-restore.js';
+export type { OldClusterProof, RegionRestoredReport } from '../region-restore.js';

@@ -20,11 +20,13 @@ export type { SpareCodeAdoption, SpareCodeLoan, SpareCodeRecord } from '../spare
 export { parseRegistryRecord, registryKeys } from '../spare-registry.js';
 export type { SpareRegistryRecord } from '../spare-registry.js';
 export { parseRegistryDeployment, parseRegistrySeen, registryMetaKeys } from '../registry-identity.js';
-export { parseRegionBinding, regionBindingKey } from '../region-binding.js';
-export type { RegionBindingRecord } from '../region-binding.js';
 export { regionViewOf, parseWorkerRecord } from '../region-view.js';
 export type { EtcdKeyValue, RegionRead, RegionView, SlotView } from '../region-view.js';
 export { auditDeployment, judgeLastMs, tenureExtent, whoisTenure } from '../deployment-audit.js';
 export type { Finding, FindingKind, LastMsVerdict, TenureOverlap, WhoisAnswer } from '../deployment-audit.js';
 export { parseTenureWitness, witnessExtent } from '../tenure-witness.js';
 export type { TenureWitnessEntry, TenureWitnessRecord } from '../tenure-witness.js';
+export { bindingGeneration, parseRegionBinding, regionBindingKey } from '../region-binding.js';
+export type { RegionBindingRecord, RegionRetirement } from '../region-binding.js';
+export { parseTtlCeiling, ttlCeilingKey } from '../ttl-ceiling.js';
+export type { TtlCeilingRecord } from '../ttl-ceiling.js';

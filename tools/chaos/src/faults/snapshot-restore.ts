@@ -192,22 +192,22 @@ export async function runSnapshotRestore(o: SnapshotRestoreOptions): Promise<Sna
   const servedOnRestored = (await fleet.serving()).map((i) => i.name);
   const distrusted = grew(fleet, DISTRUST_LINE, before);
   // 5. The runbook's step 2, then every slot serving again within the bound.
-  let restored: CliRun | undefined = await runOperatorCli(
-    o.cliMain,
-    [
-      'region',
-      'restored',
-      '--region',
-      String(o.region),
-      '--etcd',
-      cluster.endpoints.join(','),
-      '--lease-ttl',
-      String(o.leaseTtlSeconds),
-      '--timeout-ms',
-      '5000',
-    ],
-    30_000,
-  );
+  const step = [
+    'region',
+    'restored',
+    '--region',
+    String(o.region),
+    '--etcd',
+    cluster.endpoints.join(','),
+    '--lease-ttl',
+    String(o.leaseTtlSeconds),
+    '--timeout-ms',
+    '5000',
+  ];
+  // Every member was restored in place with a new token: the old cluster is gone (docs/runbook.md); a CLI from before
+  // the one-live-cluster rule has no such flag and is run without it.
+  let restored: CliRun | undefined = await runOperatorCli(o.cliMain, [...step, '--old-etcd-stopped'], 30_000);
+  if (unknownToCli(restored, /old-etcd-stopped/)) restored = await runOperatorCli(o.cliMain, step, 30_000);
   if (unknownToCli(restored)) restored = undefined;
   const stepAt = Date.now();
   const bound = recoveryBoundMs(ttlMs);
