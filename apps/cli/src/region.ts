@@ -4,6 +4,7 @@ import {
   initRegion,
   markRegionRestored,
   type RegionRestoredReport,
+  type RegistryIo,
 } from '@idgen/lease/operator';
 import { regionBindingKey, parseRegionBinding } from '@idgen/lease/records';
 import type { VerbContext } from './context.js';
