@@ -18,6 +18,27 @@ const { options, lease } = harness;
 let kv: Etcd3;
 beforeAll(() => ({ kv } = harness.current()));
 
+/**
+ * Lease settings for holders that must keep their slot through a loaded machine: the test's own step (a reclaim)
+ * ends the tenure, never a keep-alive late by more than the quick settings' TTL − margin (1.5 s).
+ */
+const STEADY = {
+  ttlSeconds: 30,
+  keepAliveIntervalMs: 2000,
+  keepAliveTimeoutMs: 1500,
+  fenceMarginMs: 5000,
+  requestTimeoutMs: 10_000,
+} as const;
+
+/** Polls `check` every 50 ms until it holds; fails naming `what` after 60 s (a deadline, not a pace). */
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  const end = Date.now() + 60_000;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`timed out after 60 s waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 async function tenures(prefix: string, worker: number, code = 2): Promise<TenureRecord> {
   const key = leaseKeys.tenures(prefix, code, worker);
   const raw = await kv.get(key).string();
@@ -29,7 +50,7 @@ describe('the tenure record', () => {
   it('opens at floor + 1 at the claim and closes released at the final last-ms', async () => {
     const prefix = uniquePrefix('tenure-life');
     const target = new RecordingTarget('a');
-    const a = lease(options(prefix, { workers: '4-4', nodeId: 'node-a', kind: 'embedded' }), target);
+    const a = lease(options(prefix, { workers: '4-4', nodeId: 'node-a', kind: 'embedded', ...STEADY }), target);
     await a.start();
     const floor = target.assignment?.floorMs ?? NaN;
     const leaseId = a.snapshot().leaseId;
@@ -105,7 +126,7 @@ describe('the tenure record', () => {
     const leaseIds: string[] = [];
     for (let i = 0; i < 40; i++) {
       const t = new RecordingTarget(`h${i}`);
-      const l = lease(options(prefix, { workers: '6-6', nodeId: `node-${i}` }), t);
+      const l = lease(options(prefix, { workers: '6-6', nodeId: `node-${i}`, ...STEADY }), t);
       await l.start();
       leaseIds.push(l.snapshot().leaseId ?? '');
       t.mint();
@@ -132,14 +153,16 @@ describe('the tenure record', () => {
       error: (_f: unknown, msg: string) => errors.push(msg),
     };
     const target = new RecordingTarget('held');
-    const a = lease(options(prefix, { workers: '7-7', nodeId: 'node-held', logger }), target);
+    const a = lease(options(prefix, { workers: '7-7', nodeId: 'node-held', logger, ...STEADY }), target);
     await a.start();
     const key = leaseKeys.tenures(prefix, 2, 7);
     const mine = (await tenures(prefix, 7)).tenures[0];
     // An operator's hand: a valid record with an extra closed tenure before ours.
     const forged = { ...mine, leaseId: '1', nodeId: 'forged', firstMs: 1, lastMs: 2, end: 'released' };
     await kv.put(key).value(JSON.stringify({ tenures: [forged, mine], compacted: { count: 0, maxLastMs: -1 } }));
-    await new Promise((r) => setTimeout(r, 1500)); // keep-alives go on: the tenure record fences nobody
+    // Keep-alives go on (two more extensions): the tenure record fences nobody.
+    const extended = target.of('extend').length;
+    await target.waitFor(() => target.of('extend').length >= extended + 2, 60_000, 'two keep-alives');
     expect(target.of('unassign')).toHaveLength(0);
     expect(a.snapshot().state).toBe('alive');
     await a.release();
@@ -163,26 +186,27 @@ describe('the tenure record', () => {
     const lastKey = leaseKeys.lastMs(prefix, 2, 8);
     const own = parseLastMsRecord(lastKey, (await kv.get(lastKey).string()) ?? '');
     await kv.put(lastKey).value(JSON.stringify({ ...own, nodeId: 'forger', leaseId: '1' }));
-    await target.waitFor((e) => e.kind === 'unassign', 10_000, 'the fence');
+    await target.waitFor((e) => e.kind === 'unassign', 60_000, 'the fence');
     let closed: TenureRecord | undefined;
-    for (let i = 0; i < 50; i++) {
+    await until('the tenure to close', async () => {
       closed = await tenures(prefix, 8);
-      if (closed.tenures[0]?.end !== 'open') break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
+      return closed.tenures[0]?.end !== 'open';
+    });
     expect(closed?.tenures[0]).toMatchObject({ leaseId, end: 'fenced', lastMs: minted });
     await a.release();
   });
 
   it('a borrowed slot given back at a reclaim closes its tenure reclaimed', async () => {
     const prefix = uniquePrefix('tenure-reclaim');
-    const own = lease(options(prefix, { workers: '0-0', nodeId: 'own' }), new RecordingTarget('own'));
+    // Both holders keep their slots however slow the machine is: with the quick 2 s TTL, a loaded machine (one CI run
+    // at load 20) let the home holder's lease lapse and the borrower took the home slot (region 2) instead of code 5.
+    const own = lease(options(prefix, { workers: '0-0', nodeId: 'own', ...STEADY }), new RecordingTarget('own'));
     await own.start();
     const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
     await lendSpareCode({ ...io, registry: { client: kv, prefix, timeoutMs: 2000 } }, 5, 2);
     const target = new RecordingTarget('borrower');
     const b = lease(
-      options(prefix, { workers: '0-0', nodeId: 'borrower', kind: 'embedded', borrowSpare: true }),
+      options(prefix, { workers: '0-0', nodeId: 'borrower', kind: 'embedded', borrowSpare: true, ...STEADY }),
       target,
     );
     await b.start();
@@ -190,11 +214,9 @@ describe('the tenure record', () => {
     expect(a?.region).toBe(5);
     const leaseId = b.snapshot().leaseId;
     await beginReclaim({ ...io, registry: { client: kv, prefix, timeoutMs: 2000 } }, 5);
-    const start = Date.now();
-    while ((await heldSlotsUnder(io, 5)).length > 0) {
-      if (Date.now() - start > 10_000) throw new Error('the borrowed slot was not given back within 10 s');
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    // The borrower stops minting (unassigned) at the reclaim, then writes its final records and revokes its lease.
+    await target.waitFor((e) => e.kind === 'unassign', 60_000, 'give-back');
+    await until('the borrowed slot to be given back', async () => (await heldSlotsUnder(io, 5)).length === 0);
     const r = await tenures(prefix, a?.worker ?? -1, 5);
     const final = parseLastMsRecord('k', (await kv.get(leaseKeys.lastMs(prefix, 5, a?.worker ?? -1)).string()) ?? '');
     expect(r.tenures).toEqual([
