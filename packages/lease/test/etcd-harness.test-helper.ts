@@ -2,10 +2,10 @@
 // quick lease settings, and every lease made through it released after each test.
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { DEFAULT_PREFIX } from './config.js';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import type { LeaseTarget, WorkerLease } from './types.js';
+import { DEFAULT_PREFIX } from '../src/config.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import type { LeaseTarget, WorkerLease } from '../src/types.js';
 
 export interface LeaseHarness {
   /** The etcd and a client of it, once the harness's beforeAll has run. */

@@ -2,11 +2,11 @@ import { createLayout, DEFAULT_LAYOUT } from '@idgen/core';
 import { QUICK_LEASE_SETTINGS, freePort } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { CorruptRecordError, LayoutMismatchError, NoFreeWorkerError, isNoFreeWorkerError } from './errors.js';
-import { leaseKeys, parseLastMsRecord, parseServingNode } from './records.js';
-import { LeaseMetrics } from './metrics.js';
-import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
-import type { LeaseState, ServingNode } from './types.js';
+import { CorruptRecordError, LayoutMismatchError, NoFreeWorkerError, isNoFreeWorkerError } from '../src/errors.js';
+import { leaseKeys, parseLastMsRecord, parseServingNode } from '../src/records.js';
+import { LeaseMetrics } from '../src/metrics.js';
+import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { LeaseState, ServingNode } from '../src/types.js';
 
 jest.setTimeout(120_000);
 

@@ -5,11 +5,11 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { leaseKeys, parseLastMsRecord } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import { beginReclaim, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
-import { TENURE_KEEP, parseTenureRecord } from './tenure-ledger.js';
-import type { TenureRecord } from './tenure-ledger.js';
+import { leaseKeys, parseLastMsRecord } from '../src/records.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { beginReclaim, heldSlotsUnder, lendSpareCode } from '../src/spare-codes.js';
+import { TENURE_KEEP, parseTenureRecord } from '../src/tenure-ledger.js';
+import type { TenureRecord } from '../src/tenure-ledger.js';
 
 jest.setTimeout(180_000);
 

@@ -2,12 +2,12 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from './errors.js';
-import { leaseKeys, parseLastMsRecord } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
-import { casRegistryCode, readRegistryCode } from './spare-registry.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from '../src/errors.js';
+import { leaseKeys, parseLastMsRecord } from '../src/records.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { claimSlot, writeLastMsRecord } from '../src/slot-transactions.js';
+import { casRegistryCode, readRegistryCode } from '../src/spare-registry.js';
 import {
   SpareCodeError,
   adoptSpareCode,
@@ -21,7 +21,7 @@ import {
   readSpareCode,
   spareCodesOf,
   spareKeys,
-} from './spare-codes.js';
+} from '../src/spare-codes.js';
 
 jest.setTimeout(120_000);
 

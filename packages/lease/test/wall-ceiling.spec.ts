@@ -3,10 +3,10 @@ import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer, TcpProxy } from '@idgen/testing';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { mintLoop, uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { mintLoop, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 
