@@ -3,7 +3,7 @@
 // there (it belongs in region 3's etcd); show prints the binding, and exits 1 on an etcd never bound.
 import { Etcd3 } from 'etcd3';
 import { startEtcd, cleanupAll } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
+import { idgen, idgenJson } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 

@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, makeTestPki, tempDirSync, type TestPki } from '@idgen/testing';
-import { startServer, waitFor, type ServerNode } from './support.js';
+import { startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

@@ -7,7 +7,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health } from '@idgen/proto';
 import { CHRONY_HEALTHY, bindRegion, cleanupAll, createChronyStub, type EtcdServer, startEtcd } from '@idgen/testing';
-import { idClient, startServer, waitFor, type ServerNode } from './support.js';
+import { idClient, startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 

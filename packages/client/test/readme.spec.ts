@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
-import { IdLedger, regionOf, requireServerBuild, startServer, type ServerNode } from './harness.js';
+import { IdLedger, regionOf, requireServerBuild, startServer, type ServerNode } from './harness.test-helper.js';
 
 // The README opens with a runnable example: run it, as written, against a real idgen-server process,
 // so the docs cannot rot (docs/style.md "Tests": a README snippet that a test runs).
