@@ -1,7 +1,7 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
-import { useLeaseHarness } from './etcd-harness.test-helper.js';
+import { STEADY_LEASE_SETTINGS, useLeaseHarness } from './etcd-harness.test-helper.js';
 import { createEtcdLease } from '../src/etcd-lease.js';
 import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from '../src/errors.js';
 import { leaseKeys, parseLastMsRecord } from '../src/records.js';
@@ -196,7 +196,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('borrowers claim under a code lent to their region once the home range is full, and nowhere else', async () => {
     const prefix = uniquePrefix('borrow');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     // Not lent yet: the borrower finds no slot.
     const early = await lease(
       options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }),
@@ -218,7 +218,10 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(other).toBeInstanceOf(NoFreeWorkerError);
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', ...STEADY_LEASE_SETTINGS }),
+      b,
+    ).start();
     expect(b.assignment?.region).toBe(5);
     const held = await heldSlotsUnder(io(prefix), 5);
     expect(held).toHaveLength(1);
@@ -233,10 +236,13 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('reclaiming stops new claims at once and holders give their slot back (released) at the next refresh', async () => {
     const prefix = uniquePrefix('reclaim');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b).start();
+    await lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', ...STEADY_LEASE_SETTINGS }),
+      b,
+    ).start();
     const worker = b.assignment?.worker ?? -1;
     expect(b.assignment?.region).toBe(5);
 
@@ -250,9 +256,9 @@ describe('lend, reclaim, adopt: the transactions', () => {
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(NoFreeWorkerError);
     // The holder gives its slot back at its next refresh: fenced, then a released last-ms, then no worker key.
-    await b.waitFor((e) => e.kind === 'unassign', 5_000, 'the borrowed slot given back');
+    await b.waitFor((e) => e.kind === 'unassign', 60_000, 'the borrowed slot given back');
     expect(b.of('unassign')[0]?.message).toMatch(/spare code 5 is being reclaimed/);
-    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 60_000);
     const lastKey = leaseKeys.lastMs(prefix, 5, worker);
     const last = parseLastMsRecord(lastKey, (await kv.get(lastKey).string()) ?? '');
     expect(last.released).toBe(true);
@@ -301,16 +307,19 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('export waits for held slots; adopt refuses the lender etcd, a held slot, another layout; never lowers a floor', async () => {
     const prefix = uniquePrefix('adopt');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    const borrower = lease(options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded' }), b);
+    const borrower = lease(
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', ...STEADY_LEASE_SETTINGS }),
+      b,
+    );
     await borrower.start();
     await beginReclaim(io(prefix), 5);
     await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(
       /still held|reclaim/,
     );
-    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 60_000);
     const handover = await exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5);
     // The lender's etcd is bound to region 2: adopting code 5 there is refused by the binding.
     await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd serves region 2 .*, not region 5/);
