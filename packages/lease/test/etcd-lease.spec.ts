@@ -215,10 +215,19 @@ describe('claiming and keeping a slot', () => {
         expect((r.reason as NoFreeWorkerError).slots).toBe(5);
         expect((r.reason as Error).message).toMatch(/all 5 slots this node may claim are held \(5 held: 1\/1\d: /);
       }
-      const workers = targets.flatMap((t) => (t.assignment ? [t.assignment.worker] : [])).sort();
+      // Each winner's first slot: a winner whose keep-alives starved (a run beside stress-ng at load 100 fenced some
+      // even at TTL 6 s) claims again, which is the lease's rule, not this test's; no two ever could mint in one slot.
+      const workers = targets
+        .flatMap((t) =>
+          t
+            .of('assign')
+            .slice(0, 1)
+            .map((e) => e.assignment?.worker),
+        )
+        .sort();
       expect(workers).toEqual([10, 11, 12, 13, 14]);
       expect(book.violations).toEqual([]);
-      expect(targets.flatMap((t) => t.of('unassign'))).toEqual([]);
+      expect(targets.flatMap((t) => t.of('unassign')).filter((e) => e.reason !== 'lease')).toEqual([]);
       await harness.releaseAll();
     }
   });
