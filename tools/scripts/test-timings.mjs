@@ -1,6 +1,8 @@
 // Writes docs/test-timings.md from the last test run's per-project records (.jest-results/, written by
 // tools/scripts/jest-results-reporter.js): each project's duration and test count, and the twenty slowest spec files.
-// Run after `npm test` (or after any set of `nx run <project>:test`): `node tools/scripts/test-timings.mjs`.
+// Run after `npm test` (or after any set of `nx run <project>:test`): `node tools/scripts/test-timings.mjs [dir]`, where
+// `dir` holds the records (default .jest-results/)
+// and `note`, optional, says how the run was made (the machine's load while it ran, which projects).
 // The header names the commit, the date and the machine (CPUs, load average at the end), because a duration on a
 // loaded machine is not one on a quiet one (docs/style.md "Benchmarks" says the same of speed figures).
 import { execFileSync } from 'node:child_process';
@@ -9,7 +11,8 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 
 const root = new URL('../../', import.meta.url).pathname;
-const dir = join(root, '.jest-results');
+const dir = process.argv[2] ?? join(root, '.jest-results');
+const note = process.argv[3];
 if (!existsSync(dir)) {
   console.error('test-timings: no .jest-results/ here; run npm test (or some projects: test) first');
   process.exit(1);
@@ -36,6 +39,7 @@ const lines = [
   'three at a time in `npm test` (tools/scripts/test.sh), so the run takes less than the sum; a figure from a loaded',
   'machine is longer than the same run on a quiet one. The closing summary of `npm test` prints the same per run.',
   '',
+  ...(note === undefined ? [] : [note, '']),
   '## Projects',
   '',
   '| project | tests | spec files | duration |',
