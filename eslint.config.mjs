@@ -11,6 +11,7 @@
 //   scope:server  the generator node and what only it uses (@idgen/serving, @idgen/h2, @idgen/flags), the CLI
 // Packages may use only the OpenTelemetry API; the SDK and exporters belong to apps.
 import nx from '@nx/eslint-plugin';
+import jest from 'eslint-plugin-jest';
 
 const sdkOnlyInApps = ['@opentelemetry/sdk-*', '@opentelemetry/exporter-*', '@opentelemetry/resources'];
 
@@ -98,6 +99,31 @@ export default [
       'no-restricted-properties': [
         'error',
         { object: 'Date', property: 'now', message: 'The core keeps no clock: time is an argument.' },
+      ],
+    },
+  },
+  {
+    // Every test asserts (docs/style.md "Tests"): eslint-plugin-jest's expect-expect, with the project's assertion
+    // helpers named, so a test whose checks all live in a helper still counts and one with none fails lint.
+    files: ['**/*.spec.ts'],
+    plugins: { jest },
+    rules: {
+      'jest/expect-expect': [
+        'error',
+        {
+          assertFunctionNames: [
+            'expect',
+            'expect*',
+            'assert*',
+            'fc.assert',
+            '*.expect*',
+            // The specs' own assertion helpers: each runs a case and expects its outcome.
+            'violation',
+            'everyVerb',
+            'closedByServer',
+            'holdThrough',
+          ],
+        },
       ],
     },
   },

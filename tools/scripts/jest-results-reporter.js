@@ -1,7 +1,8 @@
 // A jest reporter that records each project's totals, and the name and first lines of every failure, in
 // <workspace>/.jest-results/, so the root `npm test` can close with one line over every project
 // ("jest: N passed, M failed") and, when something failed, with what failed: CI shows only the tail of a
-// run, and the failure itself may be thousands of lines above it.
+// run, and the failure itself may be thousands of lines above it. It also records how long the project and each spec
+// file took (jest's own per-file timings), for the summary's slowest files and docs/test-timings.md.
 const fs = require('node:fs');
 const path = require('node:path');
 
@@ -26,8 +27,11 @@ class ResultsReporter {
     fs.mkdirSync(dir, { recursive: true });
     const file = path.join(dir, `${this.name.replace(/[^a-z0-9.-]+/gi, '_')}.json`);
     const failures = [];
+    const files = [];
     for (const suite of results.testResults) {
       const where = path.relative(path.resolve(__dirname, '../..'), suite.testFilePath);
+      const { start, end } = suite.perfStats ?? {};
+      if (start > 0 && end >= start) files.push({ where, ms: end - start, tests: suite.testResults.length });
       if (suite.testExecError) {
         failures.push({
           where,
@@ -48,6 +52,8 @@ class ResultsReporter {
         failed: results.numFailedTests + results.numRuntimeErrorTestSuites,
         skipped: results.numPendingTests + results.numTodoTests,
         suites: results.numTotalTestSuites,
+        durationMs: Date.now() - results.startTime,
+        files,
         failures,
       }),
     );

@@ -6,10 +6,15 @@ import { runCli } from './cli.js';
 import { renderTable } from './table.js';
 
 const BIN = resolve(__dirname, '../bin/idgen.js');
+/**
+ * A hang guard, not a pace: a verb that never ends fails here. 20 s killed eight healthy `--help` runs at load 40-50
+ * (status null: node had not even loaded the CLI).
+ */
+const HANG_MS = 120_000;
 
 /** Runs the real, built `idgen` binary in a child process. */
 function idgen(...args: string[]) {
-  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: 20_000 });
+  const r = spawnSync(process.execPath, [BIN, ...args], { encoding: 'utf8', timeout: HANG_MS });
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
@@ -105,7 +110,7 @@ describe('idgen decode (the built binary)', () => {
     const r = spawnSync(process.execPath, [BIN, 'decode'], {
       encoding: 'utf8',
       input: '104148763141017605\n0x17202bf8ed11005  4194305\n',
-      timeout: 20_000,
+      timeout: HANG_MS,
     });
     expect(r.status).toBe(0);
     const lines = r.stdout

@@ -16,7 +16,7 @@ import {
   startEtcd,
   type EtcdServer,
 } from '@idgen/testing';
-import { idgen } from './support.js';
+import { idgen } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

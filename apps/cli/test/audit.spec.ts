@@ -12,7 +12,7 @@ import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { createEtcdLease, type LeaseTarget, type WorkerLease } from '@idgen/lease';
 import { leaseKeys } from '@idgen/lease/records';
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, freePort, startEtcd, type EtcdServer } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
+import { idgen, idgenJson } from './support.test-helper.js';
 
 jest.setTimeout(180_000);
 

@@ -4,7 +4,7 @@ import { Etcd3 } from 'etcd3';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { leaseKeys } from '@idgen/lease/records';
 import { cleanupAll, freePort, startEtcd, type EtcdServer } from '@idgen/testing';
-import { idgen, idgenJson, startNode, waitFor, type ServerNode } from './support.js';
+import { idgen, idgenJson, startNode, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

@@ -2,7 +2,7 @@
 // the embedded range beside nothing else: its KIND is `embedded`, it has no address and is not in discovery.
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
+import { idgen, idgenJson } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

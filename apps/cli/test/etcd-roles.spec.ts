@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { cleanupAll, etcdctl, startEtcd, tempDirSync } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
+import { idgen, idgenJson } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

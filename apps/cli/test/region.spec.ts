@@ -2,10 +2,10 @@
 // region 2's etcd is bound to 2 once, idempotently, and refused another code; a spare-code loan to region 3 is refused
 // there (it belongs in region 3's etcd); show prints the binding, and exits 1 on an etcd never bound.
 import { Etcd3 } from 'etcd3';
+import { startEtcd, cleanupAll, tempDirSync } from '@idgen/testing';
+import { idgen, idgenJson } from './support.test-helper.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startEtcd, cleanupAll, tempDirSync } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
 
 jest.setTimeout(60_000);
 

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createEtcdLease, type LeaseTarget, type WorkerAssignment, type WorkerLease } from '@idgen/lease';
 import { QUICK_LEASE_SETTINGS, cleanupAll, enableEtcdAuth, startEtcd, tempDirSync } from '@idgen/testing';
-import { idgen, idgenJson } from './support.js';
+import { idgen, idgenJson } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

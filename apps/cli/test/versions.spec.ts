@@ -4,7 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
-import { idgen, idgenJson, startNode, waitFor, type ServerNode } from './support.js';
+import { idgen, idgenJson, startNode, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

@@ -6,8 +6,8 @@
 // (docs/design.md §8 item 4), and the attacker must not get what it came for.
 import { join } from 'node:path';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
-import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.js';
-import { idClient, startServer, type ServerNode } from './support.js';
+import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
+import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());

@@ -7,9 +7,9 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
-import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.js';
+import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
 import { frame } from './attack-frames.js';
-import { idClient, startServer, type ServerNode } from './support.js';
+import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());

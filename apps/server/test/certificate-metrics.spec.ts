@@ -5,7 +5,7 @@ import { execFileSync } from 'node:child_process';
 import { copyFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, makeTestPki, tempDirSync, type TestPki } from '@idgen/testing';
-import { startServer, waitFor, type ServerNode } from './support.js';
+import { startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());
@@ -96,7 +96,7 @@ describe('idgen_tls_certificate_not_after on a TLS node', () => {
 
   it("equals the serving certificate's and the client CA's notAfter, in seconds since the epoch", async () => {
     const text = await (await fetch(node.metricsUrl ?? '', { signal: AbortSignal.timeout(5_000) })).text();
-    // The type the README's metrics table gives it (metrics.spec.ts checks the plaintext node's series).
+    // The type docs/metrics.md's series table gives it (metrics.spec.ts checks the plaintext node's series).
     expect(text).toMatch(/^# TYPE idgen_tls_certificate_not_after gauge$/m);
     const samples = await notAfterSamples(node);
     expect(samples).toEqual({ serving: opensslNotAfter(certFile), 'client-ca': opensslNotAfter(pki.caFile) });

@@ -15,7 +15,7 @@ import {
   startServer,
   type LogLine,
   type ServerNode,
-} from './support.js';
+} from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

@@ -31,7 +31,7 @@ import {
   standaloneStateFile,
   startServer,
   waitFor,
-} from './support.js';
+} from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 afterAll(() => cleanupAll());

@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, enableEtcdAuth, makeTestPki, startEtcd, tempDirSync } from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';
-import { idClient, idsOf, initRegionSecured, parseLine, spawnServer, startServer } from './support.js';
+import { idClient, idsOf, initRegionSecured, parseLine, spawnServer, startServer } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

@@ -4,7 +4,16 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { NodeState } from '@idgen/proto';
 import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
-import { decode, etcdRange, idClient, idsOf, sleep, startServer, waitFor, type ServerNode } from './support.js';
+import {
+  decode,
+  etcdRange,
+  idClient,
+  idsOf,
+  sleep,
+  startServer,
+  waitFor,
+  type ServerNode,
+} from './support.test-helper.js';
 
 jest.setTimeout(180_000);
 

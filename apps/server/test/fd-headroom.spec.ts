@@ -8,7 +8,7 @@ import { delimiter } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
 import { CHRONY_HEALTHY, cleanupAll, createChronyStub, spawnProcess } from '@idgen/testing';
 import { DESCRIPTOR_HEADROOM, connectionCap, openFilesLimit } from '@idgen/serving';
-import { NODE_ARGV, idClient, parseLine, sleep, standaloneStateFile } from './support.js';
+import { NODE_ARGV, idClient, parseLine, sleep, standaloneStateFile } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

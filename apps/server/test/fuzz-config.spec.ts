@@ -6,7 +6,7 @@
 // Reproduce with FUZZ_SEED=<seed> (printed); FUZZ_CONFIG_RUNS sets the number of runs.
 import fc from 'fast-check';
 import { cleanupAll } from '@idgen/testing';
-import { parseLine, spawnServer, standaloneStateFile } from './support.js';
+import { parseLine, spawnServer, standaloneStateFile } from './support.test-helper.js';
 
 jest.setTimeout(300_000);
 afterAll(() => cleanupAll());

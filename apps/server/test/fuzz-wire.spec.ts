@@ -1,7 +1,7 @@
 // Input fuzzing of the serving port (docs/design.md §8 rule 3: no crash, hang or leak on any input).
 // One live standalone node gets thousands of generated requests over real HTTP/1.1, h2c and raw TCP
-// connections (fuzz-wire-cases.ts); every answer must be a proper protocol answer or a valid response
-// (fuzz-wire-judge.ts). Afterwards the node must still serve, be ready, and hold no more memory or file
+// connections (fuzz-wire-cases.test-helper.ts); every answer must be a proper protocol answer or a valid response
+// (fuzz-wire-judge.test-helper.ts). Afterwards the node must still serve, be ready, and hold no more memory or file
 // descriptors than a generous bound above its level after a warm-up.
 //
 // Reproduce a run with FUZZ_SEED=<seed> (printed); FUZZ_RUNS sets the number of batches; FUZZ_SURVEY=1 lists
@@ -10,10 +10,10 @@ import { Agent, request as http1Request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { cleanupAll } from '@idgen/testing';
-import { createSender, fdCount, rssBytes, type FuzzSender } from './fuzz-transport.js';
-import { FUZZ_LIMITS, NEXT_IDS, describeCase, wireCase, type WireCase } from './fuzz-wire-cases.js';
-import { judge, type JudgeContext } from './fuzz-wire-judge.js';
-import { PROTOCOLS, idClient, idsOf, sleep, startServer, type ServerNode } from './support.js';
+import { createSender, fdCount, rssBytes, type FuzzSender } from './fuzz-transport.test-helper.js';
+import { FUZZ_LIMITS, NEXT_IDS, describeCase, wireCase, type WireCase } from './fuzz-wire-cases.test-helper.js';
+import { judge, type JudgeContext } from './fuzz-wire-judge.test-helper.js';
+import { PROTOCOLS, idClient, idsOf, sleep, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(300_000);
 afterAll(() => cleanupAll());

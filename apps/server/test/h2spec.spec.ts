@@ -3,7 +3,7 @@
 // after the request (GetStatus: h2spec's GETs get 405 with no body, so the 4 cases needing a body of 5 bytes
 // or more are skipped there, and run on /healthz).
 import { cleanupAll, makeTestPki, runH2spec } from '@idgen/testing';
-import { startServer, type ServerNode } from './support.js';
+import { startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(300_000);
 afterAll(() => cleanupAll());

@@ -4,7 +4,7 @@
 // /readyz 200 at every poll, and a probe's NextIds(1) served during the burst.
 import { join } from 'node:path';
 import { bindRegion, cleanupAll, spawnProcess, startEtcd } from '@idgen/testing';
-import { idClient, startServer, type ServerNode } from './support.js';
+import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(400_000);
 afterAll(() => cleanupAll());

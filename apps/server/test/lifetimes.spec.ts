@@ -4,7 +4,7 @@
 import { connect, type Socket } from 'node:net';
 import { PREFACE } from '@idgen/h2';
 import { cleanupAll } from '@idgen/testing';
-import { startServer, type ServerNode } from './support.js';
+import { startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());

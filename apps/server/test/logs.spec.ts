@@ -3,7 +3,7 @@
 // start to a clean stop. Real etcd, a real node process, certificates made with openssl.
 import { delimiter } from 'node:path';
 import { CHRONY_HEALTHY, cleanupAll, createChronyStub, makeTestPki, startEtcd, type TestPki } from '@idgen/testing';
-import { initRegionSecured, parseLine, startServer } from './support.js';
+import { initRegionSecured, parseLine, startServer } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

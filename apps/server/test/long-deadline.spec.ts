@@ -4,7 +4,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health } from '@idgen/proto';
 import { cleanupAll } from '@idgen/testing';
-import { PROTOCOLS, idClient, idsOf, startServer, type ServerNode } from './support.js';
+import { PROTOCOLS, idClient, idsOf, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());

@@ -1,27 +1,27 @@
 // What a live node exports on /metrics, against what the repository says it exports:
-// the README's metrics table, every metric the Prometheus rules use, every metric a Grafana panel queries.
-// A name that drifts in the code, the README, the rules or the dashboard fails here.
+// docs/metrics.md's series table, every metric the Prometheus rules use, every metric a Grafana panel queries.
+// A name that drifts in the code, docs/metrics.md, the rules or the dashboard fails here.
 import { delimiter, join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health } from '@idgen/proto';
 import { CHRONY_HEALTHY, bindRegion, cleanupAll, createChronyStub, type EtcdServer, startEtcd } from '@idgen/testing';
-import { idClient, startServer, waitFor, type ServerNode } from './support.js';
+import { idClient, startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 
 const REPO = join(__dirname, '..', '..', '..');
 const NODE_ID = 'metrics-node';
 /**
- * Series of the README's table only a node with TLS on its serving port exports (this node is plaintext;
+ * Series of docs/metrics.md's table only a node with TLS on its serving port exports (this node is plaintext;
  * certificate-metrics.spec.ts scrapes a TLS node for them).
  */
 const TLS_ONLY: ReadonlySet<string> = new Set(['idgen_tls_certificate_not_after']);
 
 let etcd: EtcdServer;
 let node: ServerNode;
-/** The scrape every test reads: taken once every family the README lists is there (bounded wait). */
+/** The scrape every test reads: taken once every family docs/metrics.md lists is there (bounded wait). */
 let scrape: Scrape;
 
 interface Scrape {
@@ -43,12 +43,12 @@ function parseScrape(text: string): Scrape {
   return { text, families, samples };
 }
 
-/** The README's metrics table: series name → the type its second column starts with. */
+/** docs/metrics.md's series table: series name → the type its second column starts with. */
 function readmeTable(): Map<string, string> {
-  const readme = readFileSync(join(REPO, 'README.md'), 'utf8');
+  const readme = readFileSync(join(REPO, 'docs', 'metrics.md'), 'utf8');
   const section = readme.slice(
-    readme.indexOf('\n## Metrics\n'),
-    readme.indexOf('\n## ', readme.indexOf('\n## Metrics\n') + 5),
+    readme.indexOf('\n## Series\n'),
+    readme.indexOf('\n## ', readme.indexOf('\n## Series\n') + 5),
   );
   const table = new Map<string, string>();
   for (const row of section.split('\n').filter((l) => l.startsWith('| `'))) {
@@ -164,7 +164,7 @@ afterAll(async () => {
 });
 
 describe('a live node’s /metrics', () => {
-  it('exports exactly the series the README lists, with the type it gives', () => {
+  it('exports exactly the series docs/metrics.md lists, with the type it gives', () => {
     const table = readmeTable();
     expect(table.size).toBeGreaterThan(20);
     for (const name of TLS_ONLY)

@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, tempDirSync } from '@idgen/testing';
 import { gitCommit, readBuildInfo } from '../src/build-info.js';
-import { idClient, startServer, type ServerNode } from './support.js';
+import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

@@ -7,7 +7,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { Health, HealthCheckResponse_ServingStatus, ReadinessReason } from '@idgen/proto';
 import { bindRegion, cleanupAll, freePort, startEtcd, tempDirSync, type EtcdServer } from '@idgen/testing';
-import { idClient, standaloneStateFile, startServer, waitFor, type ServerNode } from './support.js';
+import { idClient, standaloneStateFile, startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 

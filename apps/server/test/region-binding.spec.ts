@@ -2,7 +2,7 @@
 // Pointed at another region's etcd, or at one never bound, it exits 2 during its start with one line, having claimed
 // nothing. Real etcd, real node processes.
 import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
-import { etcdRange, parseLine, spawnServer } from './support.js';
+import { etcdRange, parseLine, spawnServer } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

@@ -4,7 +4,7 @@
 // by idgen region init, except the lender's, bound to region 2.
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, etcdctl, startEtcd } from '@idgen/testing';
-import { parseLine, spawnServer, startServer } from './support.js';
+import { parseLine, spawnServer, startServer } from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 afterAll(() => cleanupAll());

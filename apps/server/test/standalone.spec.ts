@@ -13,7 +13,7 @@ import {
   standaloneStateFile,
   startServer,
   waitFor,
-} from './support.js';
+} from './support.test-helper.js';
 
 jest.setTimeout(90_000);
 

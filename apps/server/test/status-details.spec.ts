@@ -5,7 +5,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { IdGenerator } from '@idgen/proto';
 import { cleanupAll, makeTestPki } from '@idgen/testing';
-import { idClient, startServer } from './support.js';
+import { idClient, startServer } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());

@@ -4,8 +4,8 @@
 import { parseConfig } from '../src/config.js';
 import { readTelemetryEnv } from '../src/telemetry-env.js';
 import { cleanupAll } from '@idgen/testing';
-import { startOtlpReceiver, text, type OtlpReceiver, type ReceivedExport } from './otlp-receiver.js';
-import { idClient, startServer, waitFor, type ServerNode } from './support.js';
+import { startOtlpReceiver, text, type OtlpReceiver, type ReceivedExport } from './otlp-receiver.test-helper.js';
+import { idClient, startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());

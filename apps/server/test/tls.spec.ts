@@ -10,7 +10,7 @@ import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } f
 import { IdGenerator } from '@idgen/proto';
 import { cleanupAll, findOnPath, makeTestPki, tempDirSync } from '@idgen/testing';
 import type { TestCertificate, TestPki } from '@idgen/testing';
-import { decode, idsOf, spawnServer, startServer, waitFor, type ServerNode } from './support.js';
+import { decode, idsOf, spawnServer, startServer, waitFor, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 afterAll(() => cleanupAll());

@@ -8,6 +8,7 @@ import {
 import { IdGenerator } from '@idgen/proto';
 import type { IdBlock } from './id-buffer.js';
 import type { AttemptOptions, IdTransport, NodeTarget } from './transport.js';
+import { CLIENT_DEFAULTS } from './defaults.js';
 
 /** Which wire protocol to speak (the server serves both on one port: docs/design.md §6). */
 export type ClientProtocol = 'connect' | 'grpc';
@@ -50,7 +51,7 @@ export interface ConnectTransportOptions {
  */
 export function createConnectTransport(target: NodeTarget, options: ConnectTransportOptions = {}): IdTransport {
   const keepAlive = options.keepAlive ?? {};
-  const intervalMs = keepAlive.intervalMs ?? 10_000;
+  const intervalMs = keepAlive.intervalMs ?? CLIENT_DEFAULTS.keepAliveIntervalMs;
   const tls = options.tls;
   const nodeOptions: http2.SecureClientSessionOptions = {};
   if (tls !== undefined) {
@@ -69,7 +70,7 @@ export function createConnectTransport(target: NodeTarget, options: ConnectTrans
     intervalMs > 0
       ? {
           pingIntervalMs: intervalMs,
-          pingTimeoutMs: keepAlive.timeoutMs ?? 5_000,
+          pingTimeoutMs: keepAlive.timeoutMs ?? CLIENT_DEFAULTS.keepAliveTimeoutMs,
           pingIdleConnection: keepAlive.idleConnections ?? false,
         }
       : {},

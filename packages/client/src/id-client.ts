@@ -40,6 +40,7 @@ import {
   type NodeState,
 } from './node-pool.js';
 import { classifyFailure, type ClassifiedFailure, type IdTransport, type IdTransportFactory } from './transport.js';
+import { CLIENT_DEFAULTS } from './defaults.js';
 
 /** Where a region's nodes come from: a static list of addresses, or discovery. */
 export interface RegionNodes {
@@ -315,12 +316,15 @@ class BufferedIdClient implements IdClient {
     this.clock = options.clock ?? systemClientClock;
     const layout = options.layout ?? DEFAULT_LAYOUT;
     // Every option has a range and the message names it (nothing out of range is taken silently).
-    this.bufferSize = integerIn('bufferSize', options.bufferSize ?? 100, 1, MAX_BUFFER_SIZE);
+    this.bufferSize = integerIn('bufferSize', options.bufferSize ?? CLIENT_DEFAULTS.bufferSize, 1, MAX_BUFFER_SIZE);
     this.lowWater = integerIn('lowWater', options.lowWater ?? Math.floor(this.bufferSize / 2), 0, this.bufferSize - 1);
-    this.maxAgeMs = durationMs('maxAgeMs', options.maxAgeMs ?? 1000);
-    this.maxBatch = integerIn('maxBatch', options.maxBatch ?? 4096, 1, MAX_BUFFER_SIZE);
-    this.deadlineMs = durationMs('deadlineMs', options.deadlineMs ?? 2000);
-    this.attemptTimeoutMs = durationMs('attemptTimeoutMs', options.attemptTimeoutMs ?? 500);
+    this.maxAgeMs = durationMs('maxAgeMs', options.maxAgeMs ?? CLIENT_DEFAULTS.maxAgeMs);
+    this.maxBatch = integerIn('maxBatch', options.maxBatch ?? CLIENT_DEFAULTS.maxBatch, 1, MAX_BUFFER_SIZE);
+    this.deadlineMs = durationMs('deadlineMs', options.deadlineMs ?? CLIENT_DEFAULTS.deadlineMs);
+    this.attemptTimeoutMs = durationMs(
+      'attemptTimeoutMs',
+      options.attemptTimeoutMs ?? CLIENT_DEFAULTS.attemptTimeoutMs,
+    );
     this.hedge = HedgePolicy.from(options.hedge, this.attemptTimeoutMs);
     if (options.backoff?.initialMs !== undefined) durationMs('backoff.initialMs', options.backoff.initialMs);
     if (options.backoff?.maxMs !== undefined) durationMs('backoff.maxMs', options.backoff.maxMs);

@@ -6,6 +6,7 @@
  * @packageDocumentation
  */
 export { MAX_BUFFER_SIZE, MAX_NEXT_IDS, createIdClient } from './id-client.js';
+export { CLIENT_DEFAULTS } from './defaults.js';
 export type { CallOptions, IdClient, IdClientOptions, IdClientStats, NodeStats, RegionNodes } from './id-client.js';
 export { IdClientError, IdsUnavailableError, isIdClientError, isIdsUnavailableError } from './errors.js';
 export type { AttemptFailure, IdClientErrorCode } from './errors.js';

@@ -1,5 +1,6 @@
 import type { AttemptFailure } from './errors.js';
 import type { IdTransport } from './transport.js';
+import { CLIENT_DEFAULTS } from './defaults.js';
 
 /** A node as discovery lists it: `ServingNode` from `@idgen/discovery` fits this shape. */
 export interface DiscoveredNode {
@@ -97,8 +98,8 @@ export class NodeGroup {
     private readonly random: () => number,
     private readonly closeTransport: (node: NodeState) => void,
   ) {
-    this.initialMs = backoff.initialMs ?? 200;
-    this.maxMs = Math.max(this.initialMs, backoff.maxMs ?? 2000);
+    this.initialMs = backoff.initialMs ?? CLIENT_DEFAULTS.backoffInitialMs;
+    this.maxMs = Math.max(this.initialMs, backoff.maxMs ?? CLIENT_DEFAULTS.backoffMaxMs);
     this.cursor = Math.floor(random() * 1_000_000);
   }
 

@@ -9,7 +9,7 @@ import {
   waitUntil,
   workerOf,
   type ServerNode,
-} from './harness.js';
+} from './harness.test-helper.js';
 
 // Against a real etcd and real idgen-server processes: the client follows the region's serving
 // nodes as @idgen/discovery's reader lists them (docs/design.md §5 "nodes" keys).

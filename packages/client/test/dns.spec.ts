@@ -5,8 +5,8 @@
 import { cleanupAll, freePort, startDeployment, startDnsServer } from '@idgen/testing';
 import type { Deployment, DeploymentRegion, TestDnsServer } from '@idgen/testing';
 import { createIdClient, dns, isIdsUnavailableError, type DnsDiscovery, type IdClient } from '../src/index.js';
-import { IdLedger, regionOf, requireServerBuild, steadyLoad, waitUntil } from './harness.js';
-import { startPodAddress, type PodAddress } from './pod-address.js';
+import { IdLedger, regionOf, requireServerBuild, steadyLoad, waitUntil } from './harness.test-helper.js';
+import { startPodAddress, type PodAddress } from './pod-address.test-helper.js';
 
 jest.setTimeout(600_000);
 

@@ -10,7 +10,7 @@ import {
   steadyLoad,
   waitUntil,
   type ServerNode,
-} from './harness.js';
+} from './harness.test-helper.js';
 
 // Node and region faults against real idgen-server processes and a real etcd:
 // region 1 has three nodes found through discovery, region 2 one node given statically. One etcd serves both, each

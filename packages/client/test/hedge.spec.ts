@@ -1,7 +1,7 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { createIdClient, type IdClientStats } from '../src/index.js';
-import { requireServerBuild, sleep, startServer, waitUntil, type ServerNode } from './harness.js';
+import { requireServerBuild, sleep, startServer, waitUntil, type ServerNode } from './harness.test-helper.js';
 
 // Hedged refills against real idgen-server processes (docs/design.md §7): one caller under load on two home nodes,
 // one node frozen with SIGSTOP (its connection stays up, nothing answers). With hedging the caller never waits

@@ -1,12 +1,19 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { cleanupAll } from '@idgen/testing';
 import { createIdClient, isIdsUnavailableError, type IdClient, type IdClientOptions } from '../src/index.js';
-import { startAnswerProxy, type AnswerProxy } from './answer-proxy.js';
-import { IdLedger, regionOf, requireServerBuild, startServer, workerOf, type ServerNode } from './harness.js';
+import { startAnswerProxy, type AnswerProxy } from './answer-proxy.test-helper.js';
+import {
+  IdLedger,
+  regionOf,
+  requireServerBuild,
+  startServer,
+  workerOf,
+  type ServerNode,
+} from './harness.test-helper.js';
 
 // Issue 22, problem 5, against real idgen-server processes: a client given a node of another region refuses its IDs,
 // and one given a replayed answer refuses the repeated block. The alterations come from a small HTTP/2 proxy of this
-// test's own between the client and a real node (test/answer-proxy.ts): the node itself stays honest.
+// test's own between the client and a real node (test/answer-proxy.test-helper.ts): the node itself stays honest.
 jest.setTimeout(120_000);
 
 let region0: ServerNode;

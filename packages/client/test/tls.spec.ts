@@ -3,7 +3,7 @@
 import { cleanupAll, makeTestPki } from '@idgen/testing';
 import type { TestPki } from '@idgen/testing';
 import { createIdClient, isIdsUnavailableError } from '../src/index.js';
-import { IdLedger, regionOf, startServer, type ServerNode } from './harness.js';
+import { IdLedger, regionOf, startServer, type ServerNode } from './harness.test-helper.js';
 
 jest.setTimeout(60_000);
 

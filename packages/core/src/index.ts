@@ -36,6 +36,7 @@ export { ID_FORMS, IdForms, createIdForms, isIdForm } from './id-forms.js';
 export type { FormCallOptions, IdForm, IdFormsOptions, IdInForm } from './id-forms.js';
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
+export type { FlagDoc, NamedValue } from './flag-doc.js';
 export {
   IdClientError,
   IdsUnavailableError,

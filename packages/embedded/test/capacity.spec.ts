@@ -35,7 +35,7 @@ it('the budget is derived from the configuration: 110 slots by default, 110 + 3 
     total: 156,
   });
   expect(() => slotBudget({ workers: '18-128' })).toThrow(RangeError);
-  for (const readme of ['README.md', 'packages/embedded/README.md']) {
+  for (const readme of ['docs/running-a-region.md', 'packages/embedded/README.md']) {
     const text = readFileSync(join(ROOT, readme), 'utf8');
     expect({ readme, figures: text.includes('110 + 3 × 128 = 494') && /\*\*110\*\*/.test(text) }).toEqual({
       readme,

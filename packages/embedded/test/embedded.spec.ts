@@ -97,7 +97,10 @@ async function keys(p: string): Promise<Record<string, string>> {
 describe('minting in-process', () => {
   it('takes a slot of the embedded range (18-127 by default), records kind embedded, registers nowhere, and every call yields unique IDs', async () => {
     const p = await prefix('basic');
-    const s = source(p, { nodeId: 'orders-7' });
+    // One slot throughout (the checks below name it): a fence after 4 s without a keep-alive, not 1.5 s, which a run
+    // at load 60-100 reached, and the source then minted on from a second slot.
+    const steady = { ttlSeconds: 5, keepAliveIntervalMs: 1000, keepAliveTimeoutMs: 900, fenceMarginMs: 1000 };
+    const s = source(p, { nodeId: 'orders-7', ...steady });
     await s.ready();
     const ids = [
       s.nextIdSync(),

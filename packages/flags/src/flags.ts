@@ -1,3 +1,4 @@
+import type { FlagDoc, NamedValue } from '@idgen/core';
 import { Command, CommanderError, Option } from 'commander';
 
 /** A bad flag value, or flags that do not go together: the message is one line that names the flag or variable. */
@@ -69,15 +70,8 @@ export function flag<T>(
   return { arg, parse, description, ...(typeof more === 'string' ? { value: more } : more) };
 }
 
-/** A flag as a package declares it for tools to offer (commander's syntax, help, default): its value checked later. */
-export interface FlagDoc {
-  /** `--etcd-ca <file>` */
-  readonly flags: string;
-  /** The field of the package's own input its value goes in. */
-  readonly key: string;
-  readonly description: string;
-  readonly defaultValue?: string;
-}
+// FlagDoc and NamedValue are the core's (one home for the contract packages and tools share).
+export type { FlagDoc, NamedValue };
 
 /** A package's flags as text flags of a table, keyed by their names in camelCase; the package checks the values. */
 export function textFlags(docs: readonly FlagDoc[]): Record<string, FlagDef<string>> {
@@ -105,12 +99,6 @@ export interface FlagSpec {
   readonly description: string;
   readonly defaultValue?: string;
   readonly defaultDescription?: string;
-}
-
-/** A value as given, and the name to report it by: the flag, or the variable that set it. */
-export interface NamedValue {
-  readonly value: string;
-  readonly name: string;
 }
 
 /** The values read from a command line and environment. */

@@ -20,6 +20,27 @@ export const DEFAULT_KEEPALIVE_INTERVAL_MS = 2000;
 export const DEFAULT_FENCE_MARGIN_MS = 1000;
 /** Default bound on clock error between nodes (docs/design.md §2: clocks within 10 ms). */
 export const DEFAULT_CLOCK_BOUND_MS = 10;
+/**
+ * Every default of the lease's options in one table (docs/style.md "Defaults and contracts"): the etcd lease's
+ * ({@link resolveLeaseConfig}), the standalone lease's and the spare-code reads'. The `DEFAULT_*` constants above are
+ * the same values under their published names.
+ */
+export const LEASE_DEFAULTS = {
+  prefix: DEFAULT_PREFIX,
+  ttlSeconds: DEFAULT_TTL_SECONDS,
+  keepAliveIntervalMs: DEFAULT_KEEPALIVE_INTERVAL_MS,
+  fenceMarginMs: DEFAULT_FENCE_MARGIN_MS,
+  clockBoundMs: DEFAULT_CLOCK_BOUND_MS,
+  /** One etcd request's deadline (a claim, a `last-ms` write, a spare-code read). */
+  requestTimeoutMs: 5000,
+  /** Retries of a failed claim back off from this … */
+  backoffInitialMs: 250,
+  /** … to at most this. */
+  backoffMaxMs: 2000,
+  /** How long a standalone lease waits for the state file's lock a previous process still holds. */
+  lockWaitMs: 15_000,
+} as const;
+
 /** Smallest TTL accepted: etcd silently raises shorter TTLs to its own minimum (about 2 s by default). */
 export const MIN_TTL_SECONDS = 2;
 /** Largest TTL accepted. */
@@ -349,11 +370,11 @@ export function resolveLeaseConfig(o: EtcdLeaseOptions): LeaseConfig {
   const clockBound = o.clockBoundMs ?? DEFAULT_CLOCK_BOUND_MS;
   if (!isInt(clockBound) || clockBound < 0 || clockBound > 60_000)
     problems.push(`clockBoundMs must be an integer from 0 to 60000, got ${describe(clockBound)}`);
-  const requestTimeout = o.requestTimeoutMs ?? 5000;
+  const requestTimeout = o.requestTimeoutMs ?? LEASE_DEFAULTS.requestTimeoutMs;
   if (!isInt(requestTimeout) || requestTimeout < 10)
     problems.push(`requestTimeoutMs must be an integer ≥ 10, got ${describe(requestTimeout)}`);
-  const backoffInitial = o.backoff?.initialMs ?? 250;
-  const backoffMax = o.backoff?.maxMs ?? 2000;
+  const backoffInitial = o.backoff?.initialMs ?? LEASE_DEFAULTS.backoffInitialMs;
+  const backoffMax = o.backoff?.maxMs ?? LEASE_DEFAULTS.backoffMaxMs;
   if (!isInt(backoffInitial) || !isInt(backoffMax) || backoffInitial < 1 || backoffMax < backoffInitial) {
     problems.push(`backoff must have 1 ≤ initialMs ≤ maxMs, got ${describe(backoffInitial)}..${describe(backoffMax)}`);
   }

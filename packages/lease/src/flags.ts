@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import type { FlagDoc, NamedValue } from '@idgen/core';
 import { DEFAULT_PREFIX, checkConnection, type EtcdConnectionOptions } from './config.js';
 import { LeaseConfigError } from './errors.js';
 
@@ -46,19 +47,8 @@ export function etcdFlagsFor(name: string, what: string): FlagDoc<keyof EtcdFlag
   }));
 }
 
-/** A package's flag, as a tool declares it: commander's syntax (`--etcd-ca <file>`), the field its value goes in, help. */
-export interface FlagDoc<K extends string = string> {
-  readonly flags: string;
-  readonly key: K;
-  readonly description: string;
-  readonly defaultValue?: string;
-}
-
-/** A flag's value, and the name to report it by: `--etcd-ca`, or `IDGEN_ETCD_CA` when the environment set it. */
-export interface NamedValue {
-  readonly value: string;
-  readonly name: string;
-}
+// FlagDoc and NamedValue are the core's (one home for the contract flags and tools share); re-exported by index.ts.
+export type { FlagDoc, NamedValue };
 
 /** The etcd flags' values as given (absent: not given). */
 export interface EtcdFlagValues {

@@ -1,6 +1,7 @@
 import type { Etcd3 } from 'etcd3';
 import type { Layout, LayoutRecord } from '@idgen/core';
 import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
+import { LEASE_DEFAULTS } from './config.js';
 import type { KeyRead } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { computeFloor, leaseKeys, parseJsonObject, parseLastMsRecord, parseLayoutRecord } from './records.js';
@@ -281,7 +282,12 @@ export async function checkRegionCode(
   region: number,
   o: { layout: Layout; timeoutMs?: number },
 ): Promise<void> {
-  const io: Io & { layout: Layout } = { client, prefix, timeoutMs: o.timeoutMs ?? 5000, layout: o.layout };
+  const io: Io & { layout: Layout } = {
+    client,
+    prefix,
+    timeoutMs: o.timeoutMs ?? LEASE_DEFAULTS.requestTimeoutMs,
+    layout: o.layout,
+  };
   const entry = await readSpareCode(io, region);
   if (entry !== undefined) {
     const r = entry.record;

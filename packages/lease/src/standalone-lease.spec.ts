@@ -261,7 +261,9 @@ describe('the lock is taken over only from a holder that is provably gone (issue
     const file = stateFile();
     lockOf(file, 1, {});
     writeFileSync(`${file}.lock.1.released`, '{}');
-    await open(file).lease.start();
+    const { lease } = open(file);
+    await lease.start();
+    expect(lease.snapshot().state).toBe('alive');
   });
 
   it('never takes over a live holder, nor one it cannot judge: refuses naming it and what to delete', async () => {

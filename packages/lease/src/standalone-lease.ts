@@ -5,7 +5,7 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Layout } from '@idgen/core';
 import { systemClock } from './clock.js';
 import type { ClockSource } from './clock.js';
-import { defaultNodeId, parseWorkerRange } from './config.js';
+import { LEASE_DEFAULTS, defaultNodeId, parseWorkerRange } from './config.js';
 import type { WorkerRange } from './config.js';
 import { errorText } from './etcd-client.js';
 import { CorruptRecordError, LeaseConfigError, LeaseError } from './errors.js';
@@ -182,7 +182,7 @@ export class StandaloneLease implements WorkerLease {
     const problems: string[] = [];
     const { region, stateFile } = options;
     const intervalMs = options.stateIntervalMs ?? STANDALONE_STATE_INTERVAL_MS;
-    const lockWaitMs = options.lockWaitMs ?? 15_000;
+    const lockWaitMs = options.lockWaitMs ?? LEASE_DEFAULTS.lockWaitMs;
     if (!Number.isSafeInteger(region) || region < 0 || region > this.layout.maxRegion) {
       problems.push(`region must be an integer from 0 to ${this.layout.maxRegion}, got ${String(region)}`);
     }
@@ -202,7 +202,7 @@ export class StandaloneLease implements WorkerLease {
     this.worker = workers.first;
     this.stateFile = stateFile;
     this.nodeId = options.nodeId ?? defaultNodeId();
-    this.clockBoundMs = options.clockBoundMs ?? 10;
+    this.clockBoundMs = options.clockBoundMs ?? LEASE_DEFAULTS.clockBoundMs;
     this.intervalMs = intervalMs;
     this.lockWaitMs = lockWaitMs;
     this.freshState = options.freshState === true;

@@ -12,7 +12,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { cleanupAll, type TempDir } from '@idgen/testing';
-import { runBuiltChaos } from './built-run.js';
+import { runBuiltChaos } from './built-run.test-helper.js';
 
 jest.setTimeout(150_000);
 

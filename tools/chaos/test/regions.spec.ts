@@ -11,7 +11,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeId } from '@idgen/core';
 import { cleanupAll } from '@idgen/testing';
-import { runBuiltChaos } from './built-run.js';
+import { runBuiltChaos } from './built-run.test-helper.js';
 
 jest.setTimeout(150_000);
 

@@ -8,7 +8,7 @@
  * libfaketime (docs/toolchain.md); a missing one fails here, naming it.
  */
 import { cleanupAll } from '@idgen/testing';
-import { runBuiltChaos } from './built-run.js';
+import { runBuiltChaos } from './built-run.test-helper.js';
 
 jest.setTimeout(150_000);
 

@@ -4,7 +4,7 @@
 import { createServer, connect, type Server } from 'node:net';
 import { join } from 'node:path';
 import { cleanupAll, makeTestPki, spawnProcess, startEtcd, type TestPki } from '@idgen/testing';
-import { createEtcdClient } from './etcd-client.js';
+import { createEtcdClient } from '../src/etcd-client.js';
 
 jest.setTimeout(60_000);
 

@@ -3,16 +3,16 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { cleanupAll, spawnProcess, tempDirSync, tsNodeArgs } from '@idgen/testing';
 import type { ProcessHandle } from '@idgen/testing';
-import { isLeaseError } from './errors.js';
-import { RecordingTarget } from './recording-target.test-helper.js';
-import { STANDALONE_STATE_TTL_MS, createStandaloneLease } from './standalone-lease.js';
-import type { StandaloneLeaseOptions } from './standalone-lease.js';
-import type { WorkerLease } from './types.js';
+import { isLeaseError } from '../src/errors.js';
+import { RecordingTarget } from '../src/recording-target.test-helper.js';
+import { STANDALONE_STATE_TTL_MS, createStandaloneLease } from '../src/standalone-lease.js';
+import type { StandaloneLeaseOptions } from '../src/standalone-lease.js';
+import type { WorkerLease } from '../src/types.js';
 
 // Standalone holders in real processes: paused with SIGSTOP, their clocks stepped with libfaketime, killed.
 jest.setTimeout(90_000);
 
-const CHILD = join(__dirname, '..', 'test', 'standalone-holder.ts');
+const CHILD = join(__dirname, 'standalone-holder.test-helper.ts');
 const leases: WorkerLease[] = [];
 
 afterEach(async () => {

@@ -1,14 +1,14 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
-import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from './errors.js';
-import { leaseKeys, parseLastMsRecord } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import { claimSlot, writeLastMsRecord } from './slot-transactions.js';
-import { casRegistryCode, readRegistryCode } from './spare-registry.js';
-import { initRegistry } from './registry-identity.js';
+import { STEADY_LEASE_SETTINGS, useLeaseHarness } from './etcd-harness.test-helper.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { CorruptRecordError, NoFreeWorkerError, isLeaseError } from '../src/errors.js';
+import { leaseKeys, parseLastMsRecord } from '../src/records.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { claimSlot, writeLastMsRecord } from '../src/slot-transactions.js';
+import { casRegistryCode, readRegistryCode } from '../src/spare-registry.js';
+import { initRegistry } from '../src/registry-identity.js';
 import {
   SpareCodeError,
   adoptSpareCode,
@@ -22,7 +22,7 @@ import {
   readSpareCode,
   spareCodesOf,
   spareKeys,
-} from './spare-codes.js';
+} from '../src/spare-codes.js';
 
 jest.setTimeout(120_000);
 
@@ -205,7 +205,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('borrowers claim under a code lent to their region once the home range is full, and nowhere else', async () => {
     const prefix = uniquePrefix('borrow');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     // Not lent yet: the borrower finds no slot.
     const early = await lease(
       options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
@@ -228,7 +228,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
       b,
     ).start();
     expect(b.assignment?.region).toBe(5);
@@ -245,11 +245,11 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('reclaiming stops new claims at once and holders give their slot back (released) at the next refresh', async () => {
     const prefix = uniquePrefix('reclaim');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
       b,
     ).start();
     const worker = b.assignment?.worker ?? -1;
@@ -265,9 +265,9 @@ describe('lend, reclaim, adopt: the transactions', () => {
       .catch((e: unknown) => e);
     expect(late).toBeInstanceOf(NoFreeWorkerError);
     // The holder gives its slot back at its next refresh: fenced, then a released last-ms, then no worker key.
-    await b.waitFor((e) => e.kind === 'unassign', 5_000, 'the borrowed slot given back');
+    await b.waitFor((e) => e.kind === 'unassign', 60_000, 'the borrowed slot given back');
     expect(b.of('unassign')[0]?.message).toMatch(/spare code 5 is being reclaimed/);
-    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 60_000);
     const lastKey = leaseKeys.lastMs(prefix, 5, worker);
     const last = parseLastMsRecord(lastKey, (await kv.get(lastKey).string()) ?? '');
     expect(last.released).toBe(true);
@@ -316,11 +316,11 @@ describe('lend, reclaim, adopt: the transactions', () => {
   it('export waits for held slots; adopt refuses the lender etcd, a held slot, another layout; never lowers a floor', async () => {
     const prefix = uniquePrefix('adopt');
     await bind(prefix, 2);
-    await lease(options(prefix, { workers: '0-0' }), new RecordingTarget('home')).start();
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     const borrower = lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix) }),
+      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
       b,
     );
     await borrower.start();
@@ -328,7 +328,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(
       /still held|reclaim/,
     );
-    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 10_000);
+    await waitUntil(async () => (await heldSlotsUnder(io(prefix), 5)).length === 0, 60_000);
     const handover = await exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5);
     // The lender's etcd is bound to region 2: adopting code 5 there is refused by the binding.
     await expect(adoptSpareCode(io(prefix), handover)).rejects.toThrow(/this etcd serves region 2 .*, not region 5/);

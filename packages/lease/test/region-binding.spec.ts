@@ -1,16 +1,16 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { CorruptRecordError, isLeaseError } from './errors.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { CorruptRecordError, isLeaseError } from '../src/errors.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
 import {
   RegionBindingError,
   checkRegionBinding,
   initRegion,
   parseRegionBinding,
   regionBindingKey,
-} from './region-binding.js';
+} from '../src/region-binding.js';
 
 jest.setTimeout(60_000);
 

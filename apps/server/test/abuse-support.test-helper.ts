@@ -3,7 +3,7 @@
 // bounds every attack must respect: RSS under 400 MB, at most 10% of the probes failing during it and none after,
 // the process alive (docs/design.md §8 item 4).
 import { readFileSync } from 'node:fs';
-import type { idClient, ServerNode } from './support.js';
+import type { idClient, ServerNode } from './support.test-helper.js';
 
 export const PROBE_EVERY_MS = 250;
 export const PROBE_DEADLINE_MS = 1_000;

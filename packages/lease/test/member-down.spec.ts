@@ -2,9 +2,9 @@
 // nothing"). The settings make a single refresh that waits on the bad member cost the fence unless it is asked again
 // of another member at once: keep-alive every 1 s, 0.8 s timeout, deadline 2.5 s after the last acknowledged send.
 import { bindRegion, cleanupAll, startEtcdCluster, type EtcdCluster, type EtcdMember } from '@idgen/testing';
-import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(180_000);
 

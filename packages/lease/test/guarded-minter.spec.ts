@@ -2,9 +2,9 @@ import { createGuardedMinter, isFencedError } from '@idgen/clock-guard';
 import type { GuardedMinter } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
-import { createEtcdLease } from './etcd-lease.js';
-import { uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 

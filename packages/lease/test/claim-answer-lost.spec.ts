@@ -5,8 +5,8 @@
 import { createTcpProxy } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
 import { useLeaseHarness } from './etcd-harness.test-helper.js';
-import { leaseKeys } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
+import { leaseKeys } from '../src/records.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
 
 jest.setTimeout(120_000);
 

@@ -1,9 +1,9 @@
 import { bindRegion, cleanupAll, startEtcdCluster } from '@idgen/testing';
 import type { EtcdCluster } from '@idgen/testing';
-import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import type { TargetEvent } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { TargetEvent } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { Agent, request as http1Request } from 'node:http';
 import { connect as connectHttp2, constants as h2, type ClientHttp2Session } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
-import type { WireCase } from './fuzz-wire-cases.js';
+import type { WireCase } from './fuzz-wire-cases.test-helper.js';
 
 /** What came back for one case. */
 export type WireResult =

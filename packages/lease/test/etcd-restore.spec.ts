@@ -6,15 +6,17 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { join } from 'node:path';
-import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
-import { markRegionRestored } from './region-restore.js';
-import type { EtcdLeaseOptions } from './config.js';
-import type { WorkerLease } from './types.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { RecordingTarget, SlotBook, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { markRegionRestored } from '../src/region-restore.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 
-const TTL_MS = 3000;
+// TTL − margin (5 s) outlasts a restore (etcd stopped, restored, started) on a loaded machine: at 3 s, one run at load
+// 30 fenced the pre-snapshot holder at its own deadline before it could see the revision go back.
+const TTL_MS = 6000;
 const REGION = 2;
 const leases: WorkerLease[] = [];
 
@@ -80,8 +82,8 @@ describe('etcd restored from a snapshot', () => {
     await etcd.restore(snapshot, { clusterToken: `restored-${Date.now()}` });
     // Both see the restored history: the post-snapshot holder's lease is gone, the other's answers come from another
     // cluster ID. Each fences and may not claim again on it.
-    await after.t.waitFor((e) => e.kind === 'unassign', 15_000, 'the post-snapshot holder fenced');
-    await before.t.waitFor((e) => e.kind === 'unassign', 15_000, 'the pre-snapshot holder fenced');
+    await after.t.waitFor((e) => e.kind === 'unassign', 30_000, 'the post-snapshot holder fenced');
+    await before.t.waitFor((e) => e.kind === 'unassign', 30_000, 'the pre-snapshot holder fenced');
 
     // A node started now is refused by the binding, and waits (unready) for the operator rather than give up: under
     // systemd's RestartPreventExitStatus=2 an exit would keep it down after the step.

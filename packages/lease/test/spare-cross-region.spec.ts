@@ -5,12 +5,12 @@ import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, mintLoop, uniquePrefix } from './recording-target.test-helper.js';
-import { adoptSpareCode, beginReclaim, exportHandover, heldSlotsUnder, lendSpareCode } from './spare-codes.js';
-import type { WorkerLease } from './types.js';
-import { initRegistry } from './registry-identity.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { RecordingTarget, mintLoop, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { adoptSpareCode, beginReclaim, exportHandover, heldSlotsUnder, lendSpareCode } from '../src/spare-codes.js';
+import type { WorkerLease } from '../src/types.js';
+import { initRegistry } from '../src/registry-identity.js';
 
 jest.setTimeout(180_000);
 

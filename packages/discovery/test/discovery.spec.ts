@@ -5,7 +5,7 @@ import { LeaseConfigError, createEtcdLease } from '@idgen/lease';
 import { leaseKeys } from '@idgen/lease/records';
 import type { LeaseExtension, LeaseTarget, WorkerAssignment, WorkerLease } from '@idgen/lease';
 import type { ServingNode } from '@idgen/lease/records';
-import { createDiscoveryReader } from './discovery.js';
+import { createDiscoveryReader } from '../src/discovery.js';
 
 /** A lease target that only holds what the lease gives it: discovery needs a registered node, not a minter. */
 class HoldingTarget implements LeaseTarget {

@@ -3,9 +3,9 @@ import { createGuardedMinter, isFencedError } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { createEtcdLease } from './etcd-lease.js';
-import { leaseKeys } from './records.js';
-import { uniquePrefix } from './recording-target.test-helper.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { leaseKeys } from '../src/records.js';
+import { uniquePrefix } from '../src/recording-target.test-helper.js';
 
 jest.setTimeout(60_000);
 

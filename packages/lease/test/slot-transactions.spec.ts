@@ -2,12 +2,12 @@ import { cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { Lease } from 'etcd3';
-import { leaseKeys, parseLastMsRecord } from './records.js';
-import type { LastMsRecord } from './records.js';
-import { uniquePrefix } from './recording-target.test-helper.js';
-import { claimSlot, isOwnLateWrite, writeLastMsRecord } from './slot-transactions.js';
-import { openTenure, updateTenureRecord } from './tenure-ledger.js';
-import type { Tenure, TenureRecord } from './tenure-ledger.js';
+import { leaseKeys, parseLastMsRecord } from '../src/records.js';
+import type { LastMsRecord } from '../src/records.js';
+import { uniquePrefix } from '../src/recording-target.test-helper.js';
+import { claimSlot, isOwnLateWrite, writeLastMsRecord } from '../src/slot-transactions.js';
+import { openTenure, updateTenureRecord } from '../src/tenure-ledger.js';
+import type { Tenure, TenureRecord } from '../src/tenure-ledger.js';
 
 jest.setTimeout(60_000);
 

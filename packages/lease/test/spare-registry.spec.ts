@@ -3,8 +3,8 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, freePort, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { leaseKeys } from './records.js';
-import { uniquePrefix } from './recording-target.test-helper.js';
+import { leaseKeys } from '../src/records.js';
+import { uniquePrefix } from '../src/recording-target.test-helper.js';
 import {
   SpareCodeError,
   adoptSpareCode,
@@ -14,7 +14,7 @@ import {
   readSpareCode,
   spareKeys,
   type Handover,
-} from './spare-codes.js';
+} from '../src/spare-codes.js';
 import {
   SpareRegistryCallError,
   casRegistryCode,
@@ -22,8 +22,8 @@ import {
   readRegistryCode,
   registryKeys,
   type RegistryIo,
-} from './spare-registry.js';
-import { RegistryRefusedError, initRegistry } from './registry-identity.js';
+} from '../src/spare-registry.js';
+import { RegistryRefusedError, initRegistry } from '../src/registry-identity.js';
 
 // docs/design.md §7: one registry for the spare codes. Three real etcd servers: the deployment's
 // spare-code registry, region 2's and region 3's (each bound to its code as idgen region init does); a fourth is the

@@ -2,16 +2,16 @@ import { join } from 'node:path';
 import { bindRegion, cleanupAll, spawnProcess, startEtcd, tsNodeArgs } from '@idgen/testing';
 import type { EtcdServer, ProcessHandle } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { leaseKeys, parseLastMsRecord } from './records.js';
-import { RecordingTarget, uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { leaseKeys, parseLastMsRecord } from '../src/records.js';
+import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(180_000);
 
-const CHILD = join(__dirname, '..', 'test', 'hold-slot.ts');
-const RELEASE_MID_CLAIM = join(__dirname, '..', 'test', 'release-mid-claim.ts');
+const CHILD = join(__dirname, 'hold-slot.test-helper.ts');
+const RELEASE_MID_CLAIM = join(__dirname, 'release-mid-claim.test-helper.ts');
 let etcd: EtcdServer;
 let kv: Etcd3;
 const leases: WorkerLease[] = [];

@@ -1,10 +1,10 @@
 import { bindRegion, cleanupAll, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { LeaseMetrics } from './metrics.js';
-import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { LeaseMetrics } from '../src/metrics.js';
+import { createRecordingMeter, RecordingTarget, SlotBook, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 

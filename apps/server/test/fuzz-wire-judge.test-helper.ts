@@ -12,8 +12,8 @@ import {
   NextIdsRequestSchema,
   NextIdsResponseSchema,
 } from '@idgen/proto';
-import { FUZZ_LIMITS, GET_STATUS, HEALTH_CHECK, NEXT_IDS, type WireCase } from './fuzz-wire-cases.js';
-import type { WireResult } from './fuzz-transport.js';
+import { FUZZ_LIMITS, GET_STATUS, HEALTH_CHECK, NEXT_IDS, type WireCase } from './fuzz-wire-cases.test-helper.js';
+import type { WireResult } from './fuzz-transport.test-helper.js';
 
 /** What the node is expected to mint as. */
 export interface JudgeContext {

@@ -2,10 +2,24 @@
 // quick lease settings, and every lease made through it released after each test.
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { DEFAULT_PREFIX } from './config.js';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import type { LeaseTarget, WorkerLease } from './types.js';
+import { DEFAULT_PREFIX } from '../src/config.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import type { LeaseTarget, WorkerLease } from '../src/types.js';
+
+/**
+ * Lease settings for a holder that must keep its slot through a loaded machine while the test's own step (a reclaim,
+ * a forged record, a release) ends its tenure: it fences only after 4 s without an acknowledged keep-alive, where the
+ * quick settings (TTL 2 s) fence after 1.5 s, which a machine at load 20-30 reaches (CI: a home holder lapsed and a
+ * borrower took the home slot). Every claim holds one TTL before its first mint (the start hold), so 5 s, not more.
+ */
+export const STEADY_LEASE_SETTINGS = {
+  ttlSeconds: 5,
+  keepAliveIntervalMs: 1000,
+  keepAliveTimeoutMs: 900,
+  fenceMarginMs: 1000,
+  requestTimeoutMs: 4000,
+} as const;
 
 export interface LeaseHarness {
   /** The etcd and a client of it, once the harness's beforeAll has run. */

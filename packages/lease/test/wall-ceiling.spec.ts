@@ -3,10 +3,10 @@ import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
 import type { EtcdServer, TcpProxy } from '@idgen/testing';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { mintLoop, uniquePrefix } from './recording-target.test-helper.js';
-import type { WorkerLease } from './types.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { mintLoop, uniquePrefix } from '../src/recording-target.test-helper.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 
@@ -94,10 +94,11 @@ function leaseOptions(
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function until(what: string, cond: () => boolean, timeoutMs: number): Promise<void> {
+async function until(what: string | (() => string), cond: () => boolean, timeoutMs: number): Promise<void> {
   const end = performance.now() + timeoutMs;
   while (!cond()) {
-    if (performance.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > end)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
     await sleep(10);
   }
 }
@@ -130,7 +131,14 @@ async function holderAndSpare(
   await holder.lease.start();
   const spare = make(etcd.clientUrl, systemClock, true);
   void spare.lease.start(); // waits for the slot
-  await until('the holder to mint', () => holder.minting.ids.length > 5_000, 30_000);
+  // The holder's first minted IDs are the event waited for (not a count a quiet machine reaches in time: 5,000 timed
+  // out after 30 s at load 20); a holder that cannot mint says why (its refusals and lease state).
+  await until(
+    () =>
+      `the holder to mint (refusals ${JSON.stringify([...holder.minting.refusals])}, lease ${holder.lease.snapshot().state})`,
+    () => holder.minting.ids.length > 0,
+    60_000,
+  );
   return { holder, spare, clock, proxy };
 }
 
