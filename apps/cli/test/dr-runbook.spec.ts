@@ -5,7 +5,7 @@
 // Issue 31 cases 3 and 4 minted equal IDs here on the code before the TTL ceiling and the one-live-cluster rule.
 import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { join } from 'node:path';
-import { idgen, idgenJson, startNode, type ServerNode } from './support.js';
+import { idgen, idgenJson, startNode, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(180_000);
 

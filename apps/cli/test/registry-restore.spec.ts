@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, startEtcd, tempDirSync, type EtcdServer } from '@idgen/testing';
-import { idgen, type IdgenRun } from './support.js';
+import { idgen, type IdgenRun } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

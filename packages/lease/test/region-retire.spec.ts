@@ -7,12 +7,12 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { join } from 'node:path';
-import { createEtcdLease } from './etcd-lease.js';
-import { RecordingTarget, SlotBook, uniquePrefix } from './recording-target.test-helper.js';
-import { RegionBindingError, initRegion, parseRegionBinding, regionBindingKey } from './region-binding.js';
-import { markRegionRestored } from './region-restore.js';
-import type { EtcdLeaseOptions } from './config.js';
-import type { WorkerLease } from './types.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { RecordingTarget, SlotBook, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { RegionBindingError, initRegion, parseRegionBinding, regionBindingKey } from '../src/region-binding.js';
+import { markRegionRestored } from '../src/region-restore.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(120_000);
 

@@ -9,12 +9,12 @@ import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import { bindRegion, cleanupAll, startEtcd, tempDir } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import type { EtcdLeaseOptions } from './config.js';
-import { createEtcdLease } from './etcd-lease.js';
-import { NoFreeWorkerError } from './errors.js';
-import { RecordingTarget, mintLoop, uniquePrefix } from './recording-target.test-helper.js';
-import { markRegionRestored } from './region-restore.js';
-import { initRegistry } from './registry-identity.js';
+import type { EtcdLeaseOptions } from '../src/config.js';
+import { createEtcdLease } from '../src/etcd-lease.js';
+import { NoFreeWorkerError } from '../src/errors.js';
+import { RecordingTarget, mintLoop, uniquePrefix } from '../src/recording-target.test-helper.js';
+import { markRegionRestored } from '../src/region-restore.js';
+import { initRegistry } from '../src/registry-identity.js';
 import {
   adoptSpareCode,
   beginReclaim,
@@ -22,8 +22,8 @@ import {
   heldSlotsUnder,
   lendSpareCode,
   readSpareCode,
-} from './spare-codes.js';
-import type { WorkerLease } from './types.js';
+} from '../src/spare-codes.js';
+import type { WorkerLease } from '../src/types.js';
 
 jest.setTimeout(180_000);
 

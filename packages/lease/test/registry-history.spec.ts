@@ -9,13 +9,13 @@ import { DEFAULT_LAYOUT } from '@idgen/core';
 import { bindRegion, cleanupAll, startEtcd, tempDir } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { uniquePrefix } from './recording-target.test-helper.js';
-import { RegistryRefusedError, initRegistry, readRegistrySeen } from './registry-identity.js';
-import type { RegionEtcd } from './registry-identity.js';
-import { reconcileRegistry } from './registry-reconcile.js';
-import { lendSpareCode, readSpareCode, spareKeys } from './spare-codes.js';
-import { readRegistryCode } from './spare-registry.js';
-import type { RegistryIo } from './spare-registry.js';
+import { uniquePrefix } from '../src/recording-target.test-helper.js';
+import { RegistryRefusedError, initRegistry, readRegistrySeen } from '../src/registry-identity.js';
+import type { RegionEtcd } from '../src/registry-identity.js';
+import { reconcileRegistry } from '../src/registry-reconcile.js';
+import { lendSpareCode, readSpareCode, spareKeys } from '../src/spare-codes.js';
+import { readRegistryCode } from '../src/spare-registry.js';
+import type { RegistryIo } from '../src/spare-registry.js';
 
 jest.setTimeout(120_000);
 
