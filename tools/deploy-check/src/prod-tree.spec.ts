@@ -196,6 +196,7 @@ describe('deploy/Dockerfile: the tree the image copies, started by its ENTRYPOIN
     const admin = createEtcdClient({
       endpoints: [etcd.clientUrl],
       tls: { ca: pki.ca, cert: client.cert, key: client.key },
+      auth: undefined,
     });
     try {
       await initRegion({ client: admin, prefix: '/idgen', timeoutMs: 5_000, layout: DEFAULT_LAYOUT }, REGION);
