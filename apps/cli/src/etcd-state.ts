@@ -24,7 +24,7 @@ import {
   type ServingNode,
   type WorkerRecord,
 } from '@idgen/lease/records';
-import { CliError, EXIT_PROBLEM, EXIT_UNREACHABLE, EXIT_USAGE } from './exit-codes.js';
+import { CliError, EXIT_UNREACHABLE, EXIT_USAGE } from './exit-codes.js';
 import { ETCD_PEER, dialCheck } from './dial.js';
 import type { Deadlines, EtcdConnection } from './options.js';
 
@@ -88,7 +88,7 @@ function parseWorkerRecord(raw: string): WorkerRecord | undefined {
 
 /**
  * An etcd refusal of this user, worded as the node words it (@idgen/lease's `etcdAccessProblem`): wrong credentials,
- * or a role without access to the prefix; exit 1. `undefined` for any other error.
+ * or a role without access to the prefix; exit 3, as any etcd the CLI could not use. `undefined` for any other error.
  */
 export function etcdAccessError(e: unknown): CliError | undefined {
   if (
@@ -97,12 +97,12 @@ export function etcdAccessError(e: unknown): CliError | undefined {
     e instanceof EtcdInvalidAuthTokenError
   )
     return new CliError(
-      EXIT_PROBLEM,
+      EXIT_UNREACHABLE,
       `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`,
     );
   if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError)
     return new CliError(
-      EXIT_PROBLEM,
+      EXIT_UNREACHABLE,
       `etcd denied access: the user's role must read the deployment's prefix: ${e.message}`,
     );
   return undefined;

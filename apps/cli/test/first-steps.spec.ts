@@ -21,6 +21,9 @@ import type { EtcdServer, TestPki } from '@idgen/testing';
 import { IDGEN_BIN, SERVER_MAIN_JS, type IdgenRun } from './support.js';
 
 jest.setTimeout(120_000);
+
+/** Deadlines far above what etcd and a TLS handshake take on a busy machine: bounds on a hang, not timings. */
+const SLOW = ['--timeout-ms', '20000', '--dial-timeout-ms', '20000'];
 afterAll(() => cleanupAll());
 
 /** Runs the built `idgen` with `args` and extra variables (no IDGEN_* or ETCDCTL_* of the test's own). */
@@ -99,10 +102,13 @@ describe('a TLS node dialled by an address its certificate does not name', () =>
       pki.caFile,
       '--tls-servername',
       'localhost',
+      '--json',
+      ...SLOW,
     ]);
     expect(status.stderr).toBe('');
+    expect(JSON.parse(status.stdout)).toMatchObject({ nodes: [{ state: 'serving', region: 0 }] });
     expect(status.code).toBe(0);
-    const next = await idgenWith(['next', '--server', url, '--tls-ca', pki.caFile, '-n', '3'], {
+    const next = await idgenWith(['next', '--server', url, '--tls-ca', pki.caFile, '-n', '3', ...SLOW], {
       IDGEN_TLS_SERVERNAME: 'idgen-server.region-2.svc.test',
     });
     expect(next.stderr).toBe('');
@@ -128,7 +134,7 @@ describe('--region against the etcd`s binding', () => {
   it.each([['leases'], ['status'], ['next']])(
     'idgen %s --region 1 on region 2`s etcd: one line, exit 2',
     async (verb) => {
-      const r = await idgenWith([verb, '--etcd', etcd.clientUrl, '--region', '1']);
+      const r = await idgenWith([verb, '--etcd', etcd.clientUrl, '--region', '1', ...SLOW]);
       expect(r.stdout).toBe('');
       expect(r.stderr).toBe(
         `idgen ${verb}: etcd ${etcd.clientUrl}: this etcd serves region 2 (/idgen/region), not region 1: check --region and --etcd\n`,
@@ -139,14 +145,14 @@ describe('--region against the etcd`s binding', () => {
 
   it('the bound region and a spare code pass the check', async () => {
     for (const region of ['2', '5']) {
-      const r = await idgenWith(['leases', '--etcd', etcd.clientUrl, '--region', region]);
+      const r = await idgenWith(['leases', '--etcd', etcd.clientUrl, '--region', region, ...SLOW]);
       expect(r.stderr).not.toContain('this etcd serves');
       expect(r.code).not.toBe(2);
     }
   });
 
   it('endpoints from ETCDCTL_ENDPOINTS are named in what next says', async () => {
-    const r = await idgenWith(['next', '--region', '2'], {
+    const r = await idgenWith(['next', '--region', '2', ...SLOW], {
       ETCDCTL_ENDPOINTS: etcd.clientUrl.replace(/^http:\/\//, ''),
     });
     expect(r.stderr).toBe(`idgen next: no serving node in region 2 (etcd ${etcd.clientUrl}, prefix /idgen)\n`);
@@ -155,7 +161,7 @@ describe('--region against the etcd`s binding', () => {
 });
 
 describe('etcd refusing the credentials', () => {
-  it('a wrong password is worded as the node words it, exit 1, for every reading verb', async () => {
+  it('a wrong password is worded as the node words it, exit 3 (etcd not usable), for every reading verb', async () => {
     const etcd = await startEtcd();
     await bindRegion(etcd, 2);
     enableEtcdAuth(etcd.clientUrl, 'root-password', [
@@ -165,14 +171,14 @@ describe('etcd refusing the credentials', () => {
     writeFileSync(wrong, 'wrong\n');
     const auth = ['--etcd', etcd.clientUrl, '--etcd-user', 'idgen-operator', '--etcd-password-file', wrong];
     for (const verb of ['leases', 'status']) {
-      const r = await idgenWith([verb, ...auth]);
+      const r = await idgenWith([verb, ...auth, ...SLOW]);
       expect(r.stderr).toMatch(
         new RegExp(
           `^idgen ${verb}: (etcd ${etcd.clientUrl}: )?etcd refused the credentials \\(--etcd-user / --etcd-password-file\\): .*authentication failed`,
         ),
       );
       expect(r.stderr.trim().split('\n')).toHaveLength(1);
-      expect(r.code).toBe(1);
+      expect(r.code).toBe(3);
     }
   });
 });
