@@ -48,11 +48,16 @@ async function timed(name, fn) {
 function step(message) {
   process.stderr.write(`image: ${message}\n`);
 }
-async function until(what, check, timeoutMs = DEADLINE_MS) {
+/**
+ * Polls `check` until it gives a truthy value; throws at the deadline, or at once when `alive()` throws (the
+ * container exited: waiting out the deadline would only hide why).
+ */
+async function until(what, check, timeoutMs = DEADLINE_MS, alive = () => {}) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const result = await check().catch(() => undefined);
     if (result) return result;
+    alive();
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 200));
   }
@@ -237,8 +242,22 @@ async function runAndCheck() {
     pending = parts.pop() ?? '';
     lines.push(...parts);
   });
-  child.stderr.setEncoding('utf8').on('data', (chunk) => process.stderr.write(chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk) => {
+    process.stderr.write(chunk);
+    lines.push(...chunk.split('\n').filter((l) => l !== ''));
+  });
   const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+  /** Throws once the container has exited: its exit code and its last log lines say why. */
+  const alive = () => {
+    if (child.exitCode === null && child.signalCode === null) return;
+    const all = [...lines, ...(pending === '' ? [] : [pending])];
+    // The first error line (a stack's message line, or the node's fatal line) comes before its stack's tail.
+    const first = all.find((l) => /^\S*Error\b|"level":"fatal"/.test(l));
+    throw new Error(
+      `the container exited (code ${child.exitCode}, signal ${child.signalCode}) before it was ready` +
+        `${first === undefined ? '' : `: ${first}`}; last log lines:\n  ${all.slice(-10).join('\n  ')}`,
+    );
+  };
   // On a failed check, the node too: buildah run's chroot-exec outlives a killed buildah.
   cleanups.push(() => {
     const pid = nodeProcessUnder(child.pid);
@@ -260,6 +279,8 @@ async function runAndCheck() {
   await until(
     '/readyz 200 on the metrics port',
     async () => (await fetch(`http://127.0.0.1:${metricsPort}/readyz`)).status === 200,
+    DEADLINE_MS,
+    alive,
   );
   figures.readySeconds = Math.round((Date.now() - started) / 100) / 10;
   // The node runs as the image's user, with the open-files limit given.

@@ -38,6 +38,7 @@ import {
   type EtcdAccess,
   type EtcdFlags,
 } from './options.js';
+import { etcdAccessError } from './etcd-state.js';
 import { runStatus, type StatusFlags } from './status.js';
 import {
   readSpareNotes,
@@ -569,8 +570,10 @@ function verbRunner(ctx: VerbContext, state: { exitCode: number }) {
                 );
               }),
             ]));
-      } catch (e) {
-        if (!isCliError(e)) throw e;
+      } catch (caught) {
+        // An etcd refusal that reached here without a verb's own wording: said as the node says it, not raw gRPC.
+        const e = isCliError(caught) ? caught : etcdAccessError(caught);
+        if (e === undefined) throw caught;
         ctx.io.err(line(e.message, e.exitCode));
         state.exitCode = e.exitCode;
       } finally {

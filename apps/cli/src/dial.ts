@@ -7,6 +7,11 @@ export interface DialTls {
   readonly ca?: string | undefined;
   readonly cert?: string | undefined;
   readonly key?: string | undefined;
+  /**
+   * The name the peer's certificate must carry, when it is not the URL's host: a node dialled at its pod IP whose
+   * certificate names its Service (`--tls-servername`, as grpcurl's `-servername`). Sent as SNI too.
+   */
+  readonly servername?: string | undefined;
 }
 
 /** How a dial names the peer and its flags in its one line: an etcd (`--etcd-ca` …) or a node (`--tls-ca` …). */
@@ -15,11 +20,18 @@ export interface DialPeer {
   readonly kind: string;
   readonly caFlag: string;
   readonly certFlags: string;
+  /** The flag that names the expected server name, for a name-mismatch hint; none for etcd. */
+  readonly servernameFlag?: string;
 }
 
 /** The peers the CLI dials. */
 export const ETCD_PEER: DialPeer = { kind: 'etcd', caFlag: '--etcd-ca', certFlags: '--etcd-cert and --etcd-key' };
-export const NODE_PEER: DialPeer = { kind: 'node', caFlag: '--tls-ca', certFlags: '--tls-cert and --tls-key' };
+export const NODE_PEER: DialPeer = {
+  kind: 'node',
+  caFlag: '--tls-ca',
+  certFlags: '--tls-cert and --tls-key',
+  servernameFlag: '--tls-servername',
+};
 
 /** The HTTP/2 client preface and an empty SETTINGS frame (RFC 9113 §3.4): any HTTP/2 server answers with SETTINGS. */
 const H2_PREFACE = Buffer.concat([
@@ -92,6 +104,8 @@ function dialOnce(url: string, tls: DialTls | undefined, timeoutMs: number, peer
   const host = u.hostname.replace(/^\[|\]$/g, '');
   const port = Number(u.port || (secure ? 443 : 80));
   const where = `${peer.kind} ${u.protocol}//${u.host}`;
+  // The name the certificate must carry: --tls-servername when given, else the URL's host (Node's own rule).
+  const expected = tls?.servername ?? host;
   return new Promise<void>((resolve, reject) => {
     let stage: Stage = 'tcp';
     let sock: Socket | TLSSocket | undefined;
@@ -119,9 +133,14 @@ function dialOnce(url: string, tls: DialTls | undefined, timeoutMs: number, peer
       stage = 'tls';
       const t = tlsConnect({
         socket: raw,
+        host,
         ALPNProtocols: ['h2'],
         rejectUnauthorized: false,
-        ...(isIP(host) === 0 ? { servername: host } : {}),
+        ...(tls?.servername !== undefined
+          ? { servername: tls.servername }
+          : isIP(host) === 0
+            ? { servername: host }
+            : {}),
         ...(tls?.ca === undefined ? {} : { ca: tls.ca }),
         ...(tls?.cert === undefined ? {} : { cert: tls.cert }),
         ...(tls?.key === undefined ? {} : { key: tls.key }),
@@ -129,13 +148,18 @@ function dialOnce(url: string, tls: DialTls | undefined, timeoutMs: number, peer
       sock = t;
       t.once('error', (e: NodeJS.ErrnoException) => finish(errorText(e, stage, secure, peer)));
       t.once('secureConnect', () => {
-        if (!t.authorized) {
-          finish(untrusted(String(t.authorizationError), tls?.ca !== undefined, peer));
+        const certificate = t.getPeerCertificate() as PeerCertificate;
+        // Node checks the name (servername, else host) once the chain is trusted, and reports a mismatch as an
+        // authorization error too (ERR_TLS_CERT_ALTNAME_INVALID): no CA problem, so it is said as what it is.
+        const mismatch = t.authorized
+          ? checkServerIdentity(expected, certificate) !== undefined
+          : String(t.authorizationError) === 'ERR_TLS_CERT_ALTNAME_INVALID';
+        if (mismatch) {
+          finish(nameMismatch(expected, certificate, peer));
           return;
         }
-        const identity = checkServerIdentity(host, t.getPeerCertificate() as PeerCertificate);
-        if (identity !== undefined) {
-          finish(`its certificate is not for ${host}: ${identity.message}`);
+        if (!t.authorized) {
+          finish(untrusted(String(t.authorizationError), tls?.ca !== undefined, peer));
           return;
         }
         stage = 'h2';
@@ -168,6 +192,19 @@ function awaitSettings(s: Socket, secure: boolean, peer: DialPeer, finish: (mess
 
 function speaksTls(peer: DialPeer): string {
   return `this ${peer.kind} speaks TLS: use https:// (with ${peer.caFlag} for its CA)`;
+}
+
+/** A certificate that does not name `expected`: the names it has, and how to ask for one of them. */
+function nameMismatch(expected: string, certificate: PeerCertificate, peer: DialPeer): string {
+  const names =
+    certificate.subjectaltname === undefined || certificate.subjectaltname === ''
+      ? `CN=${String(certificate.subject?.CN ?? '')}`
+      : certificate.subjectaltname;
+  const hint =
+    peer.servernameFlag === undefined
+      ? 'dial it by one of those names'
+      : `give the name it has with ${peer.servernameFlag} (or dial it by that name)`;
+  return `its certificate is for ${names}, not ${expected}: name mismatch: ${hint}`;
 }
 
 function untrusted(reason: string, caGiven: boolean, peer: DialPeer): string {

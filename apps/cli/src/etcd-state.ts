@@ -1,4 +1,12 @@
-import type { Etcd3, IKeyValue } from 'etcd3';
+import {
+  EtcdAuthenticationFailedError,
+  EtcdInvalidAuthTokenError,
+  EtcdPermissionDeniedError,
+  EtcdRoleNotGrantedError,
+  EtcdUserNotFoundError,
+  type Etcd3,
+  type IKeyValue,
+} from 'etcd3';
 import { DEFAULT_LAYOUT, createLayout, type Layout, type LayoutRecord } from '@idgen/core';
 import { createEtcdClient } from '@idgen/lease';
 import { spareCodesOf } from '@idgen/lease/operator';
@@ -6,7 +14,9 @@ import {
   leaseKeys,
   parseLastMsRecord,
   parseLayoutRecord,
+  parseRegionBinding,
   parseServingNode,
+  regionBindingKey,
   parseSpareCodeRecord,
   parseWorkerRecord,
   spareKeys,
@@ -15,7 +25,7 @@ import {
   type ServingNode,
   type WorkerRecord,
 } from '@idgen/lease/records';
-import { CliError, EXIT_UNREACHABLE } from './exit-codes.js';
+import { CliError, EXIT_UNREACHABLE, EXIT_USAGE } from './exit-codes.js';
 import { ETCD_PEER, dialCheck } from './dial.js';
 import type { Deadlines, EtcdConnection } from './options.js';
 
@@ -61,13 +71,40 @@ export interface EtcdSnapshot {
   readonly spareProblems: readonly string[];
 }
 
-/** Rejects with an "unreachable" {@link CliError} when `p` takes longer than `ms`. */
+/**
+ * An etcd refusal of this user, worded as the node words it (@idgen/lease's `etcdAccessProblem`): wrong credentials,
+ * or a role without access to the prefix; exit 3, as any etcd the CLI could not use. `undefined` for any other error.
+ */
+export function etcdAccessError(e: unknown): CliError | undefined {
+  if (
+    e instanceof EtcdAuthenticationFailedError ||
+    e instanceof EtcdUserNotFoundError ||
+    e instanceof EtcdInvalidAuthTokenError
+  )
+    return new CliError(
+      EXIT_UNREACHABLE,
+      `etcd refused the credentials (--etcd-user / --etcd-password-file): ${e.message}`,
+    );
+  if (e instanceof EtcdPermissionDeniedError || e instanceof EtcdRoleNotGrantedError)
+    return new CliError(
+      EXIT_UNREACHABLE,
+      `etcd denied access: the user's role must read the deployment's prefix: ${e.message}`,
+    );
+  return undefined;
+}
+
+/**
+ * Rejects with an "unreachable" {@link CliError} when `p` takes longer than `ms` or fails; an etcd refusal of the
+ * credentials or the role as {@link etcdAccessError} says it.
+ */
 export function unreachableAfter<T>(p: Promise<T>, ms: number, what: string, timeoutMs = ms): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   p.catch(() => undefined);
   return Promise.race([
     p.catch((e: unknown) => {
       // grpc-js appends a "Resolution note" and a timestamp to connection failures: the first part says what happened.
+      const access = etcdAccessError(e);
+      if (access !== undefined) throw new CliError(access.exitCode, `${what}: ${access.message}`);
       const message = (e as Error).message.split(/ Resolution note|\n/)[0]?.trim() ?? '';
       throw new CliError(EXIT_UNREACHABLE, `${what}: ${message}`);
     }),
@@ -108,6 +145,51 @@ export async function openEtcdClient(
 
 function str(v: string | Buffer | undefined): string | undefined {
   return v === undefined ? undefined : v.toString();
+}
+
+/**
+ * `--region` against the region this etcd serves: reads its binding (`{prefix}/region`, written by `idgen region
+ * init`) and refuses another code with one line, exit 2, as the node does (`this etcd serves region 2, not region
+ * 1`): a mistyped region would otherwise show an empty table or "no serving node". The etcd's spare codes (its layout
+ * record's) are its own too. An etcd never bound, or a binding that does not parse, is left to the verb (`idgen
+ * leases` and `audit` report it). Dials first ({@link openEtcdClient}); closes its client.
+ */
+export async function refuseOtherRegion(connection: EtcdConnection, d: Deadlines, region: number): Promise<void> {
+  const client = await openEtcdClient(connection, d, { retryReads: true });
+  const prefix = connection.keyPrefix;
+  const key = regionBindingKey(prefix);
+  const where = `etcd ${connection.options.endpoints.join(',')}`;
+  try {
+    const [bindingRaw, layoutRaw] = await unreachableAfter(
+      Promise.all([client.get(key).string(), client.get(leaseKeys.layout(prefix)).string()]),
+      d.timeoutMs,
+      where,
+    );
+    if (bindingRaw === null) return;
+    let bound: number;
+    try {
+      bound = parseRegionBinding(key, bindingRaw, 1023).code;
+    } catch {
+      return;
+    }
+    if (bound === region) return;
+    // A spare code (docs/design.md §7) may be minted through any region's etcd it was lent to.
+    let spare: number[] = [];
+    try {
+      const layoutKey = leaseKeys.layout(prefix);
+      const layout = layoutRaw === null ? DEFAULT_LAYOUT : createLayout(parseLayoutRecord(layoutKey, layoutRaw));
+      spare = spareCodesOf(layoutKey, layoutRaw ?? undefined, layout.maxRegion);
+    } catch {
+      spare = [];
+    }
+    if (spare.includes(region)) return;
+    throw new CliError(
+      EXIT_USAGE,
+      `${where}: this etcd serves region ${bound} (${key}), not region ${region}: check --region and --etcd`,
+    );
+  } finally {
+    client.close();
+  }
 }
 
 /** Opens an {@link EtcdReader}: dials etcd first ({@link openEtcdClient}). */

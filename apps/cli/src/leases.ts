@@ -1,7 +1,7 @@
 import { EXIT_OK, EXIT_PROBLEM, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
 import { judgeLastMs, type LastMsVerdict } from '@idgen/lease/records';
-import { openEtcdReader } from './etcd-state.js';
+import { openEtcdReader, refuseOtherRegion } from './etcd-state.js';
 import { deadlines, etcdConnection, integerOption, type EtcdFlags } from './options.js';
 import { spareNote } from './spare.js';
 import { isoTime, renderTable, seconds } from './table.js';
@@ -57,7 +57,9 @@ const informational = (f: string): boolean => f === 'ahead' || f.startsWith('bor
 export async function runLeases(flags: LeasesFlags, ctx: VerbContext): Promise<ExitCode> {
   const d = deadlines(flags);
   const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
-  const reader = await openEtcdReader(etcdConnection(flags), d);
+  const connection = etcdConnection(flags);
+  if (region !== undefined) await refuseOtherRegion(connection, d, region);
+  const reader = await openEtcdReader(connection, d);
   let report: {
     revision: string;
     nowMs: number;

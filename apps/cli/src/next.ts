@@ -2,7 +2,7 @@ import { MAX_NEXT_IDS, createIdClient, isIdClientError, isIdsUnavailableError, t
 import { createDiscoveryReader, type ServingNode } from '@idgen/discovery';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { ETCD_PEER, dialCheck } from './dial.js';
-import { unreachableAfter } from './etcd-state.js';
+import { refuseOtherRegion, unreachableAfter } from './etcd-state.js';
 import { explainNodeFailure, fetchStatuses, type NodeTls } from './node-status.js';
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
@@ -71,6 +71,7 @@ export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitC
     if (region === undefined) throw usageError('--etcd needs --region (the region whose nodes to ask)');
     const connection = etcdConnection(flags);
     const etcdTls = connection.options.tls;
+    const where = `etcd ${connection.options.endpoints.join(',')}`;
     // Dialled first, within the dial timeout: the discovery reader's gRPC channel is only opened to an etcd that answers.
     await Promise.any(
       connection.options.endpoints.map((e) =>
@@ -86,20 +87,18 @@ export async function runNext(flags: NextFlags, ctx: VerbContext): Promise<ExitC
     ).catch((e: AggregateError) => {
       throw new CliError(EXIT_UNREACHABLE, e.errors.map((x: Error) => x.message).join('; '));
     });
+    await refuseOtherRegion(connection, { timeoutMs, dialTimeoutMs }, region);
     // One list of the region's serving nodes (the discovery records nodes write, docs/design.md §5), not a watch: the
     // CLI lives for one call, and an etcd watch left retrying would keep the process alive.
     const discovery = createDiscoveryReader({ ...connection.options, region, requestTimeoutMs: timeoutMs });
     let nodes: ServingNode[];
     try {
-      nodes = await unreachableAfter(discovery.list(), timeoutMs, `etcd ${flags.etcd}`);
+      nodes = await unreachableAfter(discovery.list(), timeoutMs, where);
     } finally {
       await discovery.close();
     }
     if (nodes.length === 0)
-      throw new CliError(
-        EXIT_PROBLEM,
-        `no serving node in region ${region} (etcd ${flags.etcd}, prefix ${flags.etcdPrefix})`,
-      );
+      throw new CliError(EXIT_PROBLEM, `no serving node in region ${region} (${where}, prefix ${flags.etcdPrefix})`);
     client = createIdClient({
       region,
       nodes: nodes.map((n) => n.address),

@@ -104,6 +104,8 @@ export interface NodeTls {
   readonly ca?: string;
   readonly cert?: string;
   readonly key?: string;
+  /** The name their certificates carry when dialled by another (`--tls-servername`). */
+  readonly servername?: string;
 }
 
 /**

@@ -58,6 +58,7 @@ export interface NodeTlsFlags {
   tlsCa?: string;
   tlsCert?: string;
   tlsKey?: string;
+  tlsServername?: string;
 }
 
 /**
@@ -68,7 +69,11 @@ export function addNodeTlsOptions(command: Command): Command {
   return command
     .option('--tls-ca <file>', "PEM file of the CA that signed the nodes' serving certificates (https:// nodes)")
     .option('--tls-cert <file>', 'PEM client certificate for nodes that ask for one (mTLS; with --tls-key)')
-    .option('--tls-key <file>', 'PEM private key of --tls-cert');
+    .option('--tls-key <file>', 'PEM private key of --tls-cert')
+    .option(
+      '--tls-servername <name>',
+      "the name the nodes' serving certificates carry, when they are dialled by another (a pod IP; as grpcurl -servername)",
+    );
 }
 
 /**
@@ -275,11 +280,22 @@ export function integerOption(flag: string, text: string, min: number, max: numb
 }
 
 /**
- * The node TLS of `--tls-ca`, `--tls-cert`, `--tls-key` (files read; `undefined` when none is given). Throws a usage
+ * The node TLS of `--tls-ca`, `--tls-cert`, `--tls-key`, `--tls-servername` (files read; `undefined` when none is
+ * given). Throws a usage
  * error naming the flag of an unreadable or non-PEM file, or a certificate without its key.
  */
-export function nodeTls(flags: NodeTlsFlags): { ca?: string; cert?: string; key?: string } | undefined {
-  if (flags.tlsCa === undefined && flags.tlsCert === undefined && flags.tlsKey === undefined) return undefined;
+export function nodeTls(
+  flags: NodeTlsFlags,
+): { ca?: string; cert?: string; key?: string; servername?: string } | undefined {
+  if (
+    flags.tlsCa === undefined &&
+    flags.tlsCert === undefined &&
+    flags.tlsKey === undefined &&
+    flags.tlsServername === undefined
+  )
+    return undefined;
+  if (flags.tlsServername !== undefined && !/^[A-Za-z0-9*]([A-Za-z0-9.*-]*[A-Za-z0-9])?$/.test(flags.tlsServername))
+    throw usageError(`--tls-servername ${JSON.stringify(flags.tlsServername)} is not a DNS name`);
   if ((flags.tlsCert === undefined) !== (flags.tlsKey === undefined))
     throw usageError('--tls-cert and --tls-key go together: give both or neither');
   const read = (file: string | undefined, flag: string, pem: RegExp): string | undefined => {
@@ -302,6 +318,7 @@ export function nodeTls(flags: NodeTlsFlags): { ca?: string; cert?: string; key?
     ...(ca === undefined ? {} : { ca }),
     ...(cert === undefined ? {} : { cert }),
     ...(key === undefined ? {} : { key }),
+    ...(flags.tlsServername === undefined ? {} : { servername: flags.tlsServername }),
   };
 }
 

@@ -1,6 +1,6 @@
 import { EXIT_OK, EXIT_PROBLEM, EXIT_UNREACHABLE, CliError, usageError, type ExitCode } from './exit-codes.js';
 import type { VerbContext } from './context.js';
-import { openEtcdReader } from './etcd-state.js';
+import { openEtcdReader, refuseOtherRegion } from './etcd-state.js';
 import { fetchStatuses, type NodeStatus } from './node-status.js';
 import {
   deadlines,
@@ -51,7 +51,9 @@ export async function runStatus(flags: StatusFlags, ctx: VerbContext): Promise<E
     targets = [{ url: serverUrl(flags.server, tls !== undefined), nodeId: '', registered: false }];
   } else {
     const region = flags.region === undefined ? undefined : integerOption('--region', flags.region, 0, 1023);
-    const reader = await openEtcdReader(etcdConnection(flags), d);
+    const connection = etcdConnection(flags);
+    if (region !== undefined) await refuseOtherRegion(connection, d, region);
+    const reader = await openEtcdReader(connection, d);
     try {
       const snapshot = await reader.snapshot(region === undefined ? undefined : [region]);
       const byUrl = new Map<string, Target>();

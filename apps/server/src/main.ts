@@ -33,6 +33,21 @@ export function tuneGarbageCollector(): void {
   setFlagsFromString('--no-allocation-site-pretenuring');
 }
 
+/** What a failed `listen` means for the operator, in words; `undefined` for anything but a socket error. */
+function listenProblem(e: unknown): string | undefined {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  switch (code) {
+    case 'EADDRINUSE':
+      return 'the address is already in use (EADDRINUSE): another process listens there; stop it or choose another port';
+    case 'EACCES':
+      return 'permission denied (EACCES): a port below 1024 needs privileges; choose a port of 1024 or above';
+    case 'EADDRNOTAVAIL':
+      return 'this host has no such address (EADDRNOTAVAIL): listen on one of its addresses, or 0.0.0.0';
+    default:
+      return undefined;
+  }
+}
+
 function run(config: ServerConfig, env: Readonly<Record<string, string | undefined>>): void {
   tuneGarbageCollector();
   const logger: Logger = pino({
@@ -136,7 +151,14 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
   const start = async (): Promise<void> => {
     const t0 = performance.now();
     const orExit = <T>(step: Promise<T>, why: string): Promise<T> =>
-      step.catch((e: unknown) => exit(EXIT_FATAL, why, { err: e }));
+      step.catch((e: unknown) => {
+        // A socket error (the port in use, a privileged port, an address this host does not have) is the
+        // operator's to fix: one line naming it, no stack.
+        const listen = listenProblem(e);
+        return listen === undefined
+          ? exit(EXIT_FATAL, why, { err: e })
+          : exit(EXIT_FATAL, `${why}: ${listen}`, { code: (e as NodeJS.ErrnoException).code });
+      });
     const addresses = await orExit(idgenNode.listen(), `cannot listen on ${formatHostPort(config.node.listen)}`);
     const probe = (method: string | undefined, path: string) => idgenNode.port.probe(method, path);
     const metricsAddress =

@@ -371,15 +371,27 @@ describe('deploy/kubernetes: kustomize base and one overlay per region', () => {
   });
 
   /** Region `r`'s overlay with a component added, as an operator writes it in the overlay's `components:`. */
-  function withComponent(r: number, component: string): K8sObject[] {
+  function withComponent(r: number, ...components: string[]): K8sObject[] {
     const dir = tempDirSync('kustomize').path;
     const rel = (p: string): string => relative(dir, p);
+    const listed = components.map((c) => rel(join(KUBERNETES, 'components', c))).join(', ');
     writeFileSync(
       join(dir, 'kustomization.yaml'),
-      `resources: [${rel(join(KUBERNETES, 'overlays', `region-${r}`))}]\ncomponents: [${rel(join(KUBERNETES, 'components', component))}]\n`,
+      `resources: [${rel(join(KUBERNETES, 'overlays', `region-${r}`))}]\ncomponents: [${listed}]\n`,
     );
     return render(dir);
   }
+
+  it('components/mesh-tls and components/host-chrony compose in either order, to the same objects', () => {
+    const one = withComponent(2, 'mesh-tls', 'host-chrony');
+    const other = withComponent(2, 'host-chrony', 'mesh-tls');
+    expect(other).toEqual(one);
+    expect(configProblems(one, 2, pki, 'mesh')).toEqual([]);
+    const args = podSpecOf(one).containers[0]?.args ?? [];
+    expect(args).toContain('--time-source=chrony');
+    expect(args).toContain('--status-details=full');
+    expect(args.filter((a) => a.startsWith('--tls-'))).toEqual([]);
+  });
 
   it('components/host-chrony: --time-source chrony through the host socket, the trade-off a "privileged" namespace', () => {
     const objects = withComponent(2, 'host-chrony');
@@ -491,7 +503,11 @@ describe('deploy/Dockerfile', () => {
   it('checks health with /readyz on the metrics side port (wait-ready.mjs, copied in), which TLS serving leaves plain', () => {
     const health = text.match(/^HEALTHCHECK [^\n]*\\\n\s*CMD (\[.*\])$/m)?.[1];
     expect(JSON.parse(health ?? '[]')).toEqual(['node', '/opt/idgen/deploy/wait-ready.mjs', '2']);
-    expect(lines).toContain('COPY --chown=root:root deploy/wait-ready.mjs ./deploy/wait-ready.mjs');
+    // The production tree (tools/scripts/prod-tree.sh, which copies deploy/wait-ready.mjs into it) is what the image holds.
+    expect(lines).toContain('COPY --from=build --chown=root:root /opt/idgen /opt/idgen');
+    expect(readFileSync(join(REPO, 'tools', 'scripts', 'prod-tree.sh'), 'utf8')).toContain(
+      'cp deploy/wait-ready.mjs "$dest/deploy/"',
+    );
     expect(readFileSync(join(DEPLOY, 'wait-ready.mjs'), 'utf8')).toMatch(/IDGEN_METRICS_LISTEN[\s\S]*\/readyz/);
   });
 

@@ -89,7 +89,7 @@ function positive(name: string, value: number | undefined, fallback: number): nu
 }
 
 /**
- * DNS discovery for the client: `discovery: dns('idgen-server.region-2.svc.cluster.local:8080')`. See
+ * DNS discovery for the client: `discovery: dns('idgen-server-r2.idgen-r2.svc.cluster.local:8080')`. See
  * {@link DnsDiscovery}. Use a fully qualified name: `node:dns` queries the name as given (no search domains).
  */
 export function dns(target: string, options: DnsDiscoveryOptions = {}): DnsDiscovery {

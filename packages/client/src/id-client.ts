@@ -24,6 +24,7 @@ import { dns, isDnsTarget, type DnsDiscovery } from './dns-discovery.js';
 import { IdClientError, IdsUnavailableError, type AttemptFailure } from './errors.js';
 import { HedgePolicy, type HedgeOptions } from './hedge.js';
 import { IdBuffer, type IdBlock } from './id-buffer.js';
+import { refuseUnknownClientOptions } from './options-check.js';
 import {
   CLIENT_METRIC_ATTRIBUTES,
   createClientInstruments,
@@ -48,7 +49,7 @@ export interface RegionNodes {
   readonly region: number;
   /**
    * Static node addresses: base URLs (`http://10.0.0.5:8080`) or `host:port`; or one DNS target,
-   * `dns:///idgen-server.region-2.svc.cluster.local:8080` (gRPC's convention; `dns://server/host:port` names
+   * `dns:///idgen-server-r2.idgen-r2.svc.cluster.local:8080` (gRPC's convention; `dns://server/host:port` names
    * the DNS server), which is {@link dns} with its defaults, owned and closed by the client.
    */
   readonly nodes?: readonly string[];
@@ -313,6 +314,7 @@ class BufferedIdClient implements IdClient {
   private lowWaterNow: number;
 
   constructor(options: IdClientOptions) {
+    refuseUnknownClientOptions(options);
     this.clock = options.clock ?? systemClientClock;
     const layout = options.layout ?? DEFAULT_LAYOUT;
     // Every option has a range and the message names it (nothing out of range is taken silently).
@@ -630,9 +632,17 @@ class BufferedIdClient implements IdClient {
     const refused = [...this.recentFailures]
       .reverse()
       .find((f) => f.code === 'foreign_region' || f.code === 'replayed_block');
+    // Else the last attempt's own words: a code alone (`canceled`, `internal`, `unavailable`) hides the cause, such
+    // as a TLS alert or a certificate for another name, which connect-es puts in the message.
+    const last = this.recentFailures[this.recentFailures.length - 1];
+    const cause =
+      refused !== undefined
+        ? `; ${refused.message}`
+        : last === undefined
+          ? ''
+          : `; last attempt: ${last.node} ${last.code}: ${last.message}`;
     return new IdsUnavailableError(
-      `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}` +
-        (refused === undefined ? '' : `; ${refused.message}`),
+      `no IDs within ${waitedMs} ms: the buffer is empty and no node answered; ${regions.join('; ')}${cause}`,
       { attempts: [...this.recentFailures], waitedMs },
     );
   }

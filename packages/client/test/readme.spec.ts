@@ -1,6 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupAll, readmeExample, runTsExample } from '@idgen/testing';
+import {
+  cleanupAll,
+  findOnPath,
+  freePort,
+  readmeExample,
+  runTsExample,
+  spawnProcess,
+  tempDirSync,
+} from '@idgen/testing';
 import { IdLedger, regionOf, requireServerBuild, startServer, type ServerNode } from './harness.test-helper.js';
 
 // The README opens with a runnable example: run it, as written, against a real idgen-server process,
@@ -19,18 +27,58 @@ afterAll(async () => {
   await cleanupAll();
 });
 
-it('the README example runs and prints three kinds of IDs from the server', async () => {
-  const { exit, child } = await runTsExample(readmeExample(join(__dirname, '..', 'README.md')), {
-    IDGEN_NODES: server.url,
+/** The repository's root, where the README tells a reader to run `npm start`. */
+const REPO = join(__dirname, '..', '..', '..');
+
+it('the README example runs against the node `npm start` runs (as the README says), and prints IDs of its region', async () => {
+  // `npm start` as a reader runs it; only the port is this test's (8080 may be taken on a shared machine), and the
+  // example is told that address and nothing else.
+  const port = await freePort();
+  const npm = findOnPath('npm');
+  if (npm === undefined) throw new Error('npm not found on PATH');
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('IDGEN_')) env[k] = v;
+  Object.assign(env, {
+    IDGEN_LISTEN: `127.0.0.1:${port}`,
+    IDGEN_METRICS_LISTEN: 'off',
+    IDGEN_STATE_FILE: join(tempDirSync('npm-start').path, 'state.json'),
   });
-  expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(20) }).toEqual({ code: 0, output: '' });
-  const printed = JSON.parse(child.stdoutLines.join('\n')) as { id: string; batch: string[]; text: string };
-  const ids = [printed.id, ...printed.batch, printed.text].map((s) => BigInt(s));
-  const ledger = new IdLedger();
-  ledger.add(...ids);
-  expect(ledger.duplicates).toEqual([]);
-  expect(ids).toHaveLength(5);
-  expect(ids.map(regionOf)).toEqual([2, 2, 2, 2, 2]);
+  const started = spawnProcess(npm, ['start', '--silent'], { cwd: REPO, env });
+  try {
+    // `npm start` builds the server first (Nx, cached after the first build): minutes on a busy machine.
+    await started.waitForLine(/"msg":"ready"/, 240_000);
+    const { exit, child } = await runTsExample(readmeExample(join(__dirname, '..', 'README.md')), {
+      IDGEN_NODES: `http://127.0.0.1:${port}`,
+    });
+    expect({ code: exit.code, output: exit.code === 0 ? '' : child.tail(20) }).toEqual({ code: 0, output: '' });
+    const printed = JSON.parse(child.stdoutLines.join('\n')) as { id: string; batch: string[]; text: string };
+    const ids = [printed.id, ...printed.batch, printed.text].map((s) => BigInt(s));
+    const ledger = new IdLedger();
+    ledger.add(...ids);
+    expect(ledger.duplicates).toEqual([]);
+    expect(ids).toHaveLength(5);
+    expect(ids.map(regionOf)).toEqual([0, 0, 0, 0, 0]);
+  } finally {
+    started.signal('SIGTERM'); // npm hands it to the node (apps/server/test/deploy.spec.ts "npm start")
+    await started.exited;
+  }
+}, 300_000);
+
+it('the README example, given a region`s code and nodes, gets its IDs; pointed at another region`s node, one line and exit 1', async () => {
+  const example = readmeExample(join(__dirname, '..', 'README.md'));
+  const own = await runTsExample(example, { IDGEN_NODES: server.url, IDGEN_REGION: '2' });
+  expect({ code: own.exit.code, output: own.exit.code === 0 ? '' : own.child.tail(20) }).toEqual({
+    code: 0,
+    output: '',
+  });
+  const printed = JSON.parse(own.child.stdoutLines.join('\n')) as { id: string };
+  expect(regionOf(BigInt(printed.id))).toBe(2);
+  // The README's default region (0) against region 2's node: the client refuses the IDs, the example says so.
+  const foreign = await runTsExample(example, { IDGEN_NODES: server.url });
+  expect(foreign.exit.code).toBe(1);
+  expect(foreign.child.stdoutLines).toEqual([]);
+  expect(foreign.child.stderrLines).toHaveLength(1);
+  expect(foreign.child.stderrLines[0]).toMatch(/^no IDs right now: no IDs within \d+ ms: .*region 2/);
 });
 
 /** The README's `@idgen/client/testing` example: the ```ts block after its `<!-- test-double example -->` marker. */

@@ -65,3 +65,39 @@ it('a certificate from another CA gets IdsUnavailableError, never an ID', async 
     await client.close();
   }
 });
+
+/** What `nextId()` rejects with: the IdsUnavailableError's message and its last attempt's. */
+async function unavailableMessage(
+  options: Parameters<typeof createIdClient>[0],
+): Promise<{ message: string; last: string }> {
+  const client = createIdClient({ ...options, deadlineMs: 1_500, prefill: false });
+  try {
+    const e: unknown = await client.nextId().then(
+      (id) => new Error(`an ID: ${id}`),
+      (x: unknown) => x,
+    );
+    if (!isIdsUnavailableError(e)) throw new Error(`not IdsUnavailableError: ${String(e)}`);
+    return { message: e.message, last: e.attempts[e.attempts.length - 1]?.message ?? '' };
+  } finally {
+    await client.close();
+  }
+}
+
+// Issue 33: `e.message` names the cause, not only a code (`canceled`, `internal`, `unavailable`).
+it('IdsUnavailableError.message names the last attempt`s cause: no client certificate, a name the certificate lacks', async () => {
+  const noCert = await unavailableMessage({
+    region: 3,
+    nodes: [server.address],
+    tls: { ca: pki.ca, servername: 'localhost' },
+  });
+  expect(noCert.last).not.toBe('');
+  expect(noCert.message).toContain(`; last attempt: ${server.url} `);
+  expect(noCert.message).toContain(noCert.last);
+  const cert = pki.clients['orders-service'];
+  const wrongName = await unavailableMessage({
+    region: 3,
+    nodes: [server.address],
+    tls: { ca: pki.ca, cert: cert?.cert, key: cert?.key, servername: 'idgen.other.test' },
+  });
+  expect(wrongName.message).toMatch(/last attempt: .*(Hostname|altnames|idgen\.other\.test)/);
+});

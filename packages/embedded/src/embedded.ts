@@ -44,6 +44,7 @@ import {
   type IdClientError,
   type UnavailableReason,
 } from './errors.js';
+import { refuseUnknownEmbeddedOptions } from './options-check.js';
 import { DEFAULT_EMBEDDED_WORKERS } from './slot-budget.js';
 
 /** Default deadline of one asynchronous call, as the client's (`deadlineMs`, 2000 ms). */
@@ -209,6 +210,25 @@ interface Waiter {
 }
 
 /**
+ * The lease's etcd messages name idgen-server's flags (`--etcd-ca`, `--etcd-user`); a library caller set options:
+ * name those instead (issue 33: a message should speak the caller's language).
+ */
+function inOptionWords(message: string): string {
+  return message
+    .replace('--etcd-user / --etcd-password-file', 'etcd.auth: { username, password }')
+    .replace(
+      '--etcd-ca, --etcd-cert, --etcd-key and https:// endpoints',
+      'etcd.tls: { ca, cert, key } and https:// endpoints',
+    )
+    .replace(/--etcd-(ca|cert|key)\b/g, 'etcd.tls.$1')
+    .replace(/--etcd-user\b/g, 'etcd.auth.username')
+    .replace(/--etcd-password-file\b/g, 'etcd.auth.password')
+    .replace(/--etcd-prefix\b/g, 'etcd.prefix')
+    .replace(/--etcd\b/g, 'etcd.endpoints')
+    .replace(/--region\b/g, 'region');
+}
+
+/**
  * Creates an embedded ID source and starts it: the time-source check (unless `timeSource: 'none'`), then the
  * worker lease (`kind: embedded`, never registered for discovery: it serves nobody), then minting once the lease
  * has claimed a slot and the clock has passed the slot's floor. Every option is checked at once: a bad value
@@ -259,6 +279,7 @@ class LeasedIdSource implements EmbeddedIdSource {
   private draining = false;
 
   constructor(options: EmbeddedIdSourceOptions) {
+    refuseUnknownEmbeddedOptions(options);
     this.region = options.region;
     this.logger = options.logger ?? silentLogger;
     this.deadlineMs = positive('deadlineMs', options.deadlineMs ?? DEFAULT_DEADLINE_MS);
@@ -565,7 +586,7 @@ class LeasedIdSource implements EmbeddedIdSource {
       const failure = isIdClientError(e)
         ? e
         : new IdsUnavailableError(
-            `the embedded source could not start: ${e instanceof Error ? e.message : String(e)}`,
+            `the embedded source could not start: ${inOptionWords(e instanceof Error ? e.message : String(e))}`,
             {
               reason: 'start-failed',
               waitedMs: 0,

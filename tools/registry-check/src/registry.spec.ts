@@ -20,6 +20,7 @@ import {
   packPackage,
   run,
 } from './packages.js';
+import { recordInstallSize } from './install-sizes.js';
 import { startVerdaccio, type LocalRegistry } from './verdaccio.js';
 
 // The proof that a team can use idgen from a registry: every public package is published to a real npm
@@ -248,6 +249,7 @@ it('@idgen/client and @idgen/core install from the registry alone, in under 10 p
   console.log(
     `registry install of @idgen/client + @idgen/core: ${size.packages} packages, ${size.mb} MB (${size.names.join(', ')})`,
   );
+  recordInstallSize('npm install @idgen/client @idgen/core', size);
   expect(size.packages).toBeLessThan(10);
   expect(size.names).not.toContain('etcd3');
   expect(size.names).not.toContain('@idgen/lease');
@@ -326,6 +328,7 @@ it('with @idgen/discovery the install grows by etcd3 and gRPC, and every README 
   await install(app, ['@idgen/client@0.1.0', '@idgen/discovery@0.1.0'], floor);
   const size = figures(app);
   console.log(`registry install of @idgen/client + @idgen/discovery: ${size.packages} packages, ${size.mb} MB`);
+  recordInstallSize('npm install @idgen/client @idgen/discovery', size);
   expect(size.names).toEqual(expect.arrayContaining(['etcd3', '@idgen/lease', '@idgen/discovery']));
   expect(size.names).not.toContain('@idgen/clock-guard');
 
@@ -419,7 +422,7 @@ async function readmeExamples(app: string, node: string, etcdUrl: string): Promi
     ids: 3,
     regions: [3],
   });
-  const [client] = await out('client', { IDGEN_NODES: serverUrl });
+  const [client] = await out('client', { IDGEN_NODES: serverUrl, IDGEN_REGION: '2' });
   expect(Object.keys(client ?? {})).toEqual(['id', 'batch', 'text']);
   const [discovered] = await out('discovery', { IDGEN_ETCD: etcdUrl });
   expect(discovered).toEqual({ nodes: 1, id: expect.any(String) });
@@ -431,6 +434,7 @@ it('@idgen/embedded installs from the registry alone, without Connect or the cli
   await install(app, ['@idgen/embedded@0.1.0'], nodeOf(LIBRARY_NODE_MAJOR));
   const size = figures(app);
   console.log(`registry install of @idgen/embedded: ${size.packages} packages, ${size.mb} MB`);
+  recordInstallSize('npm install @idgen/embedded', size);
   expect(size.names).toEqual(
     expect.arrayContaining([
       '@idgen/embedded',

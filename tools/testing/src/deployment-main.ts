@@ -1,7 +1,9 @@
 // `npm run deployment [-- --regions 3 --nodes 2 --cluster-region 1 --lease-ttl 3]`: starts a deployment
 // (startDeployment) for a person to poke at, prints where everything is, and stays up until Ctrl-C (SIGINT) or
-// SIGTERM, then tears it all down.
+// SIGTERM, then tears it all down. It writes the deployment file `idgen audit --config` reads and prints the
+// `export` lines that point `idgen` at one region (tools/testing/src/deployment-file.ts).
 import { parseArgs } from 'node:util';
+import { exportLines, writeDeploymentFile } from './deployment-file.js';
 import { startDeployment } from './deployment.js';
 import type { StartDeploymentOptions } from './deployment.js';
 import { cleanupAll } from './registry.js';
@@ -59,6 +61,19 @@ async function main(): Promise<void> {
     for (const n of r.nodes) {
       out.push(`  node ${n.nodeId}: ${n.url} (metrics ${n.metricsUrl}/metrics, pid ${n.pid})`);
     }
+  }
+  // The deployment file for `idgen audit`/`whois --config`, and one region's variables for every other verb.
+  const file = writeDeploymentFile(d);
+  out.push('');
+  out.push(`deployment file (idgen audit --config, idgen whois --config): ${file}`);
+  out.push(`  node apps/cli/dist/main.js audit --config ${file}`);
+  if (anyRegion !== undefined) {
+    out.push('');
+    out.push(
+      `region ${anyRegion.code} for idgen, as idgen-operator (paste into a shell; unset them before npm start):`,
+    );
+    out.push(...exportLines(d, anyRegion.code));
+    out.push('  then: node apps/cli/dist/main.js leases    (or status, next -n 3, region show)');
   }
   if (anyRegion !== undefined && anyRegion.nodes[0] !== undefined) {
     const c = anyRegion.caller;

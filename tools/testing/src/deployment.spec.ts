@@ -4,6 +4,8 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:http2';
+import { join } from 'node:path';
+import { exportLines, writeDeploymentFile } from './deployment-file.js';
 import { ETCD_CLIENT_CN, startDeployment } from './deployment.js';
 import type { Deployment, DeploymentCaller, DeploymentNode, DeploymentRegion } from './deployment.js';
 import { cleanupAll, liveCount } from './registry.js';
@@ -130,6 +132,35 @@ describe('startDeployment', () => {
         ]),
       );
     }
+  });
+
+  it('writes the deployment file idgen audit reads, and export lines that point idgen at a region', async () => {
+    const file = writeDeploymentFile(d);
+    const audit = await d.cli(['audit', '--config', file, '--json']);
+    expect({ code: audit.code, stderr: audit.stderr }).toEqual({ code: 0, stderr: '' });
+    // The export lines, as a shell would take them (no flags given: every value comes from a variable).
+    const lines = exportLines(d, 2);
+    const env: NodeJS.ProcessEnv = {};
+    for (const [k, v] of Object.entries(process.env))
+      if (!k.startsWith('IDGEN_') && !k.startsWith('ETCDCTL_')) env[k] = v;
+    for (const line of lines) {
+      const m = /^export (IDGEN_[A-Z_]+)=(.*)$/.exec(line);
+      if (m?.[1] === undefined || m[2] === undefined) throw new Error(`not an export line: ${line}`);
+      env[m[1]] = m[2].replace(/^'(.*)'$/, '$1');
+    }
+    const cli = join(__dirname, '..', '..', '..', 'apps', 'cli', 'dist', 'main.js');
+    const run = (args: string[]) =>
+      spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', env, timeout: 60_000 });
+    const leases = run(['leases', '--json']);
+    expect({ code: leases.status, stderr: leases.stderr }).toEqual({ code: 0, stderr: '' });
+    // status dials every node of region 2 with the caller's certificate, from IDGEN_TLS_*.
+    const status = run(['status', '--json']);
+    expect({ code: status.status, stderr: status.stderr }).toEqual({ code: 0, stderr: '' });
+    const nodes = (JSON.parse(status.stdout) as { nodes: { state: string; region: number }[] }).nodes;
+    expect(nodes.map((n) => [n.state, n.region])).toEqual([
+      ['serving', 2],
+      ['serving', 2],
+    ]);
   });
 
   it("refuses a client without a user, and one without a certificate, at each region's etcd", () => {

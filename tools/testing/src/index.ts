@@ -35,6 +35,7 @@ export { readmeExample, runTsExample } from './readme-example.js';
 export { h2specBinary, runH2spec } from './h2spec.js';
 export type { H2specResult } from './h2spec.js';
 export { CALLER_CN, DEPLOYMENT_USERS, ETCD_CLIENT_CN, startDeployment } from './deployment.js';
+export { exportLines, writeDeploymentFile } from './deployment-file.js';
 export type {
   CliResult,
   Deployment,
