@@ -18,7 +18,7 @@ import {
   tempDirSync,
 } from '@idgen/testing';
 import type { EtcdServer, TestPki } from '@idgen/testing';
-import { IDGEN_BIN, SERVER_MAIN_JS, type IdgenRun } from './support.js';
+import { IDGEN_BIN, SERVER_MAIN_JS, type IdgenRun } from './support.test-helper.js';
 
 jest.setTimeout(120_000);
 

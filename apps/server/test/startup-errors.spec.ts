@@ -2,7 +2,7 @@
 // with no stack in the log line; exit 1. Real processes: a listener holding the port, the built server.
 import { createServer, type Server } from 'node:net';
 import { cleanupAll, freePort } from '@idgen/testing';
-import { parseLine, spawnServer, standaloneStateFile } from './support.js';
+import { parseLine, spawnServer, standaloneStateFile } from './support.test-helper.js';
 
 jest.setTimeout(60_000);
 afterAll(() => cleanupAll());
