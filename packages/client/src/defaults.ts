@@ -1,5 +1,3 @@
-import { DEFAULT_HEDGE_LATENCY_MULTIPLE, DEFAULT_HEDGE_MAX_MS, DEFAULT_HEDGE_MIN_MS } from './hedge.js';
-
 /**
  * Every default of the client's options in one table (docs/style.md "Defaults and contracts"), for a caller who
  * wants to see or derive from them (a deadline twice the default: `2 * CLIENT_DEFAULTS.deadlineMs`). The values
@@ -25,8 +23,8 @@ export const CLIENT_DEFAULTS = {
   /** A PING unanswered this long closes the connection. */
   keepAliveTimeoutMs: 5000,
   /** Hedged refills: the delay is this multiple of the node's p90 answer time … */
-  hedgeLatencyMultiple: DEFAULT_HEDGE_LATENCY_MULTIPLE,
-  /** … kept within these bounds. */
-  hedgeMinMs: DEFAULT_HEDGE_MIN_MS,
-  hedgeMaxMs: DEFAULT_HEDGE_MAX_MS,
+  hedgeLatencyMultiple: 3,
+  /** … kept within these bounds: a loaded loopback answers within a few ms, a GC pause takes more. */
+  hedgeMinMs: 15,
+  hedgeMaxMs: 100,
 } as const;

@@ -1,3 +1,4 @@
+import { CLIENT_DEFAULTS } from './defaults.js';
 import { LATENCY_WINDOW, type NodeState } from './node-pool.js';
 
 /**
@@ -21,11 +22,11 @@ export interface HedgeOptions {
 }
 
 /** Default floor of the hedge delay: a loaded loopback answers within a few ms, a GC pause takes more. */
-export const DEFAULT_HEDGE_MIN_MS = 15;
+export const DEFAULT_HEDGE_MIN_MS = CLIENT_DEFAULTS.hedgeMinMs;
 /** Default cap of the hedge delay. */
-export const DEFAULT_HEDGE_MAX_MS = 100;
+export const DEFAULT_HEDGE_MAX_MS = CLIENT_DEFAULTS.hedgeMaxMs;
 /** Default multiple of a node's recent 90th-percentile answer time. */
-export const DEFAULT_HEDGE_LATENCY_MULTIPLE = 3;
+export const DEFAULT_HEDGE_LATENCY_MULTIPLE = CLIENT_DEFAULTS.hedgeLatencyMultiple;
 
 /** Timed answers a node needs before its own latency sets its delay (fewer: the cap). */
 const MIN_SAMPLES = 4;

@@ -1,6 +1,6 @@
 import type { ClientTlsOptions, KeepAliveOptions } from './connect-transport.js';
 import type { HedgeOptions } from './hedge.js';
-import type { IdClientOptions, RegionNodes } from './id-client.js';
+import type { IdClientOptions, RegionNodes } from './options.js';
 import type { BackoffOptions } from './node-pool.js';
 
 /** Every option name of a type, listed: adding an option to the type without listing it here fails to compile. */
@@ -28,6 +28,7 @@ const CLIENT: Names<IdClientOptions> = {
   clock: true,
   transport: true,
   random: true,
+  keyedFormKey: true,
 };
 const REGION: Names<RegionNodes> = { region: true, nodes: true, discovery: true };
 const TLS: Names<ClientTlsOptions> = { ca: true, cert: true, key: true, servername: true, rejectUnauthorized: true };

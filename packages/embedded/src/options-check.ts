@@ -1,5 +1,5 @@
 import type { EtcdConnectionOptions, EtcdTlsOptions } from '@idgen/lease';
-import type { EmbeddedIdSourceOptions } from './embedded.js';
+import type { EmbeddedIdSourceOptions } from './options.js';
 
 /** Every option name of a type, listed: adding an option to the type without listing it here fails to compile. */
 type Names<T> = { readonly [K in keyof Required<T>]: true };
@@ -30,6 +30,8 @@ const SOURCE: Names<EmbeddedIdSourceOptions> = {
   meter: true,
   logger: true,
   onFatal: true,
+  registry: true,
+  keyedFormKey: true,
 };
 const ETCD: Names<EtcdConnectionOptions> = { endpoints: true, tls: true, auth: true, prefix: true };
 const TLS: Names<EtcdTlsOptions> = { ca: true, cert: true, key: true };
@@ -41,6 +43,9 @@ const SHAPES: Record<string, string> = {
   etcd: ' (TLS as etcd.tls: { ca, cert, key }, PEM text, not file paths; a user as etcd.auth: { username, password })',
   'etcd.tls': ' (PEM text, not file paths: read the files with fs.readFileSync)',
   'etcd.auth': ' (the password itself, not a file: read it with fs.readFileSync)',
+  registry: ' (the same shape as etcd: endpoints, tls: { ca, cert, key }, auth: { username, password }, prefix)',
+  'registry.tls': ' (PEM text, not file paths: read the files with fs.readFileSync)',
+  'registry.auth': ' (the password itself, not a file: read it with fs.readFileSync)',
 };
 
 /**
@@ -66,5 +71,8 @@ export function refuseUnknownEmbeddedOptions(options: EmbeddedIdSourceOptions): 
   refuseUnknown('etcd', options.etcd, ETCD);
   refuseUnknown('etcd.tls', options.etcd?.tls, TLS);
   refuseUnknown('etcd.auth', options.etcd?.auth, AUTH);
+  refuseUnknown('registry', options.registry, ETCD);
+  refuseUnknown('registry.tls', options.registry?.tls, TLS);
+  refuseUnknown('registry.auth', options.registry?.auth, AUTH);
   refuseUnknown('backoff', options.backoff, BACKOFF);
 }

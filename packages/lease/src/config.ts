@@ -9,6 +9,9 @@ import { LeaseConfigError } from './errors.js';
 import { silentLogger } from './types.js';
 import type { LeaseLogger } from './types.js';
 import type { TenureWitness } from './tenure-witness.js';
+import type { EtcdTlsOptions } from './etcd-tls.js';
+
+export type { EtcdTlsOptions } from './etcd-tls.js';
 
 /** Default key prefix (docs/design.md §5). */
 export const DEFAULT_PREFIX = '/idgen';
@@ -50,13 +53,6 @@ export const MAX_TTL_SECONDS = 3600;
 export interface WorkerRange {
   readonly first: number;
   readonly last: number;
-}
-
-/** TLS for etcd: PEM contents (not paths). */
-export interface EtcdTlsOptions {
-  readonly ca?: string | Buffer;
-  readonly cert?: string | Buffer;
-  readonly key?: string | Buffer;
 }
 
 /** How to reach etcd (shared by the lease and the discovery reader). */

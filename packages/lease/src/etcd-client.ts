@@ -9,8 +9,7 @@ import type { IKeyValue, IOptions, IResponseOp } from 'etcd3';
  * own timeout and the lease its own backoff, so a short window is enough to spare a dead host.
  */
 export const HOST_CIRCUIT_HALF_OPEN_MS = 1000;
-import type { EtcdTlsOptions } from './config.js';
-import { createEtcdTls, type EtcdTls } from './etcd-tls.js';
+import { createEtcdTls, type EtcdTls, type EtcdTlsOptions } from './etcd-tls.js';
 
 type WatchBackoff = NonNullable<NonNullable<IOptions['faultHandling']>['watchBackoff']>;
 

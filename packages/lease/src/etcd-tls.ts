@@ -3,6 +3,13 @@ import { isIP, type Socket } from 'node:net';
 import { CallCredentials, Channel, ChannelCredentials, type ChannelOptions } from '@grpc/grpc-js';
 import type { Etcd3 } from 'etcd3';
 
+/** TLS for etcd: PEM contents (not paths). */
+export interface EtcdTlsOptions {
+  readonly ca?: string | Buffer;
+  readonly cert?: string | Buffer;
+  readonly key?: string | Buffer;
+}
+
 /** What grpc-js hands a channel's credentials (its `GrpcUri`; the path is `host:port`). */
 interface ChannelTarget {
   readonly path: string;

@@ -10,7 +10,7 @@ import {
   readRegistrySeen,
 } from './registry-identity.js';
 import type { RegionEtcd, RegionRegistryView, RegistryNow, RegistryStep } from './registry-identity.js';
-import { readSpareCodesLeniently } from './spare-codes.js';
+import { readSpareCodesLeniently } from './spare-code-records.js';
 import { listRegistryCodes } from './spare-registry.js';
 import type { RegistryIo } from './spare-registry.js';
 

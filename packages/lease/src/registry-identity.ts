@@ -5,7 +5,7 @@ import { CorruptRecordError, LeaseError } from './errors.js';
 import { parseJsonObject } from './records.js';
 import { SpareRegistryCallError } from './spare-registry.js';
 import type { RegistryIdentity, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
-import type { SpareCodeEntry } from './spare-codes.js';
+import type { SpareCodeEntry } from './spare-code-records.js';
 
 /**
  * The spare-code registry's identity and history (docs/design.md §7, "Registry threats").
