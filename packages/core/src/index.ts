@@ -21,6 +21,7 @@ export { InvalidIdError, formatId, isInvalidIdError, parseId } from './id.js';
 export { decodeId } from './decode-id.js';
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
+export type { ClockSource } from './clock-source.js';
 export {
   IdClientError,
   IdsUnavailableError,
