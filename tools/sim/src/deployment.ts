@@ -50,7 +50,7 @@ export interface Scenario {
 
 /** A broken invariant. */
 export interface Violation {
-  readonly kind: 'duplicate' | 'after-lease' | 'above-ceiling';
+  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling';
   readonly message: string;
   readonly atMs: number;
 }
@@ -81,6 +81,8 @@ interface SimNode {
   readonly guard: GuardedMinter;
   readonly lease: WorkerLease;
   ceiling: number;
+  /** The monotonic deadline the lease last gave the guard. */
+  deadline: number;
   assignment: WorkerAssignment | undefined;
   crashed: boolean;
 }
@@ -170,6 +172,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       guard,
       lease: undefined as unknown as WorkerLease,
       ceiling: -Infinity,
+      deadline: -Infinity,
       assignment: undefined,
       crashed: false,
     };
@@ -178,10 +181,12 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       assign(a: WorkerAssignment): void {
         node.assignment = a;
         node.ceiling = a.ceilingMs;
+        node.deadline = a.deadlineMonoMs;
         guard.assign(a);
       },
       extend(e: LeaseExtension): void {
         node.ceiling = Math.max(node.ceiling, e.ceilingMs);
+        node.deadline = Math.max(node.deadline, e.deadlineMonoMs);
         guard.extend(e);
       },
       unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
@@ -239,12 +244,18 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
             atMs,
             message: `${n.proc} minted ${key} above its wall ceiling ${n.ceiling}`,
           });
+        if (n.clock.monoMs() >= n.deadline)
+          violations.push({
+            kind: 'after-deadline',
+            atMs,
+            message: `${n.proc} minted ${key} after its holder's deadline (${n.deadline - n.clock.monoMs()} ms)`,
+          });
         const leaseId = n.lease.snapshot().leaseId;
-        if (leaseId === undefined || !model.hasLease(leaseId))
+        if (leaseId !== undefined && model.leaseEnded(leaseId))
           violations.push({
             kind: 'after-lease',
             atMs,
-            message: `${n.proc} minted ${key} outside a live etcd lease (${String(leaseId)})`,
+            message: `${n.proc} minted ${key} after etcd ended its lease ${leaseId}`,
           });
       }
     }

@@ -139,6 +139,7 @@ export class EtcdModel {
     { key: string; end: string; prevKv: boolean; emit: (events: HistoryEvent[], revision: number) => void }
   >();
   private nextWatchId = 0;
+  private readonly ended = new Set<string>();
   private raftTerm = 2;
 
   /**
@@ -420,6 +421,7 @@ export class EtcdModel {
   private revoke(l: ModelLease): void {
     if (l.timer !== undefined) this.time.clearTimer(l.timer);
     this.leases.delete(l.id);
+    this.ended.add(l.id);
     const pending: HistoryEvent[] = [];
     const rev = this.revision + 1;
     for (const k of [...l.keys].sort()) {
@@ -432,6 +434,14 @@ export class EtcdModel {
   /** Whether lease `id` is alive (granted, neither expired nor revoked). */
   hasLease(id: string): boolean {
     return this.leases.has(id);
+  }
+
+  /**
+   * Whether lease `id` ended by expiry or revocation in this cluster's history (not one a restore took away, which
+   * the holder cannot know of: docs/design.md §5 covers that case with the start hold and the rewind check).
+   */
+  leaseEnded(id: string): boolean {
+    return this.ended.has(id);
   }
 
   leaseRevoke(req: Payload, member = 0): Payload {

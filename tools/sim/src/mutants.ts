@@ -22,12 +22,12 @@ export async function runMutants(o: { seed: number; budgetSeconds: number; simMs
     const name = patch.replace(/\.patch$/, '');
     const r = await runMutant(root, join(dir, patch), o);
     if (!r.found) missed++;
-    const line = `${name} | ${r.found ? 'found' : 'NOT found'} | ${r.schedules} | ${r.seconds.toFixed(1)} | ${r.replay ?? `seed ${o.seed}`}`;
+    const line = `${name} | ${r.found ? `found: ${r.violation ?? '?'}` : 'NOT found'} | ${r.schedules} | ${r.seconds.toFixed(1)} | ${r.replay ?? `seed ${o.seed}`}`;
     rows.push(line);
     process.stdout.write(`  ${line}\n`);
     if (r.error !== undefined) process.stdout.write(`    ${r.error}\n`);
   }
-  process.stdout.write(`\nmutant | verdict | schedules | seconds | replay\n${rows.join('\n')}\n`);
+  process.stdout.write(`\nmutant | verdict: first violation | schedules | seconds | replay\n${rows.join('\n')}\n`);
   return missed === 0 ? 0 : 1;
 }
 
@@ -36,6 +36,8 @@ interface MutantResult {
   schedules: number;
   seconds: number;
   replay?: string;
+  /** The first violation the shrunk schedule showed. */
+  violation?: string;
   error?: string;
 }
 
@@ -77,6 +79,7 @@ async function runMutant(
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
+    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling) at .*)$/m.exec(out)?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
     if (violation !== null)
       return {
@@ -84,6 +87,7 @@ async function runMutant(
         schedules: Number(violation[1]),
         seconds: Number(violation[2]),
         ...(replay === undefined ? {} : { replay }),
+        ...(first === undefined ? {} : { violation: first }),
       };
     return {
       found: false,

@@ -492,12 +492,12 @@ export function installSimNet(net: SimNet): () => void {
     ...rest: unknown[]
   ) {
     if (!simulated(this)) return (saved.withConnection as Fn).call(this, service, fn, ...rest);
-    const pool = this;
+    const hosts = hostsOf(this);
     const client = {
       watch: (_meta: unknown, opts?: { deadline?: Date | number }) =>
-        net.openStream(hostsOf(pool), 'Watch', asDate(opts?.deadline)),
+        net.openStream(hosts, 'Watch', asDate(opts?.deadline)),
       leaseKeepAlive: (_meta: unknown, opts?: { deadline?: Date | number }) =>
-        net.openStream(hostsOf(pool), 'Lease', asDate(opts?.deadline)),
+        net.openStream(hosts, 'Lease', asDate(opts?.deadline)),
     };
     if (service !== 'Watch' && service !== 'Lease') throw new Error(`the simulated etcd opens no ${service} stream`);
     return fn({ resource: {}, client, metadata: {} });
