@@ -26,6 +26,7 @@ export type Fault =
   | { readonly kind: 'pause'; readonly node: number; readonly seconds: number }
   | { readonly kind: 'snapshot' }
   | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean }
+  | { readonly kind: 'rewind'; readonly seconds: number; readonly newCluster: boolean; readonly operator: boolean }
   | { readonly kind: 'crash'; readonly node: number }
   | { readonly kind: 'compact' };
 
@@ -219,12 +220,12 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
   let nextIndex = s.nodes;
 
-  // Callers: every node is asked for a few IDs every 3 ms of simulated time.
+  // Callers: every node is asked for three IDs every 5 ms of simulated time.
   const mintTick = (): void => {
     const atMs = ticker.now - t0;
     for (const n of nodes) {
       if (n.crashed || net.isPaused(n.proc)) continue;
-      for (let k = 0; k < 2; k++) {
+      for (let k = 0; k < 3; k++) {
         let id: bigint;
         try {
           id = n.guard.next();
@@ -260,7 +261,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       }
     }
   };
-  const minting = setInterval(mintTick, 3);
+  const minting = setInterval(mintTick, 5);
 
   const apply = async (f: Fault): Promise<void> => {
     const node = 'node' in f ? nodes[f.node % nodes.length] : undefined;
@@ -293,6 +294,15 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'snapshot':
         snapshot = model.snapshot();
         return;
+      case 'rewind': {
+        // A snapshot now and a restore from it `seconds` later: the quick snapshot restore of the second review.
+        const taken = model.snapshot();
+        setTimeout(() => {
+          snapshot = taken;
+          void apply({ kind: 'restore', newCluster: f.newCluster, operator: f.operator });
+        }, f.seconds * 1000);
+        return;
+      }
       case 'restore':
         if (snapshot === undefined) return;
         model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);

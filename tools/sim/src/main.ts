@@ -100,7 +100,7 @@ async function main(): Promise<void> {
   const seed = int('seed', values.seed, 0) ?? Math.floor(Math.random() * 2 ** 31);
   const budgetSeconds =
     int('budget-seconds', values['budget-seconds'], 1) ?? (int('minutes', values.minutes, 1) ?? 1) * 60;
-  const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 120) * 1000;
+  const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 60) * 1000;
   if (values.mutants === true) {
     process.exitCode = await runMutants({ seed, budgetSeconds, simMs });
     return;

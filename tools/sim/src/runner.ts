@@ -54,6 +54,7 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant('pause' as const), node, seconds }),
   fc.record({ kind: fc.constant('snapshot' as const) }),
   fc.record({ kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean() }),
+  fc.record({ kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean() }),
   fc.record({ kind: fc.constant('crash' as const), node }),
   fc.record({ kind: fc.constant('compact' as const) }),
 );

@@ -47,6 +47,8 @@ export class SimNet {
   lostAnswerPerMille = 0;
   /** Writes applied whose answer was lost (a count for the report). */
   lostAnswers = 0;
+  /** Errors client handlers threw on stream messages (see SimStream). */
+  readonly clientErrors: unknown[] = [];
 
   constructor(private readonly random: NetRandom) {}
 
@@ -166,7 +168,11 @@ export class SimNet {
           method !== 'range' && method !== 'status' && method !== 'memberList' && method !== 'leaseTimeToLive';
         if (isWrite && (this.loseNextAnswer.delete(r.proc) || this.random.int(1000) < this.lostAnswerPerMille)) {
           this.lostAnswers++;
-          return new Promise<never>(() => undefined);
+          // Applied, and the answer lost: either the call hangs to its deadline, or the connection resets (a
+          // recoverable error, which a retrying client policy re-sends: the orphan claim of the first review).
+          if (this.random.int(2) === 0) return new Promise<never>(() => undefined);
+          await this.hop(r.proc);
+          throw new GRPCUnavailableError('14 UNAVAILABLE: Connection reset after the request was sent');
         }
         await this.hop(r.proc);
         return answer();
@@ -357,7 +363,16 @@ export class SimStream extends Duplex {
       const now = Date.now();
       const due = this.outbox.filter((o) => o.at <= now);
       this.outbox = this.outbox.filter((o) => o.at > now);
-      for (const o of due) this.push(o.msg);
+      for (const o of due) {
+        try {
+          this.push(o.msg);
+        } catch (e) {
+          // A client handler threw on a message (etcd3's watch manager throws on an event for a watcher it already
+          // dropped: an event that crossed a cancel). Over gRPC that error would surface in the stream's callback;
+          // here it is counted, not allowed to end the run.
+          this.net.clientErrors.push(e);
+        }
+      }
       if (this.outbox.length > 0) this.retryLater();
     }, this.net.delay());
   }
