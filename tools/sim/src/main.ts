@@ -53,6 +53,10 @@ export async function explore(o: {
       numRuns: o.path === undefined ? CHUNK : 1,
       ...(o.path === undefined ? {} : { path: o.path }),
       endOnFailure: false,
+      // Shrinking a failure is bounded too (fast-check checks the limit between runs, never abandons one): what is
+      // left of the budget plus SHRINK_MS; a failure interrupted while shrinking is reported as shrunk so far.
+      interruptAfterTimeLimit: Math.max(1, o.budgetMs - (wallNow() - started)) + SHRINK_MS,
+      markInterruptAsFailure: false,
     });
     if (result.failed && result.counterexample !== null) {
       const [ce] = result.counterexample;
@@ -73,6 +77,9 @@ export async function explore(o: {
 
 /** Schedules per fast-check seed. */
 const CHUNK = 10;
+
+/** Wall time a failure may spend shrinking beyond the budget. */
+const SHRINK_MS = 60_000;
 
 async function main(): Promise<void> {
   let values;
