@@ -63,6 +63,8 @@ export interface RunReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** Errors no code path handled during the run (unhandled rejections, throws in timers), in words. */
+  readonly escapedErrors?: readonly string[];
 }
 
 /** The clock the runner advances; `@sinonjs/fake-timers`' `InstalledClock` fits. */

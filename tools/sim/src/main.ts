@@ -36,12 +36,15 @@ export async function explore(o: {
   const started = wallNow();
   let runs = 0;
   let simulatedMs = 0;
+  /** Errors no code path handled, by text: printed at the end (a real process would have died of each). */
+  const escaped = new Map<string, number>();
   const property = fc.asyncProperty(scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs).
     if (o.path === undefined && wallNow() - started >= o.budgetMs) return true;
     const r = await runSimulated(scenario, netSeed);
     runs++;
     simulatedMs += r.simulatedMs;
+    for (const e of r.escapedErrors ?? []) escaped.set(e, (escaped.get(e) ?? 0) + 1);
     return r.violations.length === 0;
   });
   // Chunks of schedules, each its own fast-check seed (seed + chunk), until the budget is spent: fast-check's own
@@ -72,6 +75,7 @@ export async function explore(o: {
     }
     if (o.path !== undefined) break;
   }
+  for (const [e, n] of escaped) out(`sim: an error no code path handled, ${n} time(s): ${e}`);
   return { code: 0, runs, simulatedMs, wallMs: wallNow() - started };
 }
 

@@ -32,9 +32,20 @@ export async function runSimulated(s: Scenario, seed: number): Promise<RunReport
     if (typeof cb === 'function') (cb as (e: null, v: number) => void)(null, v);
     return v;
   };
+  // An error no code path handled (an unhandled rejection, a throw in a timer) is counted, not allowed to end the
+  // process: the report names it.
+  const escaped: string[] = [];
+  const onEscape = (e: unknown): void => {
+    escaped.push(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+  };
+  process.on('unhandledRejection', onEscape);
+  process.on('uncaughtException', onEscape);
   try {
-    return await runScenario(s, clock, seed);
+    const report = await runScenario(s, clock, seed);
+    return { ...report, escapedErrors: escaped };
   } finally {
+    process.off('unhandledRejection', onEscape);
+    process.off('uncaughtException', onEscape);
     Math.random = savedRandom;
     (crypto as { randomInt: unknown }).randomInt = savedRandomInt;
     clock.uninstall();

@@ -166,7 +166,10 @@ export class SimNet {
         const answer = this.apply(this.cluster(r.cluster), r.member, service, method, payload);
         const isWrite =
           method !== 'range' && method !== 'status' && method !== 'memberList' && method !== 'leaseTimeToLive';
-        if (isWrite && (this.loseNextAnswer.delete(r.proc) || this.random.int(1000) < this.lostAnswerPerMille)) {
+        // The operator's answers are not lost at random (a lost answer there is the operator's retry, not the
+        // deployment's fault); a node's are.
+        const randomLoss = r.proc !== 'op' && this.random.int(1000) < this.lostAnswerPerMille;
+        if (isWrite && (this.loseNextAnswer.delete(r.proc) || randomLoss)) {
           this.lostAnswers++;
           // Applied, and the answer lost: either the call hangs to its deadline, or the connection resets (a
           // recoverable error, which a retrying client policy re-sends: the orphan claim of the first review).
