@@ -63,8 +63,10 @@ export async function explore(o: {
     });
     if (result.failed && result.counterexample !== null) {
       const [ce] = result.counterexample;
-      // Run the shrunk schedule once more to print its violation.
-      const r = await runSimulated(ce.scenario, ce.netSeed);
+      // Run the shrunk schedule once more to print its violation (or the error the run ended with).
+      const r = await runSimulated(ce.scenario, ce.netSeed).catch((e: unknown) => ({
+        violations: [{ kind: 'error', atMs: -1, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }],
+      }));
       const wallMs = wallNow() - started;
       const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000} --path ${result.counterexamplePath ?? ''}`;
       out(`sim: VIOLATION after ${runs} schedules, ${(wallMs / 1000).toFixed(1)} s`);

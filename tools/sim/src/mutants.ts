@@ -79,7 +79,7 @@ async function runMutant(
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
-    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling) at .*)$/m.exec(out)?.[1];
+    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|error) at .*)$/m.exec(out)?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
     if (violation !== null)
       return {
