@@ -1,14 +1,7 @@
-/**
- * Where the guard reads time. Two clocks, because they answer different questions:
- * - the wall clock fills the timestamp field (it can jump, backwards too: that is what the guard guards);
- * - the monotonic clock measures durations (fence deadlines, fence time, ages): it never jumps.
- */
-export interface ClockSource {
-  /** Wall-clock Unix milliseconds, an integer (`Date.now()`). */
-  nowMs(): number;
-  /** Monotonic milliseconds from an arbitrary origin, fractional (`performance.now()`). */
-  monoMs(): number;
-}
+import type { ClockSource } from '@idgen/core';
+
+// The contract is declared once, in @idgen/core (docs/design.md §2); re-exported for the guard's callers.
+export type { ClockSource } from '@idgen/core';
 
 /** The process's real clocks. */
 export const systemClock: ClockSource = Object.freeze({

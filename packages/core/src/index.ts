@@ -37,6 +37,7 @@ export type { FormCallOptions, IdForm, IdFormsOptions, IdInForm } from './id-for
 export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
 export type { FlagDoc, NamedValue } from './flag-doc.js';
+export type { ClockSource } from './clock-source.js';
 export {
   IdClientError,
   IdsUnavailableError,

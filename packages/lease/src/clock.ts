@@ -1,15 +1,11 @@
+import type { ClockSource } from '@idgen/core';
+
 /**
- * The clocks the lease reads. The same shape as `ClockSource` in `@idgen/clock-guard` (which satisfies it
- * structurally), declared here so the lease does not depend on the guard for a type:
- * - the wall clock for `last-ms` records and floors;
- * - the monotonic clock for fence deadlines (it never jumps).
+ * The clocks the lease reads: the wall clock for `last-ms` records and floors, the monotonic clock for fence
+ * deadlines. The contract is declared once, in `@idgen/core` (which `@idgen/clock-guard` uses too), so one injected
+ * source serves the lease and the guard of a process (tools/sim gives each simulated process its own).
  */
-export interface ClockSource {
-  /** Wall-clock Unix milliseconds, an integer (`Date.now()`). */
-  nowMs(): number;
-  /** Monotonic milliseconds from an arbitrary origin, fractional (`performance.now()`). */
-  monoMs(): number;
-}
+export type { ClockSource } from '@idgen/core';
 
 /** The process's real clocks. */
 export const systemClock: ClockSource = Object.freeze({

@@ -1,0 +1,350 @@
+import { createEtcdClient, createEtcdLease, type ClockSource, type WorkerLease } from '@idgen/lease';
+import { initRegion, markRegionRestored } from '@idgen/lease/operator';
+import { GuardedMinter } from '@idgen/clock-guard';
+import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
+import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
+import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
+import { SimNet, installSimNet, type NetRandom } from './sim-transport.js';
+
+/**
+ * One simulated deployment: a region's etcd model, nodes running the real `@idgen/lease` etcd lease and the real
+ * `@idgen/clock-guard` guard (which wraps `@idgen/core`'s minter), callers minting, an operator (the real
+ * `initRegion` and `markRegionRestored` behind `idgen region init|restored`), and a schedule of faults. All on the
+ * process's fake clock (`@sinonjs/fake-timers`, installed by the runner), so a seed replays exactly.
+ *
+ * The checker holds docs/design.md's invariant: no (region, worker, ms, sequence) minted twice; nothing minted
+ * after the holder's etcd lease ended; nothing above the wall ceiling the lease last gave.
+ */
+
+/** A fault the schedule injects at a simulated second. */
+export type Fault =
+  | { readonly kind: 'cut'; readonly node: number; readonly seconds: number }
+  | { readonly kind: 'lose-answer'; readonly node: number }
+  | { readonly kind: 'member-down'; readonly member: number; readonly seconds: number }
+  | { readonly kind: 'slow'; readonly node: number; readonly ms: number; readonly seconds: number }
+  | { readonly kind: 'clock-step'; readonly node: number; readonly ms: number }
+  | { readonly kind: 'pause'; readonly node: number; readonly seconds: number }
+  | { readonly kind: 'snapshot' }
+  | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean }
+  | { readonly kind: 'rewind'; readonly seconds: number; readonly newCluster: boolean; readonly operator: boolean }
+  | { readonly kind: 'crash'; readonly node: number }
+  | { readonly kind: 'compact' };
+
+/** A fault at a moment of the run (simulated ms from its start). */
+export interface TimedFault {
+  readonly atMs: number;
+  readonly fault: Fault;
+}
+
+/** What a run is. */
+export interface Scenario {
+  readonly nodes: number;
+  /** Slots of the region the nodes share (fewer than nodes: spare nodes wait for a slot). */
+  readonly workers: number;
+  readonly members: number;
+  readonly ttlSeconds: number;
+  readonly durationMs: number;
+  readonly faults: readonly TimedFault[];
+  /** Probability in 1/1000 that any write's answer is lost after etcd applied it. */
+  readonly lostAnswerPerMille: number;
+}
+
+/** A broken invariant. */
+export interface Violation {
+  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling';
+  readonly message: string;
+  readonly atMs: number;
+}
+
+/** What a run saw. */
+export interface RunReport {
+  readonly minted: number;
+  readonly violations: readonly Violation[];
+  readonly simulatedMs: number;
+  readonly faults: number;
+  readonly lostAnswers: number;
+  /** Errors no code path handled during the run (unhandled rejections, throws in timers), in words. */
+  readonly escapedErrors?: readonly string[];
+}
+
+/** The clock the runner advances; `@sinonjs/fake-timers`' `InstalledClock` fits. */
+export interface Ticker {
+  tickAsync(ms: number): Promise<number>;
+  now: number;
+}
+
+const REGION = 1;
+const CLUSTER = 'r1';
+const PREFIX = '/idgen';
+
+interface SimNode {
+  readonly index: number;
+  readonly proc: string;
+  readonly clock: ClockSource & { wallOffset: number };
+  readonly guard: GuardedMinter;
+  readonly lease: WorkerLease;
+  ceiling: number;
+  /** The monotonic deadline the lease last gave the guard. */
+  deadline: number;
+  assignment: WorkerAssignment | undefined;
+  crashed: boolean;
+}
+
+/** A seeded generator (mulberry32): the network's delays and the runner's choices. */
+export function seeded(seed: number): NetRandom & { next(): number } {
+  let a = seed >>> 0;
+  const next = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return { next, int: (n: number) => Math.floor(next() * n) };
+}
+
+/** Moves simulated time until `p` settles (at most `limitMs` of it); its value, or undefined when time ran out. */
+async function settle<T>(ticker: Ticker, p: Promise<T>, limitMs = 60_000): Promise<T | undefined> {
+  let done = false;
+  let value: T | undefined;
+  let error: unknown;
+  let failed = false;
+  p.then(
+    (v) => {
+      done = true;
+      value = v;
+    },
+    (e: unknown) => {
+      done = true;
+      failed = true;
+      error = e;
+    },
+  );
+  for (let t = 0; !done && t < limitMs; t += 10) await ticker.tickAsync(10);
+  if (failed) throw error;
+  return value;
+}
+
+/** Runs one scenario to its end on `ticker` and returns what the checker saw. */
+export async function runScenario(s: Scenario, ticker: Ticker, seed: number): Promise<RunReport> {
+  const random = seeded(seed);
+  const net = new SimNet(random);
+  net.lostAnswerPerMille = s.lostAnswerPerMille;
+  const memberIds = Array.from({ length: s.members }, (_, i) => String(1000 + i));
+  const model = new EtcdModel('14841639068965178418', memberIds);
+  net.addCluster(CLUSTER, model, s.members);
+  const uninstallNet = installSimNet(net);
+  try {
+    return await run(s, ticker, net, model);
+  } finally {
+    uninstallNet();
+    model.close();
+  }
+}
+
+async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): Promise<RunReport> {
+  const t0 = ticker.now;
+  const violations: Violation[] = [];
+  const seen = new Map<string, string>();
+  let minted = 0;
+  let snapshot: ModelSnapshot | undefined;
+  let newClusters = 0;
+  const nodes: SimNode[] = [];
+  const timeoutMs = 3000;
+
+  const operatorClient = createEtcdClient({ endpoints: net.endpoints('op', CLUSTER), tls: undefined, auth: undefined });
+  const io = { client: operatorClient, prefix: PREFIX, timeoutMs, layout: DEFAULT_LAYOUT };
+  await settle(ticker, initRegion(io, REGION));
+
+  const startNode = (index: number): SimNode => {
+    const proc = `n${index}`;
+    const clock = {
+      wallOffset: 0,
+      nowMs(): number {
+        return Date.now() + clock.wallOffset;
+      },
+      monoMs(): number {
+        return performance.now();
+      },
+    };
+    const guard = new GuardedMinter({ region: REGION, clock, checkIntervalMs: 250 });
+    const node: SimNode = {
+      index,
+      proc,
+      clock,
+      guard,
+      lease: undefined as unknown as WorkerLease,
+      ceiling: -Infinity,
+      deadline: -Infinity,
+      assignment: undefined,
+      crashed: false,
+    };
+    // The lease drives the real guard; the checker listens to what it promised.
+    const target = {
+      assign(a: WorkerAssignment): void {
+        node.assignment = a;
+        node.ceiling = a.ceilingMs;
+        node.deadline = a.deadlineMonoMs;
+        guard.assign(a);
+      },
+      extend(e: LeaseExtension): void {
+        node.ceiling = Math.max(node.ceiling, e.ceilingMs);
+        node.deadline = Math.max(node.deadline, e.deadlineMonoMs);
+        guard.extend(e);
+      },
+      unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
+        node.assignment = undefined;
+        guard.unassign(reason, message);
+      },
+      lastMintedMs: () => guard.lastMintedMs(),
+    };
+    const lease = createEtcdLease(
+      {
+        endpoints: net.endpoints(proc, CLUSTER),
+        region: REGION,
+        nodeId: proc,
+        workers: { first: 0, last: s.workers - 1 },
+        waitForFreeSlot: true,
+        ttlSeconds: s.ttlSeconds,
+        // A short TTL needs quick keep-alives (@idgen/testing's QUICK_LEASE_SETTINGS); longer ones the defaults.
+        ...(s.ttlSeconds <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
+        requestTimeoutMs: 1500,
+        backoff: { initialMs: 50, maxMs: 400 },
+        clock,
+      },
+      target,
+    );
+    (node as { lease: WorkerLease }).lease = lease;
+    lease.start().catch(() => undefined);
+    return node;
+  };
+
+  for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
+  let nextIndex = s.nodes;
+
+  // Callers: every node is asked for three IDs every 5 ms of simulated time.
+  const mintTick = (): void => {
+    const atMs = ticker.now - t0;
+    for (const n of nodes) {
+      if (n.crashed || net.isPaused(n.proc)) continue;
+      for (let k = 0; k < 3; k++) {
+        let id: bigint;
+        try {
+          id = n.guard.next();
+        } catch {
+          break;
+        }
+        minted++;
+        const f = decodeId(id);
+        const key = `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
+        const prior = seen.get(key);
+        if (prior !== undefined)
+          violations.push({ kind: 'duplicate', atMs, message: `${key} minted by ${prior} and by ${n.proc}` });
+        else seen.set(key, n.proc);
+        if (f.timestampMs > n.ceiling)
+          violations.push({
+            kind: 'above-ceiling',
+            atMs,
+            message: `${n.proc} minted ${key} above its wall ceiling ${n.ceiling}`,
+          });
+        if (n.clock.monoMs() >= n.deadline)
+          violations.push({
+            kind: 'after-deadline',
+            atMs,
+            message: `${n.proc} minted ${key} after its holder's deadline (${n.deadline - n.clock.monoMs()} ms)`,
+          });
+        const leaseId = n.lease.snapshot().leaseId;
+        if (leaseId !== undefined && model.leaseEnded(leaseId))
+          violations.push({
+            kind: 'after-lease',
+            atMs,
+            message: `${n.proc} minted ${key} after etcd ended its lease ${leaseId}`,
+          });
+      }
+    }
+  };
+  const minting = setInterval(mintTick, 5);
+
+  const apply = async (f: Fault): Promise<void> => {
+    const node = 'node' in f ? nodes[f.node % nodes.length] : undefined;
+    switch (f.kind) {
+      case 'cut':
+        if (node === undefined) return;
+        net.setLink(node.proc, CLUSTER, { kind: 'cut' });
+        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        return;
+      case 'lose-answer':
+        if (node !== undefined) net.loseNextWriteAnswer(node.proc);
+        return;
+      case 'member-down':
+        net.setMemberDown(CLUSTER, f.member % s.members, true);
+        setTimeout(() => net.setMemberDown(CLUSTER, f.member % s.members, false), f.seconds * 1000);
+        return;
+      case 'slow':
+        if (node === undefined) return;
+        net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
+        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        return;
+      case 'clock-step':
+        if (node !== undefined) node.clock.wallOffset += f.ms;
+        return;
+      case 'pause':
+        if (node === undefined) return;
+        net.pause(node.proc);
+        setTimeout(() => net.resume(node.proc), f.seconds * 1000);
+        return;
+      case 'snapshot':
+        snapshot = model.snapshot();
+        return;
+      case 'rewind': {
+        // A snapshot now and a restore from it `seconds` later: the quick snapshot restore of the second review.
+        const taken = model.snapshot();
+        setTimeout(() => {
+          snapshot = taken;
+          void apply({ kind: 'restore', newCluster: f.newCluster, operator: f.operator });
+        }, f.seconds * 1000);
+        return;
+      }
+      case 'restore':
+        if (snapshot === undefined) return;
+        model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
+        net.restarted(CLUSTER);
+        // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
+        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: s.ttlSeconds * 1000 }).catch(() => undefined);
+        return;
+      case 'crash': {
+        if (node === undefined || node.crashed) return;
+        // The process is gone: it mints nothing more and never speaks to etcd again; a new process takes its place.
+        node.crashed = true;
+        net.setLink(node.proc, CLUSTER, { kind: 'cut' });
+        nodes[nodes.indexOf(node)] = startNode(nextIndex++);
+        return;
+      }
+      case 'compact':
+        model.compact({ revision: String(model.currentRevision) });
+        return;
+    }
+  };
+
+  const faults = [...s.faults].sort((a, b) => a.atMs - b.atMs);
+  let fi = 0;
+  let elapsed = 0;
+  const step = 50;
+  while (elapsed < s.durationMs && violations.length === 0) {
+    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed)
+      await apply((faults[fi++] as TimedFault).fault);
+    await ticker.tickAsync(step);
+    elapsed += step;
+  }
+  clearInterval(minting);
+  for (const n of nodes)
+    if (!n.crashed)
+      await settle(
+        ticker,
+        n.lease.release().catch(() => undefined),
+        10_000,
+      );
+  for (const n of nodes) n.guard.close();
+  operatorClient.close();
+  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers };
+}

@@ -1,0 +1,13 @@
+/**
+ * `@idgen/sim`: the deterministic simulator (issue 32). The etcd model and its transport are exported for specs that
+ * want the real lease against a simulated etcd.
+ *
+ * @packageDocumentation
+ */
+export { EtcdModel, globalTime, MIN_LEASE_TTL_SECONDS } from './etcd-model.js';
+export type { ModelSnapshot, ModelTime } from './etcd-model.js';
+export { SimNet, SimStream, installSimNet } from './sim-transport.js';
+export type { LinkState, NetRandom } from './sim-transport.js';
+export { runScenario, seeded } from './deployment.js';
+export type { Fault, RunReport, Scenario, TimedFault, Violation } from './deployment.js';
+export { runSimulated, scenarioArb, faultArb } from './runner.js';

@@ -1,0 +1,89 @@
+import crypto from 'node:crypto';
+import FakeTimers from '@sinonjs/fake-timers';
+import fc from 'fast-check';
+import { runScenario, seeded, type Fault, type RunReport, type Scenario } from './deployment.js';
+
+/**
+ * Runs a scenario on a fresh fake clock (`@sinonjs/fake-timers`: every timer, `Date` and `performance` of the
+ * process), with `Math.random` and `crypto.randomInt` drawn from the run's seed, so a run replays exactly.
+ */
+export async function runSimulated(s: Scenario, seed: number): Promise<RunReport> {
+  const clock = FakeTimers.install({
+    now: 1_780_000_000_000,
+    toFake: [
+      'setTimeout',
+      'clearTimeout',
+      'setInterval',
+      'clearInterval',
+      'setImmediate',
+      'clearImmediate',
+      'Date',
+      'performance',
+    ],
+    shouldClearNativeTimers: true,
+  });
+  const random = seeded(seed ^ 0x5bd1e995);
+  const savedRandom = Math.random;
+  const savedRandomInt = crypto.randomInt;
+  Math.random = random.next;
+  (crypto as { randomInt: unknown }).randomInt = (a: number, b?: number, cb?: unknown): number => {
+    const [min, max] = b === undefined || typeof b === 'function' ? [0, a] : [a, b];
+    const v = min + random.int(max - min);
+    if (typeof cb === 'function') (cb as (e: null, v: number) => void)(null, v);
+    return v;
+  };
+  // An error no code path handled (an unhandled rejection, a throw in a timer) is counted, not allowed to end the
+  // process: the report names it.
+  const escaped: string[] = [];
+  const onEscape = (e: unknown): void => {
+    escaped.push(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
+  };
+  process.on('unhandledRejection', onEscape);
+  process.on('uncaughtException', onEscape);
+  try {
+    const report = await runScenario(s, clock, seed);
+    return { ...report, escapedErrors: escaped };
+  } finally {
+    process.off('unhandledRejection', onEscape);
+    process.off('uncaughtException', onEscape);
+    Math.random = savedRandom;
+    (crypto as { randomInt: unknown }).randomInt = savedRandomInt;
+    clock.uninstall();
+  }
+}
+
+const node = fc.integer({ min: 0, max: 7 });
+const seconds = fc.integer({ min: 1, max: 20 });
+
+/** The fault menu (deployment.ts's {@link Fault}). */
+export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
+  fc.record({ kind: fc.constant('cut' as const), node, seconds }),
+  fc.record({ kind: fc.constant('lose-answer' as const), node }),
+  fc.record({ kind: fc.constant('member-down' as const), member: fc.integer({ min: 0, max: 2 }), seconds }),
+  fc.record({ kind: fc.constant('slow' as const), node, ms: fc.integer({ min: 10, max: 3000 }), seconds }),
+  fc.record({ kind: fc.constant('clock-step' as const), node, ms: fc.integer({ min: -5000, max: 5000 }) }),
+  fc.record({ kind: fc.constant('pause' as const), node, seconds }),
+  fc.record({ kind: fc.constant('snapshot' as const) }),
+  fc.record({ kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean() }),
+  fc.record({ kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean() }),
+  fc.record({ kind: fc.constant('crash' as const), node }),
+  fc.record({ kind: fc.constant('compact' as const) }),
+);
+
+/** A scenario: a deployment's shape and a schedule of faults over `minutes` of simulated time. */
+export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenario; netSeed: number }> {
+  return fc.record({
+    netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
+    scenario: fc.record({
+      nodes: fc.integer({ min: 2, max: 5 }),
+      workers: fc.integer({ min: 1, max: 3 }),
+      members: fc.integer({ min: 1, max: 3 }),
+      ttlSeconds: fc.constantFrom(2, 3, 6, 10),
+      durationMs: fc.constant(durationMs),
+      lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
+      faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
+        maxLength: 25,
+      }),
+    }),
+  });
+}
