@@ -228,7 +228,13 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
+      options(prefix, {
+        workers: '0-0',
+        borrowSpare: true,
+        kind: 'embedded',
+        registry: reg(prefix),
+        ...STEADY_LEASE_SETTINGS,
+      }),
       b,
     ).start();
     expect(b.assignment?.region).toBe(5);
@@ -249,7 +255,13 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
+      options(prefix, {
+        workers: '0-0',
+        borrowSpare: true,
+        kind: 'embedded',
+        registry: reg(prefix),
+        ...STEADY_LEASE_SETTINGS,
+      }),
       b,
     ).start();
     const worker = b.assignment?.worker ?? -1;
@@ -320,7 +332,13 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     const borrower = lease(
-      options(prefix, { workers: '0-0', borrowSpare: true, kind: 'embedded', registry: reg(prefix), ...STEADY_LEASE_SETTINGS }),
+      options(prefix, {
+        workers: '0-0',
+        borrowSpare: true,
+        kind: 'embedded',
+        registry: reg(prefix),
+        ...STEADY_LEASE_SETTINGS,
+      }),
       b,
     );
     await borrower.start();
