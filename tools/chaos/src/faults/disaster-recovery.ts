@@ -21,6 +21,7 @@
  * restored` exits non-zero, B never ready) passes: the refusal is what a fix does. On a build without the fixes the fault finds the duplicate, and the
  * audit names the overlap (both holders, the slot, the milliseconds).
  */
+import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
@@ -212,7 +213,8 @@ export async function runDisasterRecovery(
         ? [{ name: `region-${o.region}-new`, etcd: [newEtcd.clientUrl], prefix: ETCD_PREFIX }]
         : []),
     ];
-    const journals = lost ? [journal] : [];
+    // A refused at start (its TTL above the deployment's ceiling) never claimed, so it kept no journal to read.
+    const journals = lost && existsSync(journal) ? [journal] : [];
     const auditFile = join(o.dir, `dr-${o.index}-audit.json`);
     await writeFile(auditFile, auditConfig(regions, journals));
     const audit = await runAudit({ regions, journals, timeoutMs: 5000 });
