@@ -299,6 +299,7 @@ describe('parseConfig', () => {
       IDGEN_PREFACE_TIMEOUT_MS: '1000',
       IDGEN_IDLE_TIMEOUT_MS: '60000',
       IDGEN_STALLED_WRITE_TIMEOUT_MS: '20000',
+      IDGEN_TENURE_JOURNAL: '/var/lib/idgen/journal',
     };
     // Every flag has a variable, and this test sets each one but the standalone pair, which cannot go with
     // etcd (read from the environment in 'runs standalone only when asked by name'), and the etcd credential

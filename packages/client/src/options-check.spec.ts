@@ -8,7 +8,7 @@ const base = { region: 0, nodes: ['http://127.0.0.1:1'], prefill: false };
 describe('createIdClient refuses unknown options', () => {
   it('a misspelt top-level option', () => {
     expect(create({ ...base, node: ['http://127.0.0.1:2'] })).toThrow(
-      /^createIdClient: unknown option "node"; the options are region, nodes, discovery, fallbackRegions, .*random$/,
+      /^createIdClient: unknown option "node"; the options are region, nodes, discovery, fallbackRegions, .*random, keyedFormKey$/,
     );
     expect(create({ ...base, node: ['x'] })).toThrow(TypeError);
   });

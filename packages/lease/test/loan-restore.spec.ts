@@ -151,7 +151,11 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     await d.two.restore(d.snapshot, { clusterToken: `restored-${Date.now()}` });
     const kv = new Etcd3({ hosts: [d.two.clientUrl] });
     cleanups.push(() => kv.close());
-    const report = await markRegionRestored({ ...d.ioTwo, client: kv }, 2, { ttlMs: TTL_S * 1000 });
+    // The restore replaced the old cluster in place: the runbook's --old-etcd-stopped.
+    const report = await markRegionRestored({ ...d.ioTwo, client: kv }, 2, {
+      ttlMs: TTL_S * 1000,
+      oldClusterStopped: true,
+    });
     expect(report.loans).toEqual([{ code: 5, verdict: 'dropped', why: expect.stringMatching(/adopted by/) }]);
     expect((await readSpareCode({ ...d.ioTwo, client: kv }, 5))?.record.state).toBe('reclaimed');
     const r = await borrowAfterRestore(d, 'borrower-new');
