@@ -18,7 +18,7 @@ import { cleanupAll, tempDir } from '@idgen/testing';
 import { DR_CASES, runDisasterRecovery } from '../src/faults/disaster-recovery.js';
 import { commonIds } from '../src/faults/standalone.js';
 
-jest.setTimeout(120_000);
+jest.setTimeout(240_000);
 
 const ROOT = join(__dirname, '..', '..', '..');
 const SERVER = join(ROOT, 'apps/server/dist/main.js');

@@ -154,7 +154,18 @@ export async function runDisasterRecovery(
     );
     const cli = (args: readonly string[]): Promise<CliRun> =>
       runOperatorCli(o.cliMain, [...args, '--timeout-ms', '5000'], 60_000);
-    const init = await cli(['region', 'init', '--region', String(o.region), '--etcd', oldEtcd.clientUrl]);
+    // The deployment's TTL ceiling covers case 3's long-TTL holder (pinned at init, so the backup carries it): the
+    // ceiling, not the holders' TTLs, is what every hold after a restore waits by (docs/design.md §5, "The TTL ceiling").
+    const lostTtlSeconds = o.leaseTtlSeconds * LOST_TTL_FACTOR;
+    const init = await cli([
+      'region',
+      'init',
+      '--region',
+      String(o.region),
+      '--etcd',
+      oldEtcd.clientUrl,
+      ...(lost ? ['--lease-ttl-ceiling', String(lostTtlSeconds)] : []),
+    ]);
     const snapshot = join(o.dir, `dr-${o.index}-snapshot.db`);
     // Case 3: the backup is older than A's claim (the slot is free in it), not than the deployment: the layout record
     // a first node writes is in it (written here as a node writes it, so no other holder is in the backup).
@@ -167,7 +178,7 @@ export async function runDisasterRecovery(
       o,
       `dr-${o.index}-a`,
       oldEtcd,
-      lost ? { ttlSeconds: o.leaseTtlSeconds * LOST_TTL_FACTOR, journal } : {},
+      lost ? { ttlSeconds: lostTtlSeconds, journal } : {},
     );
     nodes.push(a);
     // A's first mint waits out its own start hold (claim + its TTL + the bound, docs/design.md §5): 30 s for case 3's.
@@ -194,11 +205,15 @@ export async function runDisasterRecovery(
         newEtcd.clientUrl,
         '--lease-ttl',
         String(o.leaseTtlSeconds),
+        // Case 3: the old etcd's host is gone (killed above), which the runbook's DR path states; case 4's old
+        // cluster still runs, and the step must refuse without proof (docs/runbook.md, "Moving a region").
+        ...(lost ? ['--old-etcd-stopped'] : []),
       ]),
       startNode(o, `dr-${o.index}-b`, newEtcd),
     ]);
     nodes.push(b);
-    await readyOrExit(b, o.readyTimeoutMs, o.signal);
+    // B's floor is the restore's mark + the ceiling: case 3's B waits that out before its first ID.
+    await readyOrExit(b, o.readyTimeoutMs + (lost ? lostTtlSeconds * 1000 : 0), o.signal);
     if (becameReady(b)) {
       pull(b, o.region, o.signal);
       await o.sleep(o.overlapMs);
