@@ -258,11 +258,13 @@ it('@idgen/client and @idgen/core install from the registry alone, in under 10 p
   };
   expect(resolved.version).toBe('0.1.0');
 
+  // Generous deadlines: these check what the install serves (ESM, CommonJS, types), not how fast a loaded machine
+  // answers a first call (a CI run at load ~6 saw two 500 ms attempts time out); the run's 60 s timeout ends a hang.
   writeFileSync(
     join(app, 'esm.mjs'),
     `import { createIdClient } from '@idgen/client';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES] });
+const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES], deadlineMs: 30000, attemptTimeoutMs: 10000 });
 const ids = await client.nextIds(3);
 await client.close();
 console.log(JSON.stringify({ kind: 'esm', regions: ids.map((id) => DEFAULT_LAYOUT.decompose(id).region), ids: ids.map(String) }));
@@ -273,7 +275,7 @@ console.log(JSON.stringify({ kind: 'esm', regions: ids.map((id) => DEFAULT_LAYOU
     `const { createIdClient } = require('@idgen/client');
 const { DEFAULT_LAYOUT, parseId } = require('@idgen/core');
 (async () => {
-  const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES] });
+  const client = createIdClient({ region: 2, nodes: [process.env.IDGEN_NODES], deadlineMs: 30000, attemptTimeoutMs: 10000 });
   const id = await client.nextIdString();
   await client.close();
   console.log(JSON.stringify({ kind: 'cjs', regions: [DEFAULT_LAYOUT.decompose(parseId(id)).region], ids: [id] }));
@@ -285,7 +287,12 @@ const { DEFAULT_LAYOUT, parseId } = require('@idgen/core');
     `import { createIdClient, isIdsUnavailableError, type IdClient } from '@idgen/client';
 import { DEFAULT_LAYOUT, formatId, type IdFields } from '@idgen/core';
 
-const client: IdClient = createIdClient({ region: 2, nodes: [process.env['IDGEN_NODES'] ?? ''] });
+const client: IdClient = createIdClient({
+  region: 2,
+  nodes: [process.env['IDGEN_NODES'] ?? ''],
+  deadlineMs: 30000,
+  attemptTimeoutMs: 10000,
+});
 try {
   const id: bigint = await client.nextId();
   const fields: IdFields = DEFAULT_LAYOUT.decompose(id);
@@ -448,6 +455,8 @@ it('@idgen/embedded installs from the registry alone, without Connect or the cli
   for (const absent of ['@idgen/client', '@idgen/proto', '@connectrpc/connect', '@bufbuild/protobuf'])
     expect(size.names).not.toContain(absent);
 
+  // Generous deadlines: these check what the install serves (ESM, CommonJS, types), not how fast a loaded machine
+  // answers a first call (a CI run at load ~6 saw two 500 ms attempts time out); the run's 60 s timeout ends a hang.
   writeFileSync(
     join(app, 'esm.mjs'),
     `import { createEmbeddedIdSource } from '@idgen/embedded';

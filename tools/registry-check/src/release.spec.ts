@@ -48,10 +48,11 @@ afterAll(() => {
 });
 
 /** The package and every public package that depends on it, directly or through others, from their manifests. */
+/** The packages that depend on `name`, directly or not, as the clone's checkout (the release) declares them. */
 function dependentsOf(name: string): Set<string> {
   const deps = new Map(
     PUBLIC_PACKAGES.map((p) => {
-      const j = JSON.parse(readFileSync(join(ROOT, p.dir, 'package.json'), 'utf8')) as {
+      const j = JSON.parse(readFileSync(join(clone, p.dir, 'package.json'), 'utf8')) as {
         dependencies?: Record<string, string>;
       };
       return [p.name, Object.keys(j.dependencies ?? {})] as const;

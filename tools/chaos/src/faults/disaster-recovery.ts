@@ -174,12 +174,7 @@ export async function runDisasterRecovery(
       await oldEtcd.snapshot(snapshot);
     }
     const journal = join(o.dir, `dr-${o.index}-journal-a`);
-    const a = await startNode(
-      o,
-      `dr-${o.index}-a`,
-      oldEtcd,
-      lost ? { ttlSeconds: lostTtlSeconds, journal } : {},
-    );
+    const a = await startNode(o, `dr-${o.index}-a`, oldEtcd, lost ? { ttlSeconds: lostTtlSeconds, journal } : {});
     nodes.push(a);
     // A's first mint waits out its own start hold (claim + its TTL + the bound, docs/design.md §5): 30 s for case 3's.
     await readyOrExit(a, o.readyTimeoutMs + (lost ? o.leaseTtlSeconds * LOST_TTL_FACTOR * 1000 : 0), o.signal);
