@@ -331,6 +331,8 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
+    // The borrower gives its slot back at its next refresh after the reclaim: refreshes 3 s apart (not 1 s) leave
+    // the export below its window to find the slot still held on a loaded machine (a CI run lost that race once).
     const borrower = lease(
       options(prefix, {
         workers: '0-0',
@@ -338,10 +340,15 @@ describe('lend, reclaim, adopt: the transactions', () => {
         kind: 'embedded',
         registry: reg(prefix),
         ...STEADY_LEASE_SETTINGS,
+        ttlSeconds: 6,
+        keepAliveIntervalMs: 3000,
+        keepAliveTimeoutMs: 2500,
+        fenceMarginMs: 1500,
       }),
       b,
     );
     await borrower.start();
+    expect(b.assignment?.region).toBe(5);
     await beginReclaim(io(prefix), 5);
     await expect(exportHandover({ ...io(prefix), ttlMs: 2000, clockBoundMs: 10 }, 5)).rejects.toThrow(
       /still held|reclaim/,

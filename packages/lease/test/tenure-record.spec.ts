@@ -129,7 +129,8 @@ describe('the tenure record', () => {
     const r = await tenures(prefix, 6);
     expect(r.tenures).toHaveLength(TENURE_KEEP);
     expect(r.tenures.map((t) => t.leaseId)).toEqual(leaseIds.slice(-TENURE_KEEP));
-    expect(r.tenures.every((t) => t.end === 'released')).toBe(true);
+    // Each holder released, or on a loaded machine lost its quick lease first (expired, fenced): none stays open.
+    expect(r.tenures.filter((t) => t.end === 'open')).toEqual([]);
     // At least the 8 older holders' tenures are folded; more when a holder claimed again on a new lease (the claim
     // loop does when the session is lost on a loaded machine; each lease is a tenure of its own). CI saw 26.
     expect(r.compacted.count).toBeGreaterThanOrEqual(holders - TENURE_KEEP);
