@@ -331,7 +331,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(io(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    // The borrower gives its slot back at its next refresh after the reclaim: refreshes 3 s apart (not 1 s) leave
+    // The borrower gives its slot back at its next refresh after the reclaim: refreshes 2.5 s apart (not 1 s) leave
     // the export below its window to find the slot still held on a loaded machine (a CI run lost that race once).
     const borrower = lease(
       options(prefix, {
@@ -341,9 +341,9 @@ describe('lend, reclaim, adopt: the transactions', () => {
         registry: reg(prefix),
         ...STEADY_LEASE_SETTINGS,
         ttlSeconds: 6,
-        keepAliveIntervalMs: 3000,
-        keepAliveTimeoutMs: 2500,
-        fenceMarginMs: 1500,
+        keepAliveIntervalMs: 2500,
+        keepAliveTimeoutMs: 1500,
+        fenceMarginMs: 1000,
       }),
       b,
     );
