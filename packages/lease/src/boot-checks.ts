@@ -102,10 +102,13 @@ export class BootChecks {
     this.history.observe({ cluster_id: check.clusterId, revision: check.revision });
   }
 
-  /** docs/design.md §5, "The TTL ceiling": refuses a TTL above the deployment's; holds wait by the ceiling. */
+  /**
+   * docs/design.md §5, "The TTL ceiling": refuses a TTL above the deployment's, and an etcd with no ceiling; holds wait
+   * by the ceiling.
+   */
   async checkCeiling(): Promise<void> {
     const io = { client: this.client(), prefix: this.cfg.prefix, timeoutMs: this.cfg.requestTimeoutMs };
-    this.holdTtl = Math.max(this.holdTtl, await holdTtlMs(io, this.cfg.ttlMs));
+    this.holdTtl = Math.max(this.holdTtl, await holdTtlMs(io, this.cfg.ttlMs, this.cfg.region));
   }
 
   /** docs/design.md §7: a code this etcd lent out, or a spare it never adopted, is no home region here. */

@@ -28,6 +28,7 @@ import { NodeRegistration } from './node-registration.js';
 import { leaseKeys } from './records.js';
 import { RegionBindingError } from './region-binding.js';
 import { SessionKeeper } from './session-keeper.js';
+import { TtlCeilingError } from './ttl-ceiling.js';
 import { SlotClaimer } from './slot-claimer.js';
 import { claimFloor, holdingMessage } from './slot-floor.js';
 import { SlotRecords } from './slot-records.js';
@@ -279,11 +280,13 @@ class EtcdWorkerLease implements WorkerLease {
         this.lifetime.signal.throwIfAborted();
         // A restore with a new cluster token gives a binding of another cluster until the operator's `idgen region
         // restored` (docs/runbook.md): a holder keeps asking, unready, rather than stop for good; a running holder's
-        // re-claim waits out any binding refusal. Another code or an unbound etcd stops a first claim (exit 2).
+        // re-claim waits out any binding refusal. Another code or an unbound etcd stops a first claim (exit 2). So does
+        // an etcd with no TTL ceiling, where a re-claim (its etcd restored from a backup before the pin) waits for the
+        // operator's pin (docs/design.md §5, "The TTL ceiling").
         const awaitingOperator =
           isLeaseError(e) &&
-          e.code === 'region-binding' &&
-          (reclaim || (e instanceof RegionBindingError && e.awaitsOperator));
+          ((e.code === 'region-binding' && (reclaim || (e instanceof RegionBindingError && e.awaitsOperator))) ||
+            (reclaim && e instanceof TtlCeilingError));
         if (isLeaseError(e) && (!e.retryable || failFast) && !awaitingOperator) throw e;
         const access = etcdAccessProblem(e);
         if (access !== undefined) throw new LeaseError('etcd-access', access, false);

@@ -3,7 +3,7 @@ import type { Layout } from '@idgen/core';
 import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { parseJsonObject } from './records.js';
-import { pinTtlCeiling } from './ttl-ceiling.js';
+import { DEFAULT_TTL_CEILING_SECONDS, pinTtlCeiling, readTtlCeiling } from './ttl-ceiling.js';
 import type { TtlCeilingRecord } from './ttl-ceiling.js';
 
 /**
@@ -184,8 +184,9 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
 }
 
 /**
- * `idgen region init`: binds this etcd (under the prefix) to region `code`, with etcd's cluster ID. Idempotent: the
- * same code again changes nothing. Refuses (a {@link RegionBindingError}) an etcd bound to another code, or bound in
+ * `idgen region init`: binds this etcd (under the prefix) to region `code`, with etcd's cluster ID, and pins the lease
+ * TTL ceiling (`o.ttlCeilingSeconds`; not told, one already pinned stays, else the default: ttl-ceiling.ts). Idempotent:
+ * the same code again changes nothing. Refuses (a {@link RegionBindingError}) an etcd bound to another code, or bound in
  * another cluster (restored or replaced: docs/runbook.md).
  */
 export async function initRegion(
@@ -194,9 +195,11 @@ export async function initRegion(
   o: { readonly ttlCeilingSeconds?: number } = {},
 ): Promise<{ record: RegionBindingRecord; changed: boolean; ceiling?: TtlCeilingRecord }> {
   const bound = await bindRegion(io, code);
-  if (o.ttlCeilingSeconds === undefined) return bound;
   // Pinned after the binding, so an etcd of another code is refused before anything is written (docs/design.md §5).
-  const { record: ceiling } = await pinTtlCeiling(io, o.ttlCeilingSeconds);
+  // Not told: a ceiling already pinned stays, and an etcd without one gets the default, as `idgen region init` pins it
+  // (no holder claims on an etcd without a ceiling: docs/design.md §5, "The TTL ceiling").
+  const seconds = o.ttlCeilingSeconds ?? (await readTtlCeiling(io))?.ttlCeilingSeconds ?? DEFAULT_TTL_CEILING_SECONDS;
+  const { record: ceiling } = await pinTtlCeiling(io, seconds);
   return { ...bound, ceiling };
 }
 

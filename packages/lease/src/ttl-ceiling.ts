@@ -7,7 +7,7 @@ import { parseJsonObject, parseLastMsRecord } from './records.js';
  * The deployment's lease TTL ceiling (docs/design.md §5, "The TTL ceiling"; §8, the threat "TTLs that differ"): the
  * longest lease TTL any holder of the deployment may use, pinned once in every etcd of it under `{prefix}/lease-ceiling`
  * (beside the layout and the region binding) by `idgen region init`. A node or embedded source with a longer TTL
- * refuses to start; every hold that covers a holder no record shows (the start hold, the distrust floor, the marks of
+ * refuses to start, and so does every holder on an etcd without the record; every hold that covers a holder no record shows (the start hold, the distrust floor, the marks of
  * `idgen region restored`) waits by the ceiling, not by its own TTL. Without it, a node on a 6 s TTL that starts after a
  * restore waits 6 s for a lost holder that ran on 30 s and mints until 30 s after its last keep-alive.
  */
@@ -71,12 +71,19 @@ export async function readTtlCeiling(io: Io): Promise<TtlCeilingRecord | undefin
 
 /**
  * A holder's check at every claim (docs/design.md §5): refuses a TTL above the pinned ceiling with one line, and returns
- * the TTL every hold for a holder no record shows must wait by (the ceiling; the holder's own TTL on an etcd with no
- * ceiling, as before the rule).
+ * the TTL every hold for a holder no record shows must wait by (the ceiling). An etcd with no ceiling is refused too,
+ * with one line naming the `idgen region init` that pins it: its holds could only guess how long a holder lost with a
+ * restore may still mint (a holder's own TTL is the guess issue 31 case 3 broke; the longest TTL any holder may use,
+ * {@link TTL_CEILING_RANGE}.max, would hold every start an hour). When in doubt, refuse.
  */
-export async function holdTtlMs(io: Io, ttlMs: number): Promise<number> {
+export async function holdTtlMs(io: Io, ttlMs: number, region: number): Promise<number> {
   const ceiling = await readTtlCeiling(io);
-  if (ceiling === undefined) return ttlMs;
+  if (ceiling === undefined) {
+    throw new TtlCeilingError(
+      `this etcd has no lease TTL ceiling (${ttlCeilingKey(io.prefix)}): pin it with idgen region init --region ${region} ` +
+        '--lease-ttl-ceiling S (S at least the longest lease TTL of any holder; docs/runbook.md, "The lease TTL ceiling")',
+    );
+  }
   const ceilingMs = ceiling.ttlCeilingSeconds * 1000;
   if (ttlMs > ceilingMs) {
     throw new TtlCeilingError(

@@ -65,7 +65,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 describe('holders in child processes', () => {
   it('unclean end (SIGKILL): the next holder waits until last-ms + TTL + 10 ms', async () => {
     const prefix = uniquePrefix('unclean');
-    await bindRegion(etcd, 2, prefix);
+    await bindRegion(etcd, 2, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
     const holder = child(options(prefix, '9-9', 'doomed'));
     const alive = await event(holder, /"event":"alive"/);
     expect(alive).toMatchObject({ region: 2, worker: 9 });
@@ -116,7 +116,7 @@ describe('holders in child processes', () => {
 
   it('20 child processes race for 5 slots: exactly 5 win', async () => {
     const prefix = uniquePrefix('race-procs');
-    await bindRegion(etcd, 2, prefix);
+    await bindRegion(etcd, 2, prefix, { ttlCeilingSeconds: 20 });
     // A long TTL here: 20 processes loading at once on 2 cores can starve a winner's keep-alives, and a
     // winner that fences gives its slot up (correctly), which would let a sixth process win.
     const raceOptions = (i: number): EtcdLeaseOptions => ({
@@ -154,7 +154,7 @@ describe('holders in child processes', () => {
     // the client was closed, and the process never ended (jest "did not exit" after root-of-trust.spec.ts on a
     // loaded machine, its leaked watch on that spec's worker key).
     const prefix = uniquePrefix('mid-claim');
-    await bindRegion(etcd, 2, prefix);
+    await bindRegion(etcd, 2, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
     const p = spawnProcess(process.execPath, tsNodeArgs(RELEASE_MID_CLAIM), {
       env: { ...process.env, IDGEN_TEST_ETCD: etcd.clientUrl, IDGEN_TEST_PREFIX: prefix },
     });

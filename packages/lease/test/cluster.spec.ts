@@ -26,7 +26,7 @@ describe('3-member etcd cluster', () => {
   it('killing the leader (SIGKILL): keep-alives go on with the new leader and the holder does not fence', async () => {
     const prefix = uniquePrefix('cluster');
     // Bound through any member, as idgen region init with the cluster's endpoints would be.
-    await bindRegion(cluster.endpoints[0] as string, 0, prefix);
+    await bindRegion(cluster.endpoints[0] as string, 0, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
     const target = new RecordingTarget('holder');
     const lease = createEtcdLease(
       {

@@ -2,7 +2,7 @@
 // quick lease settings, and every lease made through it released after each test.
 import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
-import { DEFAULT_PREFIX } from '../src/config.js';
+import { DEFAULT_PREFIX, DEFAULT_TTL_SECONDS } from '../src/config.js';
 import type { EtcdLeaseOptions } from '../src/config.js';
 import { createEtcdLease } from '../src/etcd-lease.js';
 import type { LeaseTarget, WorkerLease } from '../src/types.js';
@@ -69,7 +69,10 @@ export function useLeaseHarness(region: number): LeaseHarness {
       // The region's etcd is bound to its code before its first holder starts, as an operator's idgen region init does.
       const start = l.start.bind(l);
       l.start = async (signal) => {
-        await bindRegion(current().etcd, o.region, o.prefix ?? DEFAULT_PREFIX);
+        // The ceiling at this holder's TTL (a prefix's first holder pins it: ttl-ceiling.ts), so its holds are its own TTL.
+        await bindRegion(current().etcd, o.region, o.prefix ?? DEFAULT_PREFIX, {
+          ttlCeilingSeconds: o.ttlSeconds ?? DEFAULT_TTL_SECONDS,
+        });
         return start(signal);
       };
       return l;

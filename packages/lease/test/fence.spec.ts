@@ -47,7 +47,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 describe('fence before expiry (etcd paused with SIGSTOP)', () => {
   it('fences before etcd could expire the lease; after SIGCONT the old holder never mints in a slot another holds', async () => {
     const prefix = uniquePrefix('fence');
-    await bindRegion(etcd, 4, prefix);
+    await bindRegion(etcd, 4, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
     const book = new SlotBook();
     const a = new RecordingTarget('old', book);
     const recorded = createRecordingMeter();

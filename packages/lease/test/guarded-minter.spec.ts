@@ -51,7 +51,7 @@ function fenceReason(g: GuardedMinter): string | undefined {
 describe('the lease driving a real guarded minter', () => {
   it('mints only while the lease holds the slot; fences on a paused etcd; resumes above everything minted', async () => {
     const prefix = uniquePrefix('guard');
-    await bindRegion(etcd, 3, prefix);
+    await bindRegion(etcd, 3, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
     const g = createGuardedMinter({ region: 3 });
     guard = g;
     const l = createEtcdLease(

@@ -62,8 +62,8 @@ function track(lease: WorkerLease): WorkerLease {
 async function deadLoan(name: string) {
   const prefix = uniquePrefix(name);
   const [two, fresh, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
-  await bindRegion(two, 2, prefix);
-  await bindRegion(fresh, 5, prefix);
+  await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
+  await bindRegion(fresh, 5, prefix, { ttlCeilingSeconds: TTL_S });
   const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
   const kvNew = new Etcd3({ hosts: [fresh.clientUrl] });
   const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
@@ -166,7 +166,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
   it('the registry unreachable: a borrower keeps the slot it holds, and no new claim goes under a loan it cannot confirm', async () => {
     const prefix = uniquePrefix('loan-registry-down');
     const [two, registryEtcd] = await Promise.all([startEtcd(), startEtcd()]);
-    await bindRegion(two, 2, prefix);
+    await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
     const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
     const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
     cleanups.push(() => {
@@ -203,8 +203,8 @@ describe("a borrower's etcd restored after its loan moved on", () => {
   it('the registry restored and the code lent again elsewhere: the holder of the loan it forgot gives its slot back', async () => {
     const prefix = uniquePrefix('loan-registry-rewound');
     const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
-    await bindRegion(two, 2, prefix);
-    await bindRegion(three, 3, prefix);
+    await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
+    await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
     const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
     const kvThree = new Etcd3({ hosts: [three.clientUrl] });
     const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });

@@ -35,7 +35,7 @@ async function follower(): Promise<EtcdMember> {
 
 async function holdThrough(name: string, fault: (m: EtcdMember) => Promise<() => Promise<void>>): Promise<void> {
   const prefix = uniquePrefix(name);
-  await bindRegion(cluster.members[0] as EtcdMember, 0, prefix);
+  await bindRegion(cluster.members[0] as EtcdMember, 0, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
   const target = new RecordingTarget('holder');
   const lease = createEtcdLease(
     {

@@ -44,12 +44,14 @@ describe('initRegion (idgen region init)', () => {
     expect(first).toEqual({
       changed: true,
       record: { code: 2, clusterId: await clusterId(), at: '2026-01-02T03:04:05.000Z' },
+      // Not told a ceiling: the default, as `idgen region init` pins it (no holder starts on an etcd without one).
+      ceiling: { ttlCeilingSeconds: 6, at: '2026-01-02T03:04:05.000Z' },
     });
     const stored = (await kv.get(regionBindingKey(prefix)).string()) ?? '';
     expect(parseRegionBinding(regionBindingKey(prefix), stored)).toEqual(first.record);
     // Again: nothing written, the first record returned.
     const again = await initRegion(io(prefix), 2);
-    expect(again).toEqual({ changed: false, record: first.record });
+    expect(again).toEqual({ changed: false, record: first.record, ceiling: first.ceiling });
     expect(await kv.get(regionBindingKey(prefix)).string()).toBe(stored);
   });
 

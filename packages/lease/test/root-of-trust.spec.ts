@@ -28,7 +28,7 @@ afterAll(async () => {
 
 it('a holder fences at once when its worker key is deleted under it (a forged release), by its watch', async () => {
   const prefix = uniquePrefix('forged');
-  await bindRegion(etcd, 4, prefix);
+  await bindRegion(etcd, 4, prefix, { ttlCeilingSeconds: 30 });
   const guard = createGuardedMinter({ region: 4 });
   // Refreshes every 10 s (the production default is 2 s): the refresh would fence too, at the first one after the
   // forgery, with another message. The test judges which came first, so the refresh is far enough away that a

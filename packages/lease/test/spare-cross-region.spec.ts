@@ -112,8 +112,8 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     // Each region's etcd is bound to its code before its first node: region 2's to 2, the new region's to 5.
-    await bindRegion(regionTwo, 2, prefix);
-    await bindRegion(newRegion, 5, prefix);
+    await bindRegion(regionTwo, 2, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
+    await bindRegion(newRegion, 5, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
 
     // Region 2: its one home slot is taken; code 5 is lent to it.
     const home = createEtcdLease(

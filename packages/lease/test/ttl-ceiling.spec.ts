@@ -4,7 +4,7 @@
 // etcd host is gone (here: paused, so the holder it served mints on, cut off, until its own deadline), the snapshot is
 // restored onto a new URL with a new token, `idgen region restored` runs with the default --lease-ttl, and a node with a
 // shorter TTL than the lost holder's starts there. Without the ceiling its floor is the mark + its own TTL, seconds below
-// what the lost holder may still mint.
+// what the lost holder may still mint. On an etcd with no ceiling at all (a backup from before the pin), no node starts.
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
@@ -154,6 +154,49 @@ describe('the lease TTL ceiling', () => {
     await fresh.lease.start();
     const floor = fresh.t.of('assign')[0]?.assignment?.floorMs ?? Number.NaN;
     // On the code before the ceiling: the mark + 6 s and the claim + 2 s, seconds below the lost holder's ceiling.
+    expect(floor).toBeGreaterThan(lostCeiling);
+    expect(book.violations).toEqual([]);
+    old.resume();
+  });
+
+  it('an etcd with no ceiling (a backup from before the pin, restored onto a new cluster): no node starts there until it is pinned, then above everything the lost holder may mint', async () => {
+    const old = await startEtcd();
+    const prefix = uniquePrefix('ceiling-none');
+    // The last backup predates the pin: the binding and no ceiling, as on a deployment bound by an earlier release.
+    await initRegion(io(old, prefix), REGION, { ttlCeilingSeconds: 20 });
+    const kv = client(old);
+    const pinned = (await kv.get(ttlCeilingKey(prefix)).string()) ?? '';
+    await kv.delete().key(ttlCeilingKey(prefix));
+    const dir = await tempDir('idgen-snapshot');
+    const snapshot = join(dir.path, 'snap.db');
+    await old.snapshot(snapshot);
+    await kv.put(ttlCeilingKey(prefix)).value(pinned); // pinned after the backup
+    const book = new SlotBook();
+    const lost = holder(old, prefix, 'ceiling-none-lost', 20, book);
+    await lost.lease.start();
+    await lost.t.waitFor((e) => e.kind === 'extend', 10_000, 'a keep-alive of the holder the restore will lose');
+    old.pause(); // the old host is gone for the operator; its holder, cut off, mints on until its own deadline
+
+    const moved = await startEtcd();
+    await moved.restore(snapshot, { clusterToken: `moved-${Date.now()}` });
+    const report = await markRegionRestored(io(moved, prefix), REGION, { ttlMs: 6000, oldClusterStopped: true });
+    expect(report.ttlMs).toBe(6000); // no ceiling to mark by: the marks cover a 6 s holder, not the lost 20 s one
+    expect(await readTtlCeiling(io(moved, prefix))).toBeUndefined();
+    const lostCeiling = highestCeiling(lost.t);
+    const fresh = holder(moved, prefix, 'ceiling-none-new', 2, book);
+    // On the code before the rule the node started here, by its own TTL: its floor seconds below the lost holder's ceiling.
+    const e = await refusal(fresh.lease.start());
+    expect(e).toBeInstanceOf(TtlCeilingError);
+    expect(e.message).toMatch(
+      /^this etcd has no lease TTL ceiling \(\/[^)]*\/lease-ceiling\): pin it with idgen region init --region 2 --lease-ttl-ceiling S /,
+    );
+    expect(e.message).not.toContain('\n');
+    expect(fresh.t.of('assign')).toEqual([]);
+
+    // The operator pins it (`region init` on a bound etcd only adds the record): the node starts, above the lost holder.
+    await initRegion(io(moved, prefix), REGION, { ttlCeilingSeconds: 20 });
+    await fresh.lease.start();
+    const floor = fresh.t.of('assign')[0]?.assignment?.floorMs ?? Number.NaN;
     expect(floor).toBeGreaterThan(lostCeiling);
     expect(book.violations).toEqual([]);
     old.resume();

@@ -112,7 +112,7 @@ interface Party {
 async function holderAndSpare(
   prefix: string,
 ): Promise<{ holder: Party; spare: Party; clock: VmClock; proxy: TcpProxy }> {
-  await bindRegion(etcd, 2, prefix);
+  await bindRegion(etcd, 2, prefix, { ttlCeilingSeconds: TTL_MS / 1000 });
   const proxy = await createTcpProxy({ target: new URL(etcd.clientUrl).host });
   cleanups.push(() => proxy.close());
   const clock = vmClock();

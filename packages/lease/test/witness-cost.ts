@@ -55,7 +55,7 @@ async function main(): Promise<void> {
   const etcd = await startEtcd({ name: 'witness-cost' });
   const dir = await mkdtemp(join(process.env['WITNESS_DIR'] ?? tmpdir(), 'idgen-witness-cost-'));
   try {
-    await bindRegion(etcd.clientUrl, 1);
+    await bindRegion(etcd.clientUrl, 1, undefined, { ttlCeilingSeconds: QUICK_LEASE_SETTINGS.ttlSeconds });
     const without: number[] = [];
     const withJournal: number[] = [];
     await claimMs(etcd.clientUrl, undefined); // warm-up

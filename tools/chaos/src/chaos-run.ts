@@ -132,7 +132,8 @@ export class ChaosRun implements FaultRun {
     const cluster: EtcdCluster = await startEtcdCluster(3, { readyTimeoutMs: 60_000 });
     o.say(`  etcd: ${cluster.endpoints.join(', ')}`);
     // The region's etcd is bound to its code before its first node, as idgen region init does (docs/design.md §5).
-    await bindRegion(cluster.endpoints[0] as string, o.region);
+    // Its TTL ceiling is the run's TTL: no node starts on an etcd without one (docs/design.md §5, "The TTL ceiling").
+    await bindRegion(cluster.endpoints[0] as string, o.region, undefined, { ttlCeilingSeconds: o.leaseTtlSeconds });
     o.say(`  bound to region ${o.region} (/idgen/region)`);
     const fleet = await this.#startNodes(dir, cluster);
     const regions = await this.#startRegions(dir);

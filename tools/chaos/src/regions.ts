@@ -52,7 +52,7 @@ export async function startRegion(o: {
   say: (line: string) => void;
 }): Promise<RegionPart> {
   const cluster = await startEtcdCluster(1, { readyTimeoutMs: 60_000 });
-  await bindRegion(cluster.endpoints[0] as string, o.code);
+  await bindRegion(cluster.endpoints[0] as string, o.code, undefined, { ttlCeilingSeconds: o.leaseTtlSeconds });
   const dir = join(o.dir, `region-${o.code}`);
   await mkdir(dir, { recursive: true });
   const fleet = createNodeFleet({

@@ -583,15 +583,18 @@ export const QUICK_LEASE_SETTINGS = {
 /**
  * Binds a plaintext test etcd to region `code` under `prefix`, as an operator's `idgen region init` does before a region's
  * first node starts (docs/design.md §5, region binding): `{prefix}/region` = `{"code","clusterId","at"}`, created only if
- * absent. Rejects when the prefix is bound to another code. Over the gRPC-JSON gateway, so the harness needs no etcd
- * client; a TLS or auth etcd is bound with `idgen region init` (or @idgen/lease's `initRegion`) itself.
+ * absent, and the lease TTL ceiling `{prefix}/lease-ceiling` (`o.ttlCeilingSeconds`, default 6 s as `region init`;
+ * created only if absent: give the longest TTL the test's holders use, as no holder starts on an etcd without one, or
+ * with a TTL above it). Rejects when the prefix is bound to another code. Over the gRPC-JSON gateway, so the harness
+ * needs no etcd client; a TLS or auth etcd is bound with `idgen region init` (or @idgen/lease's `initRegion`) itself.
  */
 export async function bindRegion(
   etcd: { clientUrl: string } | string,
   code: number,
   prefix = '/idgen',
-  timeoutMs = 5000,
+  o: { readonly timeoutMs?: number; readonly ttlCeilingSeconds?: number } = {},
 ): Promise<void> {
+  const timeoutMs = o.timeoutMs ?? 5000;
   const url = typeof etcd === 'string' ? etcd : etcd.clientUrl;
   const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
   const post = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
@@ -606,6 +609,12 @@ export async function bindRegion(
     return out;
   };
   const key = `${prefix === '/' ? '' : prefix}/region`;
+  const ceilingKey = `${prefix === '/' ? '' : prefix}/lease-ceiling`;
+  const ceiling = JSON.stringify({ ttlCeilingSeconds: o.ttlCeilingSeconds ?? 6, at: new Date().toISOString() });
+  await post('/v3/kv/txn', {
+    compare: [{ key: b64(ceilingKey), target: 'CREATE', result: 'EQUAL', create_revision: '0' }],
+    success: [{ request_put: { key: b64(ceilingKey), value: b64(ceiling) } }],
+  });
   const probe = (await post('/v3/kv/range', { key: b64(key) })) as { header?: { cluster_id?: string } };
   const clusterId = probe.header?.cluster_id;
   if (typeof clusterId !== 'string') throw new Error(`etcd ${url}: no cluster_id in ${JSON.stringify(probe)}`);
