@@ -201,4 +201,38 @@ describe('the lease TTL ceiling', () => {
     expect(book.violations).toEqual([]);
     old.resume();
   });
+
+  it('a running holder whose re-claim finds the ceiling gone keeps asking, not ready, until it is pinned again', async () => {
+    const prefix = uniquePrefix('ceiling-gone');
+    await initRegion(io(etcd, prefix), REGION, { ttlCeilingSeconds: 2 });
+    const { lease, t } = holder(etcd, prefix, 'ceiling-gone', 2, new SlotBook());
+    await lease.start();
+    const kv = client(etcd);
+    const pinned = (await kv.get(ttlCeilingKey(prefix)).string()) ?? '';
+    await kv.delete().key(ttlCeilingKey(prefix)); // what a restore from a backup taken before the pin leaves
+    let stop = (): void => undefined;
+    const asking = new Promise<string>((resolve, reject) => {
+      const guard = setTimeout(() => reject(new Error('the re-claim never asked for the pin (hang guard)')), 30_000);
+      const off = lease.on('state', (snap) => {
+        if (snap.state === 'claiming' && /no lease TTL ceiling/.test(snap.message)) resolve(snap.message);
+      });
+      stop = (): void => {
+        clearTimeout(guard);
+        off();
+      };
+    });
+    // Its worker key deleted under it (as a forged release would): it fences at once and claims again.
+    await kv.delete().key(leaseKeys.worker(prefix, REGION, 0));
+    try {
+      expect(await asking).toMatch(
+        /claim failed \(TtlCeilingError: this etcd has no lease TTL ceiling .* idgen region init --region 2 /,
+      );
+    } finally {
+      stop();
+    }
+    expect(t.of('assign')).toHaveLength(1); // nothing claimed on the etcd without a ceiling
+    await kv.put(ttlCeilingKey(prefix)).value(pinned);
+    await t.waitFor(() => t.of('assign').length === 2, 30_000, 'the slot claimed again once the ceiling is pinned');
+    expect(lease.snapshot().state).toBe('alive');
+  });
 });
