@@ -86,10 +86,11 @@ async function bindRegion(
   let oldCluster: InitRegionReport['oldCluster'];
   if (found === undefined) {
     const live = await liveElsewhere(io, code, clusterId, o.deployment ?? []);
-    if (live.length > 0) {
+    const [oldest] = live;
+    if (oldest !== undefined) {
       const generation = Math.max(...live.map((l) => bindingGeneration(l.record))) + 1;
       oldCluster = await proveGone(live, code, clusterId, generation, clock, o);
-      record = { ...record, generation, previousClusterId: live[0]!.record.clusterId };
+      record = { ...record, generation, previousClusterId: oldest.record.clusterId };
     }
   }
   const res = await createOnce(io, key, JSON.stringify(record), `binding transaction on ${key}`);
@@ -157,9 +158,10 @@ async function proveGone(
 ): Promise<'retired' | 'stated-stopped'> {
   if (o.oldClusterStopped === true) return 'stated-stopped';
   const where = live.map((l) => `${l.name}, cluster ${l.record.clusterId}`).join('; ');
-  if (o.retire !== undefined && live.length === 1) {
+  const [only] = live;
+  if (o.retire !== undefined && only !== undefined && live.length === 1) {
     await retireRegion(o.retire, code, {
-      clusterId: live[0]!.record.clusterId,
+      clusterId: only.record.clusterId,
       byClusterId: clusterId,
       generation,
       at: new Date(clock()).toISOString(),
