@@ -206,9 +206,24 @@ function addRegionVerbs(program: Command, verb: VerbRunner): void {
         '--lease-ttl-ceiling <seconds>',
         'the longest lease TTL any holder of the deployment may use, pinned once (docs/design.md §5)',
         '6',
+      )
+      .option(
+        '--config <file>',
+        "the deployment file (idgen audit's): every region's etcd is read first; a code live in another cluster is refused",
+      )
+      .option(
+        '--retire-etcd <urls>',
+        'the code is live in another cluster of --config: its endpoints; it is retired and its holders fence',
+      )
+      .option(
+        '--old-etcd-stopped',
+        'the code is live in another cluster of --config: state that every member of it is stopped (docs/runbook.md)',
       ),
   )
-    .addHelpText('after', '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379')
+    .addHelpText(
+      'after',
+      '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379 --config deployment.json',
+    )
     .action(verb<RegionInitFlags>('region init', runRegionInit));
   addRegistryOptions(
     regionCommon(

@@ -16,11 +16,17 @@ import { withEtcd, withRegistry, type SpareFlags, type SpareIo } from './spare.j
 export interface RegionInitFlags extends SpareFlags {
   region?: string;
   leaseTtlCeiling?: string;
+  /** A live cluster of the code found elsewhere: its endpoints, to retire it (same credentials and prefix as --etcd). */
+  retireEtcd?: string;
+  /** The operator's statement that every member of that cluster is stopped. */
+  oldEtcdStopped?: boolean;
 }
 
 /**
- * `idgen region init --region N --etcd <region N's etcd>`: binds that etcd to region code N (docs/design.md §5, region
- * binding), with etcd's cluster ID. Idempotent; exit 1 when the etcd is bound to another code or in another cluster.
+ * `idgen region init --region N --etcd <region N's etcd> [--config deployment.json]`: binds that etcd to region code N
+ * (docs/design.md §5, region binding), with etcd's cluster ID. Idempotent; exit 1 when the etcd is bound to another
+ * code or in another cluster, or when another etcd of --config still serves code N (docs/design.md §8, "One live
+ * cluster per code") and neither --retire-etcd nor --old-etcd-stopped proves it gone.
  */
 export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): Promise<ExitCode> {
   if (flags.region === undefined) throw usageError('--region is required (the code this etcd serves, 0-7)');
@@ -31,16 +37,38 @@ export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): P
     TTL_CEILING_RANGE.min,
     TTL_CEILING_RANGE.max,
   );
-  const { record, changed, ceiling } = await withEtcd(flags, 'region init', async (io) => {
+  if (flags.retireEtcd !== undefined && flags.oldEtcdStopped === true)
+    throw usageError('give either --retire-etcd or --old-etcd-stopped, not both');
+  if ((flags.retireEtcd !== undefined || flags.oldEtcdStopped === true) && flags.config === undefined)
+    throw usageError('--retire-etcd and --old-etcd-stopped need --config: the deployment file names the live cluster');
+  const init = (io: SpareIo, retire?: SpareIo) => {
     if (code > io.layout.maxRegion) throw usageError(`--region must be from 0 to ${io.layout.maxRegion}, got ${code}`);
-    return initRegion({ ...io, now: ctx.nowMs }, code, { ttlCeilingSeconds });
-  });
-  if (flags.json) ctx.io.out(JSON.stringify({ record, changed, ceiling }));
+    return initRegion({ ...io, now: ctx.nowMs }, code, {
+      ttlCeilingSeconds,
+      ...(io.deployment === undefined ? {} : { deployment: io.deployment }),
+      ...(retire === undefined ? {} : { retire }),
+      oldClusterStopped: flags.oldEtcdStopped === true,
+    });
+  };
+  const retireAt = flags.retireEtcd;
+  const { record, changed, ceiling, oldCluster } = await withEtcd(flags, 'region init', (io) =>
+    retireAt === undefined
+      ? init(io)
+      : withEtcd({ ...flags, etcd: retireAt, config: undefined }, 'region init', (old) => init(io, old)),
+  );
+  if (flags.json)
+    ctx.io.out(JSON.stringify({ record, changed, ceiling, ...(oldCluster === undefined ? {} : { oldCluster }) }));
   else
     ctx.io.out(
       (changed
         ? `region ${code}: this etcd (cluster ${record.clusterId}) is now bound to region code ${code}`
         : `region ${code}: already bound (cluster ${record.clusterId}, since ${record.at}); nothing written`) +
+        (record.generation === undefined ? '' : `, generation ${record.generation}`) +
+        (oldCluster === 'retired'
+          ? `; the old cluster ${record.previousClusterId ?? ''} is retired`
+          : oldCluster === 'stated-stopped'
+            ? `; the old cluster ${record.previousClusterId ?? ''} stated stopped`
+            : '') +
         `; lease TTL ceiling ${ceiling?.ttlCeilingSeconds ?? ttlCeilingSeconds} s`,
     );
   return EXIT_OK;
@@ -81,10 +109,6 @@ export async function runRegionShow(flags: SpareFlags, ctx: VerbContext): Promis
 /** Flags of `idgen region restored`. */
 export interface RegionRestoredFlags extends RegionInitFlags {
   leaseTtl: string;
-  /** The old cluster's endpoints, to retire it (same credentials and prefix as --etcd). */
-  retireEtcd?: string;
-  /** The operator's statement that every member of the old cluster is stopped. */
-  oldEtcdStopped?: boolean;
 }
 
 /**

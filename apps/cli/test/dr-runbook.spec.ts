@@ -4,6 +4,7 @@
 // case counts the IDs both nodes of one slot handed out: the old node's until it fenced, the new node's from its first.
 // Issue 31 cases 3 and 4 minted equal IDs here on the code before the TTL ceiling and the one-live-cluster rule.
 import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { idgen, idgenJson, startNode, type ServerNode } from './support.test-helper.js';
 
@@ -166,5 +167,53 @@ describe("the runbook's DR procedures, as written", () => {
     const shown = await idgen(['region', 'show', '--etcd', old.clientUrl, '--json']);
     expect(shown.stdout).toContain('"retired"');
     done = true;
+  });
+
+  it('a second, fresh etcd bound to a code the deployment still serves: region init refused (exit 1, nothing written); with --retire-etcd the old node fences and the two share no ID', async () => {
+    // Issue 31 case 4's other half: without the rule, `region init` on a fresh etcd succeeds whatever else serves the
+    // code, and its node mints region 1 / worker 0 beside the old cluster's node (the audit saw it only afterwards).
+    const { etcd: old } = await region('dr-init-twice', 4);
+    const first = await startNode(old.clientUrl, { region: REGION, worker: 0, nodeId: 'init-old', ttlSeconds: 4 });
+    await first.ready();
+    let done = false;
+    const oldIds = collect(first, () => done);
+    const fresh = await startEtcd();
+    const dir = await tempDir('idgen-init-twice');
+    const deployment = join(dir.path, 'deployment.json');
+    writeFileSync(deployment, JSON.stringify({ regions: [{ name: 'r1', etcd: [old.clientUrl] }] }));
+    const init = ['region', 'init', '--region', String(REGION), '--etcd', fresh.clientUrl, '--lease-ttl-ceiling', '4'];
+    // The deployment file names region 1's live etcd: refused, one line, exit 1, and the fresh etcd stays unbound.
+    const bare = await idgen([...init, '--config', deployment]);
+    expect(bare).toMatchObject({ code: 1, stdout: '' });
+    expect(bare.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bare.stderr).toMatch(
+      /region 1 is live in another cluster of the deployment \(region r1 .*prove the old one gone/,
+    );
+    expect((await idgen(['region', 'show', '--etcd', fresh.clientUrl])).code).toBe(1);
+    // A proof without the deployment file is bad usage (exit 2): nothing names the cluster it proves gone.
+    expect((await idgen([...init, '--old-etcd-stopped'])).code).toBe(2);
+    // It answers, so retire it: the new binding is generation 2, and the old node fences at once.
+    const moved = await idgenJson<{ record: { generation: number }; oldCluster: string }>([
+      ...init,
+      '--config',
+      deployment,
+      '--retire-etcd',
+      old.clientUrl,
+      '--json',
+    ]);
+    expect(moved).toMatchObject({ code: 0, json: { record: { generation: 2 }, oldCluster: 'retired' } });
+    await first.process.waitForLine(/worker key .* deleted|was deleted|fenced/, 10_000);
+    const second = await startNode(fresh.clientUrl, { region: REGION, worker: 0, nodeId: 'init-new', ttlSeconds: 4 });
+    await second.ready(60_000);
+    const more = await nextIds(second, 256);
+    expect(more).toBeDefined();
+    done = true;
+    const a = await oldIds;
+    expect(a.length).toBeGreaterThan(0);
+    expect(duplicates(a, more ?? [])).toBe(0);
+    // Run again with the same file: the fresh etcd is bound already, nothing written; the retired one is not live.
+    expect((await idgenJson<{ changed: boolean }>([...init, '--config', deployment, '--json'])).json.changed).toBe(
+      false,
+    );
   });
 });

@@ -1,15 +1,13 @@
 import type { Etcd3 } from 'etcd3';
 import type { Layout } from '@idgen/core';
-import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
+import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { parseJsonObject } from './records.js';
-import { DEFAULT_TTL_CEILING_SECONDS, pinTtlCeiling, readTtlCeiling } from './ttl-ceiling.js';
-import type { TtlCeilingRecord } from './ttl-ceiling.js';
 
 /**
  * The region binding (docs/design.md §5): `{prefix}/region` in a region's etcd says which region code that etcd
  * serves, and which etcd cluster it was written in. Written once, on purpose, by `idgen region init`
- * ({@link initRegion}); every node, embedded caller and spare-code command reads it before its first claim or write
+ * (`initRegion`, region-init.ts); every node, embedded caller and spare-code command reads it before its first claim or write
  * ({@link checkRegionBinding}) and refuses when its own code differs, when the etcd was never initialised, or when
  * etcd now reports another cluster ID. Without it nothing ties an etcd to a code: a node started with `--region 3`
  * against region 2's etcd would claim region 3's slots there and mint region 3's IDs beside region 3's own nodes.
@@ -122,7 +120,8 @@ function parseRetirement(key: string, v: unknown, raw: string): RegionRetirement
   return { at: o['at'], byClusterId: o['byClusterId'], generation: o['generation'] };
 }
 
-interface Io {
+/** A region's etcd under its prefix. */
+export interface BindingIo {
   readonly client: Etcd3;
   readonly prefix: string;
   readonly timeoutMs: number;
@@ -144,7 +143,10 @@ function initHint(prefix: string, code: number): string {
  * Reads the binding and refuses unless it names `code` in the cluster etcd answers from (docs/design.md §5). Throws a
  * {@link RegionBindingError} (not retryable) with one line saying what to do; etcd errors pass through (retryable).
  */
-export async function checkRegionBinding(io: Io & { layout: Layout }, code: number): Promise<RegionBindingCheck> {
+export async function checkRegionBinding(
+  io: BindingIo & { layout: Layout },
+  code: number,
+): Promise<RegionBindingCheck> {
   const key = regionBindingKey(io.prefix);
   const res = await withTimeout(
     io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
@@ -181,80 +183,4 @@ export async function checkRegionBinding(io: Io & { layout: Layout }, code: numb
     );
   }
   return { record, clusterId, revision: res.header.revision };
-}
-
-/**
- * `idgen region init`: binds this etcd (under the prefix) to region `code`, with etcd's cluster ID, and pins the lease
- * TTL ceiling (`o.ttlCeilingSeconds`; not told, one already pinned stays, else the default: ttl-ceiling.ts). Idempotent:
- * the same code again changes nothing. Refuses (a {@link RegionBindingError}) an etcd bound to another code, or bound in
- * another cluster (restored or replaced: docs/runbook.md).
- */
-export async function initRegion(
-  io: Io & { layout: Layout; now?: () => number },
-  code: number,
-  o: { readonly ttlCeilingSeconds?: number } = {},
-): Promise<{ record: RegionBindingRecord; changed: boolean; ceiling?: TtlCeilingRecord }> {
-  const bound = await bindRegion(io, code);
-  // Pinned after the binding, so an etcd of another code is refused before anything is written (docs/design.md §5).
-  // Not told: a ceiling already pinned stays, and an etcd without one gets the default, as `idgen region init` pins it
-  // (no holder claims on an etcd without a ceiling: docs/design.md §5, "The TTL ceiling").
-  const seconds = o.ttlCeilingSeconds ?? (await readTtlCeiling(io))?.ttlCeilingSeconds ?? DEFAULT_TTL_CEILING_SECONDS;
-  const { record: ceiling } = await pinTtlCeiling(io, seconds);
-  return { ...bound, ceiling };
-}
-
-async function bindRegion(
-  io: Io & { layout: Layout; now?: () => number },
-  code: number,
-): Promise<{ record: RegionBindingRecord; changed: boolean }> {
-  if (!Number.isSafeInteger(code) || code < 0 || code > io.layout.maxRegion) {
-    throw new RegionBindingError(`region must be an integer from 0 to ${io.layout.maxRegion}, got ${String(code)}`);
-  }
-  const key = regionBindingKey(io.prefix);
-  // The cluster ID comes with every answer; read it first so the record written is the cluster that took it.
-  const probe = await withTimeout(
-    io.client.get(key).options(deadlineIn(io.timeoutMs)).exec(),
-    io.timeoutMs,
-    `reading ${key}`,
-  );
-  const record: RegionBindingRecord = {
-    code,
-    clusterId: probe.header.cluster_id,
-    at: new Date((io.now ?? Date.now)()).toISOString(),
-  };
-  const res = await withTimeout(
-    io.client
-      .if(key, 'Create', '==', 0)
-      .then(io.client.put(key).value(JSON.stringify(record)))
-      .else(io.client.get(key))
-      .options(deadlineIn(io.timeoutMs))
-      .commit(),
-    io.timeoutMs,
-    `binding transaction on ${key}`,
-  );
-  if (res.header.cluster_id !== record.clusterId) {
-    throw new Error(`etcd answered from cluster ${res.header.cluster_id}, then ${record.clusterId}: try again`);
-  }
-  if (res.succeeded) return { record, changed: true };
-  const raw = rangeValue(res.responses[0]);
-  if (raw === undefined) throw new Error(`${key} vanished between compare and read; try again`);
-  const existing = parseRegionBinding(key, raw, io.layout.maxRegion);
-  if (existing.code !== code) {
-    throw new RegionBindingError(
-      `this etcd is already bound to region ${existing.code} (${key}, since ${existing.at}): one etcd serves one region code`,
-    );
-  }
-  if (existing.clusterId !== record.clusterId) {
-    throw new RegionBindingError(
-      `region ${code} was bound in cluster ${existing.clusterId}, and this etcd reports cluster ${record.clusterId} (${key}): ` +
-        'a restored or replaced etcd is never trusted; follow docs/runbook.md, "etcd restored from a snapshot"',
-    );
-  }
-  if (existing.retired !== undefined) {
-    throw new RegionBindingError(
-      `region ${code} moved out of this etcd (${key} retired at ${existing.retired.at} for cluster ` +
-        `${existing.retired.byClusterId}): a retired etcd is never bound again`,
-    );
-  }
-  return { record: existing, changed: false };
 }

@@ -1,5 +1,6 @@
 import type { Etcd3 } from 'etcd3';
-import { deadlineIn, firstKey, rangeValue, withTimeout } from './etcd-client.js';
+import { createOnce } from './create-once.js';
+import { deadlineIn, firstKey, withTimeout } from './etcd-client.js';
 import { CorruptRecordError, LeaseError } from './errors.js';
 import { parseJsonObject, parseLastMsRecord } from './records.js';
 
@@ -124,20 +125,9 @@ export async function pinTtlCeiling(
     ttlCeilingSeconds: seconds,
     at: new Date((io.now ?? Date.now)()).toISOString(),
   };
-  const res = await withTimeout(
-    io.client
-      .if(key, 'Create', '==', 0)
-      .then(io.client.put(key).value(JSON.stringify(record)))
-      .else(io.client.get(key))
-      .options(deadlineIn(io.timeoutMs))
-      .commit(),
-    io.timeoutMs,
-    `pinning ${key}`,
-  );
-  if (res.succeeded) return { record, changed: true };
-  const raw = rangeValue(res.responses[0]);
-  if (raw === undefined) throw new Error(`${key} vanished between compare and read; try again`);
-  return { record: checkSame(key, parseTtlCeiling(key, raw), seconds), changed: false };
+  const res = await createOnce(io, key, JSON.stringify(record), `pinning ${key}`);
+  if (res.kind === 'created') return { record, changed: true };
+  return { record: checkSame(key, parseTtlCeiling(key, res.raw), seconds), changed: false };
 }
 
 function checkSame(key: string, existing: TtlCeilingRecord, seconds: number): TtlCeilingRecord {

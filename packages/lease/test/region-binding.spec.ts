@@ -4,13 +4,8 @@ import { useLeaseHarness } from './etcd-harness.test-helper.js';
 import { createEtcdLease } from '../src/etcd-lease.js';
 import { CorruptRecordError, isLeaseError } from '../src/errors.js';
 import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
-import {
-  RegionBindingError,
-  checkRegionBinding,
-  initRegion,
-  parseRegionBinding,
-  regionBindingKey,
-} from '../src/region-binding.js';
+import { RegionBindingError, checkRegionBinding, parseRegionBinding, regionBindingKey } from '../src/region-binding.js';
+import { initRegion } from '../src/region-init.js';
 
 jest.setTimeout(60_000);
 

@@ -11,7 +11,7 @@ import { Etcd3 } from 'etcd3';
 import { join } from 'node:path';
 import { createEtcdLease } from '../src/etcd-lease.js';
 import { RecordingTarget, SlotBook, uniquePrefix } from '../src/recording-target.test-helper.js';
-import { initRegion } from '../src/region-binding.js';
+import { initRegion } from '../src/region-init.js';
 import { markRegionRestored } from '../src/region-restore.js';
 import { TtlCeilingError, pinTtlCeiling, readTtlCeiling, ttlCeilingKey } from '../src/ttl-ceiling.js';
 import { leaseKeys } from '../src/records.js';

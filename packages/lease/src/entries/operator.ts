@@ -27,7 +27,8 @@ export type {
   RegistryTrailEntry,
   SpareRegistryEntry,
 } from '../spare-registry.js';
-export { initRegion } from '../region-binding.js';
+export { initRegion } from '../region-init.js';
+export type { InitRegionOptions, InitRegionReport } from '../region-init.js';
 export {
   RegistryRefusedError,
   initRegistry,

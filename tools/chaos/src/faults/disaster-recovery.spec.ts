@@ -1,5 +1,13 @@
 import { createSchedule } from '../schedule.js';
-import { DR_CASES, drCaseOf, judgeDisasterRecovery, type DisasterRecoveryOutcome } from './disaster-recovery.js';
+import {
+  DRAWN_CASES,
+  DR_CASES,
+  drCaseOf,
+  drawnCaseOf,
+  judgeDisasterRecovery,
+  type DisasterRecoveryOutcome,
+} from './disaster-recovery.js';
+import { judgeRegistryCase, type RegistryCaseOutcome } from './registry-cases.js';
 
 const cli = (code: number, line: string) => ({ args: [], code, stdout: code === 0 ? [line] : [], stderr: [line] });
 
@@ -50,5 +58,40 @@ describe('disaster-recovery', () => {
     expect(judgeDisasterRecovery(refused).safetyViolation).toBeUndefined();
     const noA = outcome({ a: { name: 'dr-1-a', ready: false, ids: new BigUint64Array(), failed: 0 } });
     expect(judgeDisasterRecovery(noA).expectationMissed).toBe('dr-1-a never became ready on the old etcd');
+  });
+
+  it("draws one of issue 31's five cases per fault: the region restores and the registry's cases 1, 2 and 5", () => {
+    expect(DRAWN_CASES.map((_, i) => drawnCaseOf((i + 0.5) / DRAWN_CASES.length))).toEqual([
+      'new-cluster',
+      'lost-holder',
+      'loan-restore',
+      'registry-restore',
+      'two-registries',
+    ]);
+  });
+
+  it('a registry case passes only when its step was refused, no ID is shared and the audit is clean', () => {
+    const registry = (o: Partial<RegistryCaseOutcome> = {}): RegistryCaseOutcome => ({
+      registryCase: 'registry-restore',
+      setup: [],
+      step: cli(4, 'idgen spare lend: … its history went back'),
+      refused: true,
+      refusal: 'exit 4: idgen spare lend: … its history went back',
+      first: { name: 'r1', ids: 20_224 },
+      second: { name: 'r2', ids: 0 },
+      common: 0,
+      audit: { exitCode: 0, ok: true, lines: ['audit: clean'] },
+      auditFile: '/run/reg-1-audit.json',
+      tookMs: 12_000,
+      ...o,
+    });
+    expect(judgeRegistryCase(registry()).safetyViolation).toBeUndefined();
+    // The step accepted (the code without the fix), even before any ID is shared: the fault found the hole.
+    expect(judgeRegistryCase(registry({ refused: false, refusal: 'exit 0: lent' })).safetyViolation).toMatch(
+      /^disaster recovery \(registry-restore, issue 31 case 2\) broke the deployment's invariant: the step was accepted/,
+    );
+    expect(
+      judgeRegistryCase(registry({ registryCase: 'loan-restore', refused: false, common: 18_533 })).safetyViolation,
+    ).toMatch(/case 1\) broke the deployment's invariant: 18,533 ID\(s\) handed out by both r1 and r2/);
   });
 });

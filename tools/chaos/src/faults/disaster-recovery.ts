@@ -1,7 +1,8 @@
 /**
  * Fault `disaster-recovery` (issue 31, item 7): an operator's disaster recovery between etcds, on a small deployment
  * of the fault's own (two etcds and two nodes of the run's region code, apart from the run's fleet, whose IDs it never
- * meets). The fault's pick draws one of issue 31's cases about a region's etcd:
+ * meets). The fault's pick draws one of issue 31's five cases ({@link DRAWN_CASES}): the registry's three (cases 1, 2
+ * and 5) in registry-cases.ts, and these two about a region's etcd:
  *
  * - `new-cluster` (case 4, a restore onto a new cluster while the old one still runs): node A holds worker 0 on the
  *   old etcd and mints; the old etcd is snapshotted and the snapshot restored onto a second, new cluster (new token);
@@ -30,12 +31,24 @@ import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
 import { auditConfig, runAudit, type AuditOutcome, type AuditRegion } from './audit.js';
 import { cliLine, runOperatorCli, type CliRun } from './double-loan.js';
 import { commonIds, finish, idsOf, pull, readyOrExit, becameReady, type StandaloneNode } from './standalone.js';
+import { REGISTRY_CASES, judgeRegistryCase, runRegistryCase, type RegistryCase } from './registry-cases.js';
 
 /** The cases the fault draws among (issue 31's case 4 and case 3). */
 export const DR_CASES = ['new-cluster', 'lost-holder'] as const;
 
 /** The lost holder's TTL against the run's (`lost-holder`): 30 s against the chaos run's 3 s, as issue 31 measured it (30 s against 6 s). A shorter one loses the race on a loaded machine: the restore, `region restored` and B's start took longer than A's 12 s in one run. */
 export const LOST_TTL_FACTOR = 10;
+
+/**
+ * Every case the fault draws among, one per fault: the restores of a region's etcd ({@link DR_CASES}, cases 3 and 4)
+ * and the registry cases (registry-cases.ts: cases 1, 2 and 5).
+ */
+export const DRAWN_CASES = [...DR_CASES, ...REGISTRY_CASES] as const;
+
+/** The case of {@link DRAWN_CASES} a fault's pick draws. */
+export function drawnCaseOf(pick: number): DrCase | RegistryCase {
+  return DRAWN_CASES[Math.min(DRAWN_CASES.length - 1, Math.floor(pick * DRAWN_CASES.length))] as DrCase | RegistryCase;
+}
 
 /** One case of {@link DR_CASES}. */
 export type DrCase = (typeof DR_CASES)[number];
@@ -286,7 +299,34 @@ export function judgeDisasterRecovery(d: DisasterRecoveryOutcome): DisasterRecov
 export const disasterRecovery: FaultHandler = async (c) => {
   const { run, record: r } = c;
   const { o } = run;
-  const drCase = drCaseOf(c.fault.pick);
+  const drawn = drawnCaseOf(c.fault.pick);
+  const announce = (target: string): void => void ((r.target = target), c.line());
+  if (drawn !== 'new-cluster' && drawn !== 'lost-holder') {
+    let d;
+    try {
+      d = await runRegistryCase(
+        {
+          cliMain: run.operatorCli,
+          region: o.region,
+          leaseTtlSeconds: o.leaseTtlSeconds,
+          dir: run.dir,
+          index: c.fault.index,
+          overlapMs: 10_000,
+          announce,
+        },
+        drawn,
+      );
+    } catch (e) {
+      // A setup step failed (an etcd did not start, a step of the operator's setup exited non-zero): nothing was judged.
+      r.expectationMissed = `the ${drawn} case could not be set up: ${(e as Error).message}`;
+      return;
+    }
+    const j = judgeRegistryCase(d);
+    r.notes.push(...j.notes);
+    r.safetyViolation = j.safetyViolation;
+    r.expectationMissed = j.expectationMissed;
+    return;
+  }
   const d = await runDisasterRecovery(
     {
       serverMain: o.serverMain,
@@ -298,10 +338,10 @@ export const disasterRecovery: FaultHandler = async (c) => {
       signal: o.signal,
       readyTimeoutMs: 10 * o.leaseTtlSeconds * 1000,
       overlapMs: 2000,
-      announce: (target) => void ((r.target = target), c.line()),
+      announce,
       sleep: (ms) => run.sleep(ms),
     },
-    drCase,
+    drawn,
   );
   const j = judgeDisasterRecovery(d);
   r.notes.push(...j.notes);
