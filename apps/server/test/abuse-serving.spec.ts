@@ -6,11 +6,18 @@
 // (docs/design.md §8 item 4), and the attacker must not get what it came for.
 import { join } from 'node:path';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
-import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
+import {
+  expectWithinBounds,
+  probeOnce,
+  raiseProbePriority,
+  probeWhile,
+  type ProbeClient,
+} from './abuse-support.test-helper.js';
 import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
+beforeAll(() => raiseProbePriority());
 
 interface AttackStats {
   connections: number;
@@ -59,7 +66,7 @@ describe('idgen-server: the serving path under abuse', () => {
     node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
     await node.ready();
     client = idClient(node.baseUrl, 'grpc-h2');
-    expect(await probeOnce(client)).toBe(true);
+    expect(await probeOnce(client, node.process.pid)).toBe(true);
   });
   afterAll(() => node.stop());
 

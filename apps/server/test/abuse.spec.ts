@@ -7,12 +7,19 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
 import { cleanupAll, spawnProcess } from '@idgen/testing';
-import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
+import {
+  expectWithinBounds,
+  probeOnce,
+  raiseProbePriority,
+  probeWhile,
+  type ProbeClient,
+} from './abuse-support.test-helper.js';
 import { frame } from './attack-frames.js';
 import { idClient, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
+beforeAll(() => raiseProbePriority());
 
 const ATTACK_MS = 4_000;
 
@@ -55,7 +62,7 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
     node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
     await node.ready();
     client = idClient(node.baseUrl, 'grpc-h2');
-    expect(await probeOnce(client)).toBe(true);
+    expect(await probeOnce(client, node.process.pid)).toBe(true);
   });
   afterAll(() => node.stop());
 
@@ -143,7 +150,7 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
       for (const s of sockets) s.destroy();
     }
     const after: boolean[] = [];
-    for (let i = 0; i < 4; i++) after.push(await probeOnce(client));
+    for (let i = 0; i < 4; i++) after.push(await probeOnce(client, node.process.pid));
     expect(after).toEqual([true, true, true, true]);
   });
 });
