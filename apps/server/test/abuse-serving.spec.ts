@@ -5,9 +5,9 @@
 // 400 MB, at most 10% of the probe's calls failing during it and none after, and the process alive
 // (docs/design.md §8 item 4), and the attacker must not get what it came for.
 import { join } from 'node:path';
-import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { cleanupAll, shieldFromOutsideLoad, spawnProcess } from '@idgen/testing';
 import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
-import { idClient, shieldFromOutsideLoad, startServer, type ServerNode } from './support.test-helper.js';
+import { idClient, memoryStateFile, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
@@ -57,7 +57,7 @@ describe('idgen-server: the serving path under abuse', () => {
   let node: ServerNode;
   let client: ProbeClient;
   beforeAll(async () => {
-    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--state-file', memoryStateFile()]);
     shieldFromOutsideLoad(node.process.pid);
     shieldFromOutsideLoad(0);
     await node.ready();

@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
-import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { cleanupAll, shieldFromOutsideLoad, spawnProcess } from '@idgen/testing';
 import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
 import { frame } from './attack-frames.js';
-import { idClient, shieldFromOutsideLoad, startServer, type ServerNode } from './support.test-helper.js';
+import { idClient, memoryStateFile, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
@@ -53,7 +53,7 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
   let node: ServerNode;
   let client: ProbeClient;
   beforeAll(async () => {
-    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--state-file', memoryStateFile()]);
     shieldFromOutsideLoad(node.process.pid);
     shieldFromOutsideLoad(0);
     await node.ready();

@@ -9,7 +9,7 @@
 import { Agent, request as http1Request } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { cleanupAll } from '@idgen/testing';
+import { cleanupAll, shieldFromOutsideLoad } from '@idgen/testing';
 import { createSender, fdCount, rssBytes, type FuzzSender } from './fuzz-transport.test-helper.js';
 import { FUZZ_LIMITS, NEXT_IDS, describeCase, wireCase, type WireCase } from './fuzz-wire-cases.test-helper.js';
 import { judge, type JudgeContext } from './fuzz-wire-judge.test-helper.js';
@@ -17,7 +17,7 @@ import {
   PROTOCOLS,
   idClient,
   idsOf,
-  shieldFromOutsideLoad,
+  memoryStateFile,
   sleep,
   startServer,
   type ServerNode,
@@ -99,6 +99,8 @@ describe('wire fuzzing: generated requests against a live standalone node', () =
 
   beforeAll(async () => {
     node = await startServer([
+      '--state-file',
+      memoryStateFile(),
       '--time-source',
       'none',
       '--metrics-listen',

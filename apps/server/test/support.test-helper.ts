@@ -3,8 +3,8 @@
 import { existsSync } from 'node:fs';
 import { connect as connectHttp2 } from 'node:http2';
 import { connect as connectTcp } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setPriority } from 'node:os';
 import { createClient, type Client } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { DEFAULT_LAYOUT } from '@idgen/core';
@@ -58,6 +58,16 @@ export interface ServerNode {
 /** A fresh state file path for a standalone node, in a temporary directory removed after the test file. */
 export function standaloneStateFile(): string {
   return join(tempDirSync('standalone').path, 'state.json');
+}
+
+/**
+ * A standalone state file in memory (/dev/shm) where the machine has one: for the suites that test the transport
+ * under load, not the disk. The standalone lease fences for good when a write and sync of its state file takes past
+ * its 3.5 s proof window (docs/design.md §6), and on a shared disk under other work one did ("last proven held 7185
+ * ms ago"), failing every later probe of the abuse suites on a fence no attack caused.
+ */
+export function memoryStateFile(): string {
+  return join(tempDirSync('standalone', existsSync('/dev/shm') ? '/dev/shm' : tmpdir()).path, 'state.json');
 }
 
 /** Runs `node <launch flags> dist/main.js args` and returns at once (no waiting). */
@@ -288,24 +298,3 @@ export function stallAfter(
     });
   });
 }
-
-/**
- * Runs process `pid` (0: this thread, the probe's) ahead of the machine's other work: the node, the attacker and the
- * probe then share the cores as on a machine of their own, whatever else runs beside the suite. Without it a busy
- * machine (`stress-ng --cpu 2`, another CI run) starved the node past its standalone lease's 3.5 s proof window
- * (docs/design.md §6), which fences it for good by design ("the lock ... was last proven held 6763 ms ago"), and
- * every later probe failed on a fence no attack caused. Needs root (CI runs as root); elsewhere it changes nothing
- * and says so once.
- */
-export function shieldFromOutsideLoad(pid: number): void {
-  try {
-    setPriority(pid, SHIELD_PRIORITY);
-  } catch (e) {
-    if (!shieldWarned) console.warn(`load suites: cannot raise priority (${String(e)}): a busy machine may fail them`);
-    shieldWarned = true;
-  }
-}
-
-/** The nice value of the node, its attackers and the probe: above the default 0 of the machine's other work. */
-const SHIELD_PRIORITY = -5;
-let shieldWarned = false;
