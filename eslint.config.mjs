@@ -85,11 +85,21 @@ export default [
   {
     // The core is pure (docs/design.md §2): no I/O, no clock, no dependency. Its specs may read the vectors.
     files: ['packages/core/src/**/*.ts'],
-    ignores: ['**/*.spec.ts'],
+    // system-clock.ts is the one definition of the real clocks that the packages share (docs/style.md "Layers"); the
+    // rule below keeps every other core file from reading it.
+    ignores: ['**/*.spec.ts', 'packages/core/src/system-clock.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ regex: '^(?!\\.)', message: '@idgen/core imports nothing but its own files.' }] },
+        {
+          patterns: [
+            { regex: '^(?!\\.)', message: '@idgen/core imports nothing but its own files.' },
+            {
+              regex: 'system-clock',
+              message: 'The core keeps no clock: time is an argument (only index.ts exports it).',
+            },
+          ],
+        },
       ],
       'no-restricted-globals': [
         'error',
@@ -99,6 +109,16 @@ export default [
       'no-restricted-properties': [
         'error',
         { object: 'Date', property: 'now', message: 'The core keeps no clock: time is an argument.' },
+      ],
+    },
+  },
+  {
+    // The core's entry point re-exports the real clocks for the packages; no other core file imports them.
+    files: ['packages/core/src/index.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(?!\\.)', message: '@idgen/core imports nothing but its own files.' }] },
       ],
     },
   },

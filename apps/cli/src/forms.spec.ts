@@ -1,12 +1,10 @@
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { createIdForms } from '@idgen/core';
 import { runCli } from './cli.js';
 
 // `idgen decode` reads every form of docs/design.md §1 "Forms" and says which; `idgen format --to` converts.
-const BIN = resolve(__dirname, '../bin/idgen.js');
 const ID = '104148763141017605';
 const KEY = '000102030405060708090a0b0c0d0e0f';
 const forms = createIdForms({ key: KEY });
@@ -116,18 +114,5 @@ describe('idgen format', () => {
     expect(r.code).toBe(2);
     expect(r.err).toHaveLength(1);
     expect(r.err[0]).toMatch(message);
-  });
-
-  it('needs --to, and reads IDs from stdin (the built binary)', () => {
-    const r = spawnSync(process.execPath, [BIN, 'format', '--to', 'base32'], {
-      encoding: 'utf8',
-      input: `${ID}\n${PADDED}\n`,
-      timeout: 20_000,
-    });
-    expect(r.stderr).toBe('');
-    expect(r.stdout).toBe(`${BASE32}\n${BASE32}\n`);
-    const missing = spawnSync(process.execPath, [BIN, 'format', ID], { encoding: 'utf8', timeout: 20_000 });
-    expect(missing.status).toBe(2);
-    expect(missing.stderr).toMatch(/required option '--to <form>'/);
   });
 });

@@ -48,29 +48,33 @@ function listenProblem(e: unknown): string | undefined {
   }
 }
 
-function run(config: ServerConfig, env: Readonly<Record<string, string | undefined>>): void {
-  tuneGarbageCollector();
-  const logger: Logger = pino({
+type Exit = (code: number, why: string, fields?: Record<string, unknown>) => never;
+type ServerMetrics = ReturnType<typeof createServerMetrics>;
+type IdgenNode = ReturnType<typeof createIdgenNode>;
+type BuildInfo = ReturnType<typeof readBuildInfo>;
+
+/** The node's JSON logger: the level by name (`"level":"info"`, not pino's 30: the name is what pipelines match on). */
+function createLogger(config: ServerConfig): Logger {
+  return pino({
     level: config.logLevel,
     base: { service: 'idgen-server', nodeId: config.nodeId, region: config.region },
     timestamp: pino.stdTimeFunctions.isoTime,
-    // `"level":"info"`, not pino's 30: the name is what log pipelines match on.
     formatters: { level: (label) => ({ level: label }) },
   });
-  const exit = (code: number, why: string, fields: Record<string, unknown> = {}): never => {
+}
+
+/** The one way out: a last line (fatal unless code 0), flushed, then the exit code. */
+function exitWith(logger: Logger): Exit {
+  return (code, why, fields = {}) => {
     logger[code === 0 ? 'info' : 'fatal']({ exitCode: code, ...fields }, why);
     logger.flush();
     process.exit(code);
   };
-  process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
-  process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
+}
 
-  // What this node runs, once (GetStatus and target_info): the package beside dist/, IDGEN_COMMIT or its checkout.
-  const build = readBuildInfo(env, join(__dirname, '..'));
-  if (build.problem !== undefined) logger.warn({ variable: 'IDGEN_COMMIT' }, build.problem);
+/** The metrics SDK and its exporters, with every OTEL_* variable this node ignores said once, never dropped. */
+function createMetrics(config: ServerConfig, build: BuildInfo, logger: Logger): ServerMetrics {
   const { telemetry } = config;
-  // An OTEL_* variable this node does not act on is said once, never dropped silently: an operator who
-  // set it would otherwise believe it applied.
   for (const variable of telemetry.ignored)
     logger.warn({ variable }, `${variable} is not honoured by idgen-server: ignored`);
   const metrics = createServerMetrics({
@@ -86,7 +90,16 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
       { otlp: telemetry.otlp.url, intervalMs: telemetry.otlp.intervalMs, serviceName: telemetry.serviceName },
       'metrics exporting over OTLP',
     );
-  const guard = createGuardedMinter({ ...config.guard, meter: metrics.meter('@idgen/clock-guard') });
+  return metrics;
+}
+
+/** The etcd lease (with the tenure journal when one is configured), or the standalone one, said loudly. */
+function createLease(
+  config: ServerConfig,
+  guard: ReturnType<typeof createGuardedMinter>,
+  metrics: ServerMetrics,
+  logger: Logger,
+): ReturnType<typeof createEtcdLease> | ReturnType<typeof createStandaloneLease> {
   const { etcd, standalone } = config.lease;
   if (standalone !== undefined) {
     logger.warn(
@@ -96,24 +109,109 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
         'Production runs with --etcd.',
     );
   }
-  const lease =
-    etcd !== undefined
-      ? createEtcdLease(
-          {
-            ...etcd,
-            meter: metrics.meter('@idgen/lease'),
-            logger: logger.child({ component: 'lease' }),
-            ...(config.tenureJournal === undefined
-              ? {}
-              : {
-                  tenureWitness: createFileTenureWitness(config.tenureJournal, (e) =>
-                    logger.warn({ err: String(e) }, 'lease: the tenure journal could not be written'),
-                  ),
-                }),
-          },
-          guard,
-        )
-      : createStandaloneLease(standalone, guard);
+  if (etcd === undefined) return createStandaloneLease(standalone, guard);
+  return createEtcdLease(
+    {
+      ...etcd,
+      meter: metrics.meter('@idgen/lease'),
+      logger: logger.child({ component: 'lease' }),
+      ...(config.tenureJournal === undefined
+        ? {}
+        : {
+            tenureWitness: createFileTenureWitness(config.tenureJournal, (e) =>
+              logger.warn({ err: String(e) }, 'lease: the tenure journal could not be written'),
+            ),
+          }),
+    },
+    guard,
+  );
+}
+
+/** What the node and its parts need to start: what `run` composed. */
+interface Started {
+  readonly config: ServerConfig;
+  readonly idgenNode: IdgenNode;
+  readonly metrics: ServerMetrics;
+  readonly build: BuildInfo;
+  readonly logger: Logger;
+  readonly exit: Exit;
+}
+
+/**
+ * Listens (the serving port, then metrics), boots the node and logs `ready` with its timings; a socket error or a
+ * refused boot ends the process with one line (docs/design.md §5, §7).
+ */
+async function start({ config, idgenNode, metrics, build, logger, exit }: Started): Promise<void> {
+  const t0 = performance.now();
+  const orExit = <T>(step: Promise<T>, why: string): Promise<T> =>
+    step.catch((e: unknown) => {
+      // A socket error (the port in use, a privileged port, an address this host does not have) is the
+      // operator's to fix: one line naming it, no stack.
+      const listen = listenProblem(e);
+      return listen === undefined
+        ? exit(EXIT_FATAL, why, { err: e })
+        : exit(EXIT_FATAL, `${why}: ${listen}`, { code: (e as NodeJS.ErrnoException).code });
+    });
+  const addresses = await orExit(idgenNode.listen(), `cannot listen on ${formatHostPort(config.node.listen)}`);
+  const probe = (method: string | undefined, path: string) => idgenNode.port.probe(method, path);
+  const metricsAddress =
+    config.metricsListen === undefined
+      ? undefined
+      : await orExit(
+          metrics.listen(config.metricsListen, probe),
+          `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`,
+        );
+  if (metricsAddress !== undefined) logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
+  let report;
+  try {
+    report = await idgenNode.start();
+  } catch (e) {
+    // docs/design.md §5, §7: an etcd bound to another code (or never bound), a region code this etcd lent out, or a
+    // spare it never adopted, is the operator's to fix; so is a record a later release wrote (a newer schema), and a
+    // lease TTL above the deployment's pinned ceiling (the lease's only `config` refusal after parsing, §5).
+    if (
+      isLeaseError(e) &&
+      (e.code === 'spare-code' || e.code === 'region-binding' || e.code === 'record-schema' || e.code === 'config')
+    )
+      return exit(EXIT_REGION_REFUSED, e.message);
+    return exit(EXIT_FATAL, 'boot failed', { err: e });
+  }
+  if (report === undefined) return;
+  const { worker, leaseId, mode } = report.lease;
+  const timing = {
+    bootMs: report.bootMs,
+    sinceProcessStartMs: Math.round(performance.now()),
+    startMs: Math.round(performance.now() - t0),
+  };
+  logger.info(
+    {
+      worker,
+      leaseId,
+      mode,
+      ...addresses,
+      metrics: metricsAddress,
+      version: build.version,
+      commit: build.commit,
+      ...timing,
+      steps: report.steps,
+    },
+    'ready',
+  );
+}
+
+function run(config: ServerConfig, env: Readonly<Record<string, string | undefined>>): void {
+  tuneGarbageCollector();
+  const logger = createLogger(config);
+  const exit = exitWith(logger);
+  process.on('uncaughtException', (e) => exit(EXIT_FATAL, 'uncaught exception', { err: e }));
+  process.on('unhandledRejection', (e) => exit(EXIT_FATAL, 'unhandled rejection', { err: e }));
+
+  // What this node runs, once (GetStatus and target_info): the package beside dist/, IDGEN_COMMIT or its checkout.
+  const build = readBuildInfo(env, join(__dirname, '..'));
+  if (build.problem !== undefined) logger.warn({ variable: 'IDGEN_COMMIT' }, build.problem);
+  const metrics = createMetrics(config, build, logger);
+  const guard = createGuardedMinter({ ...config.guard, meter: metrics.meter('@idgen/clock-guard') });
+  const lease = createLease(config, guard, metrics, logger);
   const timeSource = createTimeSourceCheck({
     ...config.timeSource,
     guard,
@@ -148,64 +246,7 @@ function run(config: ServerConfig, env: Readonly<Record<string, string | undefin
   // (docs/design.md §4). No release: the lease expires and the next holder waits out last-ms + TTL.
   guard.on('fatal', (reason) => exit(EXIT_FATAL, 'fatal clock condition', { reason }));
 
-  const start = async (): Promise<void> => {
-    const t0 = performance.now();
-    const orExit = <T>(step: Promise<T>, why: string): Promise<T> =>
-      step.catch((e: unknown) => {
-        // A socket error (the port in use, a privileged port, an address this host does not have) is the
-        // operator's to fix: one line naming it, no stack.
-        const listen = listenProblem(e);
-        return listen === undefined
-          ? exit(EXIT_FATAL, why, { err: e })
-          : exit(EXIT_FATAL, `${why}: ${listen}`, { code: (e as NodeJS.ErrnoException).code });
-      });
-    const addresses = await orExit(idgenNode.listen(), `cannot listen on ${formatHostPort(config.node.listen)}`);
-    const probe = (method: string | undefined, path: string) => idgenNode.port.probe(method, path);
-    const metricsAddress =
-      config.metricsListen === undefined
-        ? undefined
-        : await orExit(
-            metrics.listen(config.metricsListen, probe),
-            `cannot listen for metrics on ${formatHostPort(config.metricsListen)}`,
-          );
-    if (metricsAddress !== undefined) logger.info({ metrics: `http://${metricsAddress}/metrics` }, 'metrics listening');
-    let report;
-    try {
-      report = await idgenNode.start();
-    } catch (e) {
-      // docs/design.md §5, §7: an etcd bound to another code (or never bound), a region code this etcd lent out, or a
-      // spare it never adopted, is the operator's to fix; so is a record a later release wrote (a newer schema), and a
-      // lease TTL above the deployment's pinned ceiling (the lease's only `config` refusal after parsing, §5).
-      if (
-        isLeaseError(e) &&
-        (e.code === 'spare-code' || e.code === 'region-binding' || e.code === 'record-schema' || e.code === 'config')
-      )
-        return exit(EXIT_REGION_REFUSED, e.message);
-      return exit(EXIT_FATAL, 'boot failed', { err: e });
-    }
-    if (report === undefined) return;
-    const { worker, leaseId, mode } = report.lease;
-    const timing = {
-      bootMs: report.bootMs,
-      sinceProcessStartMs: Math.round(performance.now()),
-      startMs: Math.round(performance.now() - t0),
-    };
-    logger.info(
-      {
-        worker,
-        leaseId,
-        mode,
-        ...addresses,
-        metrics: metricsAddress,
-        version: build.version,
-        commit: build.commit,
-        ...timing,
-        steps: report.steps,
-      },
-      'ready',
-    );
-  };
-  void start();
+  void start({ config, idgenNode, metrics, build, logger, exit });
 }
 
 /** Entry point: parse (exit 2 on a bad value, before any I/O: docs/design.md §5 step 1), then run. */

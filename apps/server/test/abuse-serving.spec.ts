@@ -5,9 +5,9 @@
 // 400 MB, at most 10% of the probe's calls failing during it and none after, and the process alive
 // (docs/design.md §8 item 4), and the attacker must not get what it came for.
 import { join } from 'node:path';
-import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { cleanupAll, shieldFromOutsideLoad, spawnProcess } from '@idgen/testing';
 import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
-import { idClient, startServer, type ServerNode } from './support.test-helper.js';
+import { idClient, memoryStateFile, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
@@ -39,6 +39,7 @@ async function attackWhileProbing(
     String(ms),
     String(parallel),
   ]);
+  shieldFromOutsideLoad(attacker.pid);
   const probe = await probeWhile(node, client, attacker.exited);
   const exit = await attacker.exited;
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
@@ -56,7 +57,9 @@ describe('idgen-server: the serving path under abuse', () => {
   let node: ServerNode;
   let client: ProbeClient;
   beforeAll(async () => {
-    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--state-file', memoryStateFile()]);
+    shieldFromOutsideLoad(node.process.pid);
+    shieldFromOutsideLoad(0);
     await node.ready();
     client = idClient(node.baseUrl, 'grpc-h2');
     expect(await probeOnce(client)).toBe(true);

@@ -6,10 +6,10 @@ import { readFileSync } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { FrameType, PREFACE } from '@idgen/h2';
-import { cleanupAll, spawnProcess } from '@idgen/testing';
+import { cleanupAll, shieldFromOutsideLoad, spawnProcess } from '@idgen/testing';
 import { expectWithinBounds, probeOnce, probeWhile, type ProbeClient } from './abuse-support.test-helper.js';
 import { frame } from './attack-frames.js';
-import { idClient, startServer, type ServerNode } from './support.test-helper.js';
+import { idClient, memoryStateFile, startServer, type ServerNode } from './support.test-helper.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());
@@ -41,6 +41,7 @@ async function runAttack(port: number, name: string, ms: number): Promise<{ conn
     String(port),
     String(ms),
   ]);
+  shieldFromOutsideLoad(attacker.pid);
   const exit = await attacker.exited;
   const line = attacker.stdoutLines.find((l) => l.startsWith('{"connections"'));
   if (exit.code !== 0 || line === undefined)
@@ -52,7 +53,9 @@ describe('idgen-server (@idgen/h2) under frame-level attacks', () => {
   let node: ServerNode;
   let client: ProbeClient;
   beforeAll(async () => {
-    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off']);
+    node = await startServer(['--time-source', 'none', '--metrics-listen', 'off', '--state-file', memoryStateFile()]);
+    shieldFromOutsideLoad(node.process.pid);
+    shieldFromOutsideLoad(0);
     await node.ready();
     client = idClient(node.baseUrl, 'grpc-h2');
     expect(await probeOnce(client)).toBe(true);

@@ -313,14 +313,7 @@ class BufferedIdClient implements IdClient {
   nextId<F extends IdForm>(options: FormCallOptions<F>): Promise<IdInForm<F>>;
   nextId(options?: CallOptions): Promise<bigint>;
   nextId(options?: CallOptions | FormCallOptions): Promise<bigint | string> {
-    const form = (options as Partial<FormCallOptions> | undefined)?.form;
-    if (form === undefined) return this.nextPlainId(options);
-    try {
-      this.forms.check(form);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.nextPlainId(options).then((id) => this.forms.format(id, form));
+    return this.forms.nextInForm(options, () => this.nextPlainId(options));
   }
 
   private nextPlainId(options: CallOptions | undefined): Promise<bigint> {
@@ -346,14 +339,7 @@ class BufferedIdClient implements IdClient {
   nextIds<F extends IdForm>(count: number, options: FormCallOptions<F>): Promise<IdInForm<F>[]>;
   nextIds(count: number, options?: CallOptions): Promise<bigint[]>;
   nextIds(count: number, options?: CallOptions | FormCallOptions): Promise<(bigint | string)[]> {
-    const form = (options as Partial<FormCallOptions> | undefined)?.form;
-    if (form === undefined) return this.nextPlainIds(count, options);
-    try {
-      this.forms.check(form);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.nextPlainIds(count, options).then((ids) => ids.map((id) => this.forms.format(id, form)));
+    return this.forms.manyInForm(options, () => this.nextPlainIds(count, options));
   }
 
   private nextPlainIds(count: number, options: CallOptions | undefined): Promise<bigint[]> {

@@ -1,12 +1,10 @@
+import { refuseUnknownOptions, type OptionNames } from '@idgen/core';
 import type { ClientTlsOptions, KeepAliveOptions } from './connect-transport.js';
 import type { HedgeOptions } from './hedge.js';
 import type { IdClientOptions, RegionNodes } from './options.js';
 import type { BackoffOptions } from './node-pool.js';
 
-/** Every option name of a type, listed: adding an option to the type without listing it here fails to compile. */
-type Names<T> = { readonly [K in keyof Required<T>]: true };
-
-const CLIENT: Names<IdClientOptions> = {
+const CLIENT: OptionNames<IdClientOptions> = {
   region: true,
   nodes: true,
   discovery: true,
@@ -30,26 +28,20 @@ const CLIENT: Names<IdClientOptions> = {
   random: true,
   keyedFormKey: true,
 };
-const REGION: Names<RegionNodes> = { region: true, nodes: true, discovery: true };
-const TLS: Names<ClientTlsOptions> = { ca: true, cert: true, key: true, servername: true, rejectUnauthorized: true };
-const KEEP_ALIVE: Names<KeepAliveOptions> = { intervalMs: true, timeoutMs: true, idleConnections: true };
-const BACKOFF: Names<BackoffOptions> = { initialMs: true, maxMs: true };
-const HEDGE: Names<HedgeOptions> = { minMs: true, maxMs: true, latencyMultiple: true };
+const REGION: OptionNames<RegionNodes> = { region: true, nodes: true, discovery: true };
+const TLS: OptionNames<ClientTlsOptions> = {
+  ca: true,
+  cert: true,
+  key: true,
+  servername: true,
+  rejectUnauthorized: true,
+};
+const KEEP_ALIVE: OptionNames<KeepAliveOptions> = { intervalMs: true, timeoutMs: true, idleConnections: true };
+const BACKOFF: OptionNames<BackoffOptions> = { initialMs: true, maxMs: true };
+const HEDGE: OptionNames<HedgeOptions> = { minMs: true, maxMs: true, latencyMultiple: true };
 
-/**
- * Throws a `TypeError` naming every option of `given` that `known` does not list (one set to `undefined` counts as
- * absent), and the names it takes: a misspelt or guessed option would otherwise be ignored without a word.
- */
-function refuseUnknown(where: string, given: unknown, known: Record<string, true>): void {
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) return;
-  const unknown = Object.keys(given).filter(
-    (k) => !Object.hasOwn(known, k) && (given as Record<string, unknown>)[k] !== undefined,
-  );
-  if (unknown.length === 0) return;
-  throw new TypeError(
-    `createIdClient: unknown option${unknown.length === 1 ? '' : 's'} ${unknown.map((k) => JSON.stringify(k)).join(', ')}` +
-      `${where === '' ? '' : ` in ${where}`}; ${where === '' ? 'the options are' : `${where} takes`} ${Object.keys(known).join(', ')}`,
-  );
+function refuseUnknown(where: string, given: unknown, known: Readonly<Record<string, true>>): void {
+  refuseUnknownOptions('createIdClient', where, given, known);
 }
 
 /** Refuses option names {@link IdClientOptions} does not have, at the top and in its nested objects. */

@@ -1,13 +1,9 @@
 import type { ClockSource } from '@idgen/core';
 
-// The contract is declared once, in @idgen/core (docs/design.md §2); re-exported for the guard's callers.
+// The contract and the real clocks are declared once, in @idgen/core (docs/design.md §2); re-exported for the guard's
+// callers.
 export type { ClockSource } from '@idgen/core';
-
-/** The process's real clocks. */
-export const systemClock: ClockSource = Object.freeze({
-  nowMs: () => Date.now(),
-  monoMs: () => performance.now(),
-});
+export { systemClock } from '@idgen/core';
 
 /**
  * A clock that tests drive by hand. Time only moves when the test moves it; `onRead` lets a test move it

@@ -503,3 +503,11 @@ describe('GuardedMinter properties', () => {
     );
   });
 });
+
+describe('systemClock', () => {
+  it("is the core's one definition, not a copy (issue 34: one home for a contract and its default)", async () => {
+    const core = await import('@idgen/core');
+    const guard = await import('./index.js');
+    expect(guard.systemClock).toBe(core.systemClock);
+  });
+});

@@ -70,6 +70,34 @@ export class IdForms {
     return form;
   }
 
+  /**
+   * One ID from `mint`, in the form a call's options ask for (`{ form }`), or the plain bigint when they name none:
+   * the one dispatch of `@idgen/client`'s and `@idgen/embedded`'s `nextId`. The form is checked before `mint` runs,
+   * so an unknown form, or `keyed` without a key, rejects without taking an ID.
+   */
+  nextInForm(options: object | undefined, mint: () => Promise<bigint>): Promise<bigint | string> {
+    const form = formOf(options);
+    if (form === undefined) return mint();
+    try {
+      this.check(form);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+    return mint().then((id) => this.format(id, form));
+  }
+
+  /** {@link IdForms.nextInForm} for a call's many IDs (`nextIds`): each in the form asked for, none taken for a wrong one. */
+  manyInForm(options: object | undefined, mint: () => Promise<bigint[]>): Promise<(bigint | string)[]> {
+    const form = formOf(options);
+    if (form === undefined) return mint();
+    try {
+      this.check(form);
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
+    return mint().then((ids) => ids.map((id) => this.format(id, form)));
+  }
+
   private keyedForm(): KeyedForm {
     if (this.keyed === undefined) {
       throw new TypeError(
@@ -129,4 +157,9 @@ function unknownForm(form: unknown): TypeError {
 /** The forms of one deployment (its layout and, for `keyed`, its key). Throws as `createKeyedForm` does. */
 export function createIdForms(options: IdFormsOptions = {}): IdForms {
   return new IdForms(options);
+}
+
+/** The form a call's options name (`FormCallOptions.form`), unchecked; undefined when they name none. */
+function formOf(options: object | undefined): IdForm | undefined {
+  return (options as Partial<FormCallOptions> | undefined)?.form;
 }

@@ -38,6 +38,9 @@ export type { InvalidIdReason } from './id.js';
 export type { LeaseExtension, WorkerAssignment } from './assignment.js';
 export type { FlagDoc, NamedValue } from './flag-doc.js';
 export type { ClockSource } from './clock-source.js';
+export { systemClock } from './system-clock.js';
+export { refuseUnknownOptions } from './option-names.js';
+export type { OptionNames } from './option-names.js';
 export {
   IdClientError,
   IdsUnavailableError,

@@ -1,10 +1,8 @@
+import { refuseUnknownOptions, type OptionNames } from '@idgen/core';
 import type { EtcdConnectionOptions, EtcdTlsOptions } from '@idgen/lease';
 import type { EmbeddedIdSourceOptions } from './options.js';
 
-/** Every option name of a type, listed: adding an option to the type without listing it here fails to compile. */
-type Names<T> = { readonly [K in keyof Required<T>]: true };
-
-const SOURCE: Names<EmbeddedIdSourceOptions> = {
+const SOURCE: OptionNames<EmbeddedIdSourceOptions> = {
   etcd: true,
   region: true,
   workers: true,
@@ -33,10 +31,10 @@ const SOURCE: Names<EmbeddedIdSourceOptions> = {
   registry: true,
   keyedFormKey: true,
 };
-const ETCD: Names<EtcdConnectionOptions> = { endpoints: true, tls: true, auth: true, prefix: true };
-const TLS: Names<EtcdTlsOptions> = { ca: true, cert: true, key: true };
-const AUTH: Names<NonNullable<EtcdConnectionOptions['auth']>> = { username: true, password: true };
-const BACKOFF: Names<NonNullable<EmbeddedIdSourceOptions['backoff']>> = { initialMs: true, maxMs: true };
+const ETCD: OptionNames<EtcdConnectionOptions> = { endpoints: true, tls: true, auth: true, prefix: true };
+const TLS: OptionNames<EtcdTlsOptions> = { ca: true, cert: true, key: true };
+const AUTH: OptionNames<NonNullable<EtcdConnectionOptions['auth']>> = { username: true, password: true };
+const BACKOFF: OptionNames<NonNullable<EmbeddedIdSourceOptions['backoff']>> = { initialMs: true, maxMs: true };
 
 /** What a nested object holds, said with its names (a guess like `etcd.ca` or `etcd.passwordFile` is common). */
 const SHAPES: Record<string, string> = {
@@ -48,21 +46,8 @@ const SHAPES: Record<string, string> = {
   'registry.auth': ' (the password itself, not a file: read it with fs.readFileSync)',
 };
 
-/**
- * Throws a `TypeError` naming every option of `given` that `known` does not list (one set to `undefined` counts as
- * absent), and the names it takes: a misspelt or guessed option would otherwise be ignored without a word.
- */
-function refuseUnknown(where: string, given: unknown, known: Record<string, true>): void {
-  if (typeof given !== 'object' || given === null || Array.isArray(given)) return;
-  const unknown = Object.keys(given).filter(
-    (k) => !Object.hasOwn(known, k) && (given as Record<string, unknown>)[k] !== undefined,
-  );
-  if (unknown.length === 0) return;
-  throw new TypeError(
-    `createEmbeddedIdSource: unknown option${unknown.length === 1 ? '' : 's'} ${unknown.map((k) => JSON.stringify(k)).join(', ')}` +
-      `${where === '' ? '' : ` in ${where}`}; ${where === '' ? 'the options are' : `${where} takes`} ` +
-      `${Object.keys(known).join(', ')}${SHAPES[where] ?? ''}`,
-  );
+function refuseUnknown(where: string, given: unknown, known: Readonly<Record<string, true>>): void {
+  refuseUnknownOptions('createEmbeddedIdSource', where, given, known, SHAPES[where] ?? '');
 }
 
 /** Refuses option names {@link EmbeddedIdSourceOptions} does not have, at the top and in its nested objects. */

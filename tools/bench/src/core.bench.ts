@@ -160,17 +160,12 @@ function spreadCell(report: RoundsReport): string {
   return `${formatCount(report.minIdsPerSecond)} … ${formatCount(report.maxIdsPerSecond)}`;
 }
 
-function main(): void {
-  const args = parseBenchArgs(process.argv.slice(2), { rounds: 5, roundMs: 500, check: 4_096_000, seconds: 10 });
-  const options = { rounds: args.rounds, roundMs: args.roundMs, warmupRounds: 1 };
-  process.stdout.write(
-    `bench:core: ${describeMachine()}\n` +
-      `${args.rounds} rounds of ${args.roundMs} ms per case (median reported, after 1 warm-up round); ` +
-      `duplicates counted over ${formatCount(args.check)} IDs per case in a separate pass.\n` +
-      `Ceiling of one worker: ${formatCount(CEILING)} IDs/s (4,096 sequence values per millisecond).\n\n`,
-  );
+type RoundOptions = Parameters<typeof runRounds>[1];
+type BenchArgs = ReturnType<typeof parseBenchArgs>;
+type SingleResult = { report: RoundsReport; duplicates: number } | undefined;
 
-  // Table 1: single-ID path, side by side.
+/** Table 1: the single-ID path of each implementation, side by side; returns idgen's row for the verdict. */
+function singleIdTable(args: BenchArgs, options: RoundOptions): SingleResult {
   const singles = [idgenSingleCase(), sapphireCase(), wasmCase(), flakeCase()];
   const singleRows: string[][] = [];
   let idgenSingle: { report: RoundsReport; duplicates: number } | undefined;
@@ -204,7 +199,11 @@ function main(): void {
     ),
   );
 
-  // Table 2: block path by block size, with the real clock and with clocks that never wait.
+  return idgenSingle;
+}
+
+/** Table 2: the block path by block size, with the real clock and with clocks that never wait; ns per new-ms call. */
+function blockTable(args: BenchArgs, options: RoundOptions): number[] {
   const blockRows: string[][] = [];
   const newMsNsPerCall: number[] = [];
   const cases: { label: string; size: number | undefined }[] = [
@@ -265,7 +264,11 @@ function main(): void {
       '  the ceiling: not a rate one worker can serve.\n',
   );
 
-  // Table 3: the ID forms beside the bigint's own decimal conversion, over one worker's IDs of 4,096 ms.
+  return newMsNsPerCall;
+}
+
+/** Table 3: the ID forms beside the bigint's own decimal conversion, over one worker's IDs of 4,096 ms. */
+function formsTable(options: RoundOptions): void {
   const pool: bigint[] = [];
   const poolMinter = createMinter({ region: REGION, worker: WORKER });
   for (let ms = 0; pool.length < 4096; ms++) {
@@ -303,8 +306,10 @@ function main(): void {
       formRows,
     ),
   );
+}
 
-  // Verdicts against the targets of issue 2.
+/** The verdicts against the targets of issue 2. */
+function verdicts(idgenSingle: SingleResult, newMsNsPerCall: readonly number[]): void {
   if (idgenSingle !== undefined) {
     const share = idgenSingle.report.medianIdsPerSecond / CEILING;
     const met = share >= 0.95 && idgenSingle.duplicates === 0;
@@ -320,6 +325,22 @@ function main(): void {
       `${formatNanoseconds(largest)} vs ${formatNanoseconds(one)} per call (×${(largest / one).toFixed(2)})\n`,
   );
   process.stdout.write(`(sink checksum ${sinkChecksum() & 0xffffn}: keeps the JIT from dropping the work)\n`);
+}
+
+function main(): void {
+  const args = parseBenchArgs(process.argv.slice(2), { rounds: 5, roundMs: 500, check: 4_096_000, seconds: 10 });
+  const options = { rounds: args.rounds, roundMs: args.roundMs, warmupRounds: 1 };
+  process.stdout.write(
+    `bench:core: ${describeMachine()}\n` +
+      `${args.rounds} rounds of ${args.roundMs} ms per case (median reported, after 1 warm-up round); ` +
+      `duplicates counted over ${formatCount(args.check)} IDs per case in a separate pass.\n` +
+      `Ceiling of one worker: ${formatCount(CEILING)} IDs/s (4,096 sequence values per millisecond).\n\n`,
+  );
+
+  const idgenSingle = singleIdTable(args, options);
+  const newMsNsPerCall = blockTable(args, options);
+  formsTable(options);
+  verdicts(idgenSingle, newMsNsPerCall);
 }
 
 main();

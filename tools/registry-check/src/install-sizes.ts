@@ -9,7 +9,7 @@ export const INSTALL_SIZES_FILE = join(__dirname, '..', '..', '..', 'docs', 'ins
 
 const HEADER = `# Install sizes
 
-Written by the registry check (\`tools/registry-check/src/registry.spec.ts\`, in \`npm test\`) each time it runs: each
+Written by the registry check (\`tools/registry-check/test/registry.spec.ts\`, in \`npm test\`) each time it runs: each
 install is \`npm install\` of the published packages from a real registry (Verdaccio on loopback, third-party packages
 from the default registry) into an empty project, then its \`node_modules\` counted (packages, and bytes of their
 files). Not edited by hand; a change here after a test run is a change in what users install.

@@ -98,8 +98,8 @@ export async function tempDir(prefix: string): Promise<TempDir> {
 }
 
 /** Synchronous {@link tempDir}, for setup code that cannot await. */
-export function tempDirSync(prefix: string): TempDir {
-  const path = mkdtempSync(join(tmpdir(), `${prefix.replace(/[^A-Za-z0-9_.-]/g, '-')}-`));
+export function tempDirSync(prefix: string, parent: string = tmpdir()): TempDir {
+  const path = mkdtempSync(join(parent, `${prefix.replace(/[^A-Za-z0-9_.-]/g, '-')}-`));
   return trackDir(path);
 }
 

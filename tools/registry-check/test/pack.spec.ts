@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, tempDir, type TempDir } from '@idgen/testing';
-import { COMMANDS, PUBLIC_PACKAGES, ROOT, expectedEngines, npm, packPackage, run } from './packages.js';
+import { COMMANDS, PUBLIC_PACKAGES, ROOT, expectedEngines, npm, packPackage, run } from '../src/packages.js';
 
 // Every public package as npm would publish it: the tarball's contents, its manifest, and the two checks
 // of published packages (attw: types resolve for every module system; publint: the manifest and files agree).

@@ -5,10 +5,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:http2';
 import { join } from 'node:path';
-import { exportLines, writeDeploymentFile } from './deployment-file.js';
-import { ETCD_CLIENT_CN, startDeployment } from './deployment.js';
-import type { Deployment, DeploymentCaller, DeploymentNode, DeploymentRegion } from './deployment.js';
-import { cleanupAll, liveCount } from './registry.js';
+import { exportLines, writeDeploymentFile } from '../src/deployment-file.js';
+import { ETCD_CLIENT_CN, startDeployment } from '../src/deployment.js';
+import type { Deployment, DeploymentCaller, DeploymentNode, DeploymentRegion } from '../src/deployment.js';
+import { cleanupAll, liveCount } from '../src/registry.js';
 
 jest.setTimeout(240_000);
 afterAll(() => cleanupAll());

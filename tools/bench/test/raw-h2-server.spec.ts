@@ -11,7 +11,7 @@ describe('raw-h2-server (bench baseline: HTTP/2 framed by hand on node:net)', ()
     const port = await freePort();
     const server = spawnProcess(
       process.execPath,
-      tsNodeArgs(join(__dirname, 'raw-h2-server.ts'), String(port), 'c0ffee'),
+      tsNodeArgs(join(__dirname, '..', 'src', 'raw-h2-server.ts'), String(port), 'c0ffee'),
     );
     await server.waitForLine(/^listening /, 20_000);
     const client = connect(`http://127.0.0.1:${port}`);

@@ -1,5 +1,5 @@
-import { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, startEtcd, startEtcdCluster } from './etcd.js';
-import { cleanupAll } from './registry.js';
+import { ETCD_MISSING_MESSAGE, etcdHealthy, etcdStatus, startEtcd, startEtcdCluster } from '../src/etcd.js';
+import { cleanupAll } from '../src/registry.js';
 import { existsSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 

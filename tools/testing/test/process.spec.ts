@@ -1,9 +1,9 @@
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tempDir } from './net.js';
-import { shebangNodeFlags, spawnProcess } from './process.js';
-import { tsNodeArgs } from './ts-node.js';
-import { cleanupAll, liveCount } from './registry.js';
+import { tempDir } from '../src/net.js';
+import { shebangNodeFlags, spawnProcess } from '../src/process.js';
+import { tsNodeArgs } from '../src/ts-node.js';
+import { cleanupAll, liveCount } from '../src/registry.js';
 
 jest.setTimeout(60_000);
 

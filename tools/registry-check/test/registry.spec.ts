@@ -19,9 +19,9 @@ import {
   npm,
   packPackage,
   run,
-} from './packages.js';
-import { recordInstallSize } from './install-sizes.js';
-import { startVerdaccio, type LocalRegistry } from './verdaccio.js';
+} from '../src/packages.js';
+import { recordInstallSize } from '../src/install-sizes.js';
+import { startVerdaccio, type LocalRegistry } from '../src/verdaccio.js';
 
 // The proof that a team can use idgen from a registry: every public package is published to a real npm
 // registry (Verdaccio) on loopback, then a fresh project outside the workspace installs @idgen/client and

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PUBLIC_PACKAGES, ROOT, run } from './packages.js';
+import { PUBLIC_PACKAGES, ROOT, run } from '../src/packages.js';
 
 // `nx release` as configured in nx.json (independent versions, conventional commits, a CHANGELOG.md per published
 // package), run as a dry run in a clone of this checkout, on a branch from the first release (0.1.0, 2026-12-02), so the

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { cleanupAll, spawnProcess, tsNodeArgs } from '@idgen/testing';
-import { SERVER_MAIN, buildServer } from './idgen-server.js';
+import { SERVER_MAIN, buildServer } from '../src/idgen-server.js';
 
 const SAMPLE = 20_000;
 
@@ -31,7 +31,7 @@ describe('bench:ids (ids-compared.bench.ts) in a tiny run', () => {
     const bench = spawnProcess(
       process.execPath,
       tsNodeArgs(
-        join(__dirname, 'ids-compared.bench.ts'),
+        join(__dirname, '..', 'src', 'ids-compared.bench.ts'),
         '--no-build',
         '--rounds',
         '1',

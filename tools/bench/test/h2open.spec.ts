@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { createServer, type Http2Server } from 'node:http2';
 import { join } from 'node:path';
 import { tempDirSync } from '@idgen/testing';
-import { buildH2open, parseH2openLine, runH2open } from './h2open.js';
+import { buildH2open, parseH2openLine, runH2open } from '../src/h2open.js';
 
 describe('parseH2openLine', () => {
   it('reads every field of the result line', () => {

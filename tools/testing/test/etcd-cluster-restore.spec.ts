@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { cleanupAll, startEtcdCluster, tempDir } from './index.js';
+import { cleanupAll, startEtcdCluster, tempDir } from '../src/index.js';
 
 afterAll(() => cleanupAll());
 

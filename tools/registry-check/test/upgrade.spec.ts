@@ -16,8 +16,8 @@ import {
 } from '@idgen/testing';
 import { decodeId } from '@idgen/core';
 import * as treeRecords from '@idgen/lease/records';
-import { ROOT, npm } from './packages.js';
-import { startVerdaccio, type LocalRegistry } from './verdaccio.js';
+import { ROOT, npm } from '../src/packages.js';
+import { startVerdaccio, type LocalRegistry } from '../src/verdaccio.js';
 
 // A rolling upgrade across versions (issue 25, item 4), the way a deploy runs one: the previous release
 // (tools/registry-check/releases/0.1.0: the tarballs `nx release` 0.1.0 packed, published here to a real Verdaccio
