@@ -28,7 +28,13 @@ export type Fault =
   | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean }
   | { readonly kind: 'rewind'; readonly seconds: number; readonly newCluster: boolean; readonly operator: boolean }
   | { readonly kind: 'crash'; readonly node: number }
-  | { readonly kind: 'compact' };
+  | { readonly kind: 'compact' }
+  /**
+   * The harness's own self-test, never drawn by the fault menu: the process stops making progress (an endless
+   * microtask chain, as a mutated loop that never yields would), so the spec can show such a schedule is reported
+   * `stuck`, not hung.
+   */
+  | { readonly kind: 'freeze' };
 
 /** A fault at a moment of the run (simulated ms from its start). */
 export interface TimedFault {
@@ -51,7 +57,11 @@ export interface Scenario {
 
 /** A broken invariant. */
 export interface Violation {
-  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling';
+  /**
+   * A broken invariant, or a schedule that did not end (`stuck`: no simulated progress within the wall bound) or
+   * ended in an error of the harness (`error`); the last two are findings too, with their replay.
+   */
+  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling' | 'stuck' | 'error';
   readonly message: string;
   readonly atMs: number;
 }
@@ -241,11 +251,13 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         if (prior !== undefined)
           violations.push({ kind: 'duplicate', atMs, message: `${key} minted by ${prior} and by ${n.proc}` });
         else seen.set(key, n.proc);
-        if (f.timestampMs > n.ceiling)
+        // The ceiling is Unix ms; the ID's timestamp field counts from the layout's epoch.
+        const unixMs = DEFAULT_LAYOUT.unixMsOf(id);
+        if (unixMs > n.ceiling)
           violations.push({
             kind: 'above-ceiling',
             atMs,
-            message: `${n.proc} minted ${key} above its wall ceiling ${n.ceiling}`,
+            message: `${n.proc} minted ${key} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
           });
         if (n.clock.monoMs() >= n.deadline)
           violations.push({
@@ -323,6 +335,11 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'compact':
         model.compact({ revision: String(model.currentRevision) });
         return;
+      case 'freeze':
+        return new Promise<void>(() => {
+          const spin = (): void => queueMicrotask(spin);
+          spin();
+        });
     }
   };
 

@@ -1,16 +1,19 @@
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
-import { runSimulated, scenarioArb } from './runner.js';
+import { scenarioArb } from './runner.js';
 import { runMutants } from './mutants.js';
+import { ScheduleRunner, type ScheduleBounds } from './schedule-runner.js';
+import type { RunReport, Scenario } from './deployment.js';
 
 /**
  * `npm run sim`: explores fault schedules of a simulated deployment for a wall-clock budget, from a seed it prints.
  * A violation is shrunk by fast-check to a minimal schedule and printed with the command that replays it.
  *
- *   npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--mutants]
+ *   npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--path P]
+ *                  [--mutants]
  */
 const USAGE =
-  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--mutants]';
+  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--path P] [--mutants]';
 
 function int(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -29,8 +32,27 @@ export async function explore(o: {
   simMs: number;
   path?: string;
   out?: (line: string) => void;
-}): Promise<{ code: number; runs: number; simulatedMs: number; wallMs: number; found?: string }> {
+  /** Wall time a failure may spend shrinking beyond the budget; default {@link SHRINK_MS}. */
+  shrinkMs?: number;
+  /** How one schedule is bounded in wall time (a stuck schedule is a finding, never a hang). */
+  bounds?: ScheduleBounds;
+  /** The schedules to draw from; default {@link scenarioArb} (a spec gives its own). */
+  arb?: fc.Arbitrary<{ scenario: Scenario; netSeed: number }>;
+}): Promise<{ code: number; runs: number; simulatedMs: number; wallMs: number; found?: string; violation?: string }> {
   const out = o.out ?? ((l: string) => process.stdout.write(`${l}\n`));
+  const runner = new ScheduleRunner(o.bounds);
+  try {
+    return await exploreWith(runner, o, out);
+  } finally {
+    await runner.close();
+  }
+}
+
+async function exploreWith(
+  runner: ScheduleRunner,
+  o: Parameters<typeof explore>[0],
+  out: (line: string) => void,
+): Promise<{ code: number; runs: number; simulatedMs: number; wallMs: number; found?: string; violation?: string }> {
   // Wall time from hrtime: Date and performance are the simulated clock's while a schedule runs.
   const wallNow = (): number => Number(process.hrtime.bigint() / 1_000_000n);
   const started = wallNow();
@@ -38,10 +60,16 @@ export async function explore(o: {
   let simulatedMs = 0;
   /** Errors no code path handled, by text: printed at the end (a real process would have died of each). */
   const escaped = new Map<string, number>();
-  const property = fc.asyncProperty(scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
-    // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs).
-    if (o.path === undefined && wallNow() - started >= o.budgetMs) return true;
-    const r = await runSimulated(scenario, netSeed);
+  const shrinkMs = o.shrinkMs ?? SHRINK_MS;
+  /** The last failing schedule and its report: fast-check's counterexample is the last value that failed. */
+  let lastFailure: { key: string; report: RunReport } | undefined;
+  const property = fc.asyncProperty(o.arb ?? scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
+    // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs); so are
+    // shrink attempts past the shrink cap (fast-check checks its own limit only between runs).
+    const spent = wallNow() - started;
+    if (o.path === undefined && spent >= o.budgetMs + (lastFailure === undefined ? 0 : shrinkMs)) return true;
+    const r = await runner.run(scenario, netSeed);
+    if (r.violations.length > 0) lastFailure = { key: JSON.stringify({ scenario, netSeed }), report: r };
     runs++;
     simulatedMs += r.simulatedMs;
     for (const e of r.escapedErrors ?? []) escaped.set(e, (escaped.get(e) ?? 0) + 1);
@@ -58,22 +86,31 @@ export async function explore(o: {
       endOnFailure: false,
       // Shrinking a failure is bounded too (fast-check checks the limit between runs, never abandons one): what is
       // left of the budget plus SHRINK_MS; a failure interrupted while shrinking is reported as shrunk so far.
-      interruptAfterTimeLimit: Math.max(1, o.budgetMs - (wallNow() - started)) + SHRINK_MS,
+      interruptAfterTimeLimit: Math.max(1, o.budgetMs - (wallNow() - started)) + shrinkMs,
       markInterruptAsFailure: false,
     });
     if (result.failed && result.counterexample !== null) {
       const [ce] = result.counterexample;
-      // Run the shrunk schedule once more to print its violation (or the error the run ended with).
-      const r = await runSimulated(ce.scenario, ce.netSeed).catch((e: unknown) => ({
-        violations: [{ kind: 'error', atMs: -1, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }],
-      }));
+      // The shrunk schedule's violation: from its last run, or (a value fast-check did not end on) one run more.
+      const r =
+        lastFailure !== undefined && lastFailure.key === JSON.stringify(ce)
+          ? lastFailure.report
+          : await runner.run(ce.scenario, ce.netSeed);
       const wallMs = wallNow() - started;
       const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000} --path ${result.counterexamplePath ?? ''}`;
       out(`sim: VIOLATION after ${runs} schedules, ${(wallMs / 1000).toFixed(1)} s`);
       for (const v of r.violations.slice(0, 5)) out(`  ${v.kind} at +${v.atMs} ms: ${v.message}`);
       out(`  shrunk schedule: ${JSON.stringify(ce)}`);
       out(`  replay: ${replay}`);
-      return { code: 1, runs, simulatedMs, wallMs, found: replay };
+      const first = r.violations[0];
+      return {
+        code: 1,
+        runs,
+        simulatedMs,
+        wallMs,
+        found: replay,
+        ...(first === undefined ? {} : { violation: `${first.kind} at +${first.atMs} ms: ${first.message}` }),
+      };
     }
     if (o.path !== undefined) break;
   }
@@ -84,7 +121,7 @@ export async function explore(o: {
 /** Schedules per fast-check seed. */
 const CHUNK = 10;
 
-/** Wall time a failure may spend shrinking beyond the budget. */
+/** Wall time a failure may spend shrinking beyond the budget (plus at most one schedule's wall bound). */
 const SHRINK_MS = 60_000;
 
 async function main(): Promise<void> {
@@ -97,6 +134,7 @@ async function main(): Promise<void> {
         'budget-seconds': { type: 'string' },
         'sim-seconds': { type: 'string' },
         path: { type: 'string' },
+        'shrink-seconds': { type: 'string' },
         mutants: { type: 'boolean' },
         help: { type: 'boolean' },
       },
@@ -114,6 +152,7 @@ async function main(): Promise<void> {
   const budgetSeconds =
     int('budget-seconds', values['budget-seconds'], 1) ?? (int('minutes', values.minutes, 1) ?? 1) * 60;
   const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 60) * 1000;
+  const shrinkSeconds = int('shrink-seconds', values['shrink-seconds'], 0);
   if (values.mutants === true) {
     process.exitCode = await runMutants({ seed, budgetSeconds, simMs });
     return;
@@ -127,6 +166,7 @@ async function main(): Promise<void> {
     budgetMs: budgetSeconds * 1000,
     simMs,
     ...(values.path === undefined ? {} : { path: values.path }),
+    ...(shrinkSeconds === undefined ? {} : { shrinkMs: shrinkSeconds * 1000 }),
   });
   const wallS = r.wallMs / 1000;
   process.stdout.write(

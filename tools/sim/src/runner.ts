@@ -7,7 +7,11 @@ import { runScenario, seeded, type Fault, type RunReport, type Scenario } from '
  * Runs a scenario on a fresh fake clock (`@sinonjs/fake-timers`: every timer, `Date` and `performance` of the
  * process), with `Math.random` and `crypto.randomInt` drawn from the run's seed, so a run replays exactly.
  */
-export async function runSimulated(s: Scenario, seed: number): Promise<RunReport> {
+export async function runSimulated(
+  s: Scenario,
+  seed: number,
+  onProgress?: (simulatedMs: number) => void,
+): Promise<RunReport> {
   const clock = FakeTimers.install({
     now: 1_780_000_000_000,
     toFake: [
@@ -41,7 +45,22 @@ export async function runSimulated(s: Scenario, seed: number): Promise<RunReport
   process.on('unhandledRejection', onEscape);
   process.on('uncaughtException', onEscape);
   try {
-    const report = await runScenario(s, clock, seed);
+    // Every step of simulated time is reported (a ScheduleRunner tells a stuck schedule from a slow one by it).
+    const t0 = clock.now;
+    const ticker =
+      onProgress === undefined
+        ? clock
+        : {
+            get now(): number {
+              return clock.now;
+            },
+            async tickAsync(ms: number): Promise<number> {
+              const r = await clock.tickAsync(ms);
+              onProgress(clock.now - t0);
+              return r;
+            },
+          };
+    const report = await runScenario(s, ticker, seed);
     return { ...report, escapedErrors: escaped };
   } finally {
     process.off('unhandledRejection', onEscape);
