@@ -48,7 +48,19 @@ export interface Scenario {
   /** Slots of the region the nodes share (fewer than nodes: spare nodes wait for a slot). */
   readonly workers: number;
   readonly members: number;
+  /** The lease TTL of a node without its own in `nodeTtlSeconds`. */
   readonly ttlSeconds: number;
+  /**
+   * Each node's own lease TTL (node i runs `nodeTtlSeconds[i % length]`; a crashed node's replacement its new
+   * index's): issue 31's case 3, a lost holder on a longer TTL than the restored records show. Default: all
+   * `ttlSeconds`.
+   */
+  readonly nodeTtlSeconds?: readonly number[];
+  /**
+   * The deployment's TTL ceiling the operator pins with `initRegion` (`{prefix}/lease-ceiling`,
+   * packages/lease/src/ttl-ceiling.ts): nodes refuse a TTL above it and every hold waits by it. Default: none pinned.
+   */
+  readonly ttlCeilingSeconds?: number;
   readonly durationMs: number;
   readonly faults: readonly TimedFault[];
   /** Probability in 1/1000 that any write's answer is lost after etcd applied it. */
@@ -164,7 +176,13 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
 
   const operatorClient = createEtcdClient({ endpoints: net.endpoints('op', CLUSTER), tls: undefined, auth: undefined });
   const io = { client: operatorClient, prefix: PREFIX, timeoutMs, layout: DEFAULT_LAYOUT };
-  await settle(ticker, initRegion(io, REGION));
+  await settle(
+    ticker,
+    initRegion(io, REGION, s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: s.ttlCeilingSeconds }),
+  );
+  const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
+  // The operator's `region restored` marks wait by the longest TTL a holder may run (the ceiling when pinned).
+  const restoreTtlMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000;
 
   const startNode = (index: number): SimNode => {
     const proc = `n${index}`;
@@ -215,9 +233,9 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         nodeId: proc,
         workers: { first: 0, last: s.workers - 1 },
         waitForFreeSlot: true,
-        ttlSeconds: s.ttlSeconds,
+        ttlSeconds: ttlOf(index),
         // A short TTL needs quick keep-alives (@idgen/testing's QUICK_LEASE_SETTINGS); longer ones the defaults.
-        ...(s.ttlSeconds <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
+        ...(ttlOf(index) <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
         requestTimeoutMs: 1500,
         backoff: { initialMs: 50, maxMs: 400 },
         clock,
@@ -322,7 +340,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
         net.restarted(CLUSTER);
         // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
-        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: s.ttlSeconds * 1000 }).catch(() => undefined);
+        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: restoreTtlMs }).catch(() => undefined);
         return;
       case 'crash': {
         if (node === undefined || node.crashed) return;

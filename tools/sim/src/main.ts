@@ -13,7 +13,7 @@ import type { RunReport, Scenario } from './deployment.js';
  *                  [--mutants]
  */
 const USAGE =
-  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--path P] [--mutants]';
+  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--path P] [--mutants [--mutant NAME]...]';
 
 function int(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -136,6 +136,7 @@ async function main(): Promise<void> {
         path: { type: 'string' },
         'shrink-seconds': { type: 'string' },
         mutants: { type: 'boolean' },
+        mutant: { type: 'string', multiple: true },
         help: { type: 'boolean' },
       },
       strict: true,
@@ -154,7 +155,7 @@ async function main(): Promise<void> {
   const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 60) * 1000;
   const shrinkSeconds = int('shrink-seconds', values['shrink-seconds'], 0);
   if (values.mutants === true) {
-    process.exitCode = await runMutants({ seed, budgetSeconds, simMs });
+    process.exitCode = await runMutants({ seed, budgetSeconds, simMs, only: values.mutant ?? [] });
     return;
   }
   process.stdout.write(

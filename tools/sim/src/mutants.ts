@@ -9,11 +9,18 @@ import { join, resolve } from 'node:path';
  * runs are built there, and the simulator explores for the budget; a mutant is found when the checker reports a
  * violation. Prints one line per mutant and a table; exits 1 when any mutant was not found.
  */
-export async function runMutants(o: { seed: number; budgetSeconds: number; simMs: number }): Promise<number> {
+export async function runMutants(o: {
+  seed: number;
+  budgetSeconds: number;
+  simMs: number;
+  /** Only these mutants (names without `.patch`); default all. */
+  only?: readonly string[];
+}): Promise<number> {
   const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim();
   const dir = join(root, 'tools', 'sim', 'mutants');
   const patches = readdirSync(dir)
     .filter((f) => f.endsWith('.patch'))
+    .filter((f) => o.only === undefined || o.only.length === 0 || o.only.includes(f.replace(/\.patch$/, '')))
     .sort();
   const rows: string[] = [];
   let missed = 0;
@@ -79,11 +86,12 @@ async function runMutant(
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
-    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|error) at .*)$/m.exec(out)?.[1];
+    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|stuck|error) at .*)$/m.exec(out)?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
+    // A stuck schedule or a harness error is a finding of its own, not the mutant's hole.
     if (violation !== null)
       return {
-        found: true,
+        found: first !== undefined && !/^(stuck|error) /.test(first),
         schedules: Number(violation[1]),
         seconds: Number(violation[2]),
         ...(replay === undefined ? {} : { replay }),

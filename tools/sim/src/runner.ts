@@ -93,16 +93,23 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
 export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenario; netSeed: number }> {
   return fc.record({
     netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
-    scenario: fc.record({
-      nodes: fc.integer({ min: 2, max: 5 }),
-      workers: fc.integer({ min: 1, max: 3 }),
-      members: fc.integer({ min: 1, max: 3 }),
-      ttlSeconds: fc.constantFrom(2, 3, 6, 10),
-      durationMs: fc.constant(durationMs),
-      lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
-      faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
-        maxLength: 25,
+    scenario: fc
+      .record({
+        nodes: fc.integer({ min: 2, max: 5 }),
+        workers: fc.integer({ min: 1, max: 3 }),
+        members: fc.integer({ min: 1, max: 3 }),
+        // Each node's TTL (issue 31's case 3: holders on different TTLs); the operator pins the longest as the
+        // deployment's ceiling, so every node runs within it.
+        nodeTtlSeconds: fc.array(fc.constantFrom(2, 3, 6, 10), { minLength: 1, maxLength: 3 }),
+        durationMs: fc.constant(durationMs),
+        lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
+        faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
+          maxLength: 25,
+        }),
+      })
+      .map((r) => {
+        const ceiling = Math.max(...r.nodeTtlSeconds);
+        return { ...r, ttlSeconds: ceiling, ttlCeilingSeconds: ceiling };
       }),
-    }),
   });
 }
