@@ -167,7 +167,7 @@ export async function runScenario(s: Scenario, ticker: Ticker, seed: number): Pr
 async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): Promise<RunReport> {
   const t0 = ticker.now;
   const violations: Violation[] = [];
-  const seen = new Map<string, string>();
+  const seen = new Map<bigint, string>();
   let minted = 0;
   let snapshot: ModelSnapshot | undefined;
   let newClusters = 0;
@@ -176,10 +176,16 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
 
   const operatorClient = createEtcdClient({ endpoints: net.endpoints('op', CLUSTER), tls: undefined, auth: undefined });
   const io = { client: operatorClient, prefix: PREFIX, timeoutMs, layout: DEFAULT_LAYOUT };
-  await settle(
-    ticker,
-    initRegion(io, REGION, s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: s.ttlCeilingSeconds }),
-  );
+  // `idgen region init`, re-run by the operator after a lost answer (it is idempotent), up to a few times.
+  const pinned = s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: s.ttlCeilingSeconds };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await settle(ticker, initRegion(io, REGION, pinned));
+      break;
+    } catch (e) {
+      if (attempt >= 5) throw e;
+    }
+  }
   const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
   // The operator's `region restored` marks wait by the longest TTL a holder may run (the ceiling when pinned).
   const restoreTtlMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000;
@@ -250,11 +256,18 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
   let nextIndex = s.nodes;
 
-  // Callers: every node is asked for three IDs every 5 ms of simulated time.
+  // Callers: every node is asked for three IDs every 5 ms of simulated time. One ask is one synchronous moment (the
+  // node's clocks do not move within it), so the deadline, lease and ceiling checks are made once per ask, on its
+  // highest ID; the duplicate check on every ID, keyed by the ID itself (it is region, worker, ms and sequence).
+  const describe = (id: bigint): string => {
+    const f = decodeId(id);
+    return `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
+  };
   const mintTick = (): void => {
     const atMs = ticker.now - t0;
     for (const n of nodes) {
       if (n.crashed || net.isPaused(n.proc)) continue;
+      let last: bigint | undefined;
       for (let k = 0; k < 3; k++) {
         let id: bigint;
         try {
@@ -263,35 +276,38 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
           break;
         }
         minted++;
-        const f = decodeId(id);
-        const key = `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
-        const prior = seen.get(key);
+        last = id;
+        const prior = seen.get(id);
         if (prior !== undefined)
-          violations.push({ kind: 'duplicate', atMs, message: `${key} minted by ${prior} and by ${n.proc}` });
-        else seen.set(key, n.proc);
-        // The ceiling is Unix ms; the ID's timestamp field counts from the layout's epoch.
-        const unixMs = DEFAULT_LAYOUT.unixMsOf(id);
-        if (unixMs > n.ceiling)
-          violations.push({
-            kind: 'above-ceiling',
-            atMs,
-            message: `${n.proc} minted ${key} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
-          });
-        if (n.clock.monoMs() >= n.deadline)
-          violations.push({
-            kind: 'after-deadline',
-            atMs,
-            message: `${n.proc} minted ${key} after its holder's deadline (${n.deadline - n.clock.monoMs()} ms)`,
-          });
-        const leaseId = n.lease.snapshot().leaseId;
-        if (leaseId !== undefined && model.leaseEnded(leaseId))
-          violations.push({
-            kind: 'after-lease',
-            atMs,
-            message: `${n.proc} minted ${key} after etcd ended its lease ${leaseId}`,
-          });
+          violations.push({ kind: 'duplicate', atMs, message: `${describe(id)} minted by ${prior} and by ${n.proc}` });
+        else seen.set(id, n.proc);
       }
+      if (last !== undefined) check(n, last, atMs);
     }
+  };
+  const check = (n: SimNode, id: bigint, atMs: number): void => {
+    // The ceiling is Unix ms; the ID's timestamp field counts from the layout's epoch.
+    const unixMs = DEFAULT_LAYOUT.unixMsOf(id);
+    if (unixMs > n.ceiling)
+      violations.push({
+        kind: 'above-ceiling',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
+      });
+    const mono = n.clock.monoMs();
+    if (mono >= n.deadline)
+      violations.push({
+        kind: 'after-deadline',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} after its holder's deadline (${n.deadline - mono} ms)`,
+      });
+    const leaseId = n.lease.snapshot().leaseId;
+    if (leaseId !== undefined && model.leaseEnded(leaseId))
+      violations.push({
+        kind: 'after-lease',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} after etcd ended its lease ${leaseId}`,
+      });
   };
   const minting = setInterval(mintTick, 5);
 
@@ -351,7 +367,13 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         return;
       }
       case 'compact':
-        model.compact({ revision: String(model.currentRevision) });
+        // An operator's compaction at the current revision; etcd refuses one at or below the last (nothing new was
+        // written since), which the operator would see and shrug off.
+        try {
+          model.compact({ revision: String(model.currentRevision) });
+        } catch {
+          // refused: already compacted at this revision
+        }
         return;
       case 'freeze':
         return new Promise<void>(() => {

@@ -33,6 +33,7 @@ export async function runMutants(o: {
     rows.push(line);
     process.stdout.write(`  ${line}\n`);
     if (r.error !== undefined) process.stdout.write(`    ${r.error}\n`);
+    if (!r.found && r.violation !== undefined) process.stdout.write(`    a finding of the harness: ${r.violation}\n`);
   }
   process.stdout.write(`\nmutant | verdict: first violation | schedules | seconds | replay\n${rows.join('\n')}\n`);
   return missed === 0 ? 0 : 1;
