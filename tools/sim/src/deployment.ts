@@ -25,8 +25,21 @@ export type Fault =
   | { readonly kind: 'clock-step'; readonly node: number; readonly ms: number }
   | { readonly kind: 'pause'; readonly node: number; readonly seconds: number }
   | { readonly kind: 'snapshot' }
-  | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean }
-  | { readonly kind: 'rewind'; readonly seconds: number; readonly newCluster: boolean; readonly operator: boolean }
+  /**
+   * etcd restored from the last snapshot (same or new cluster ID), with or without the operator's `region restored`
+   * (run with the scenario's `ttlSeconds`, the default TTL the runbook types; the real code raises it to the pinned
+   * ceiling). `lost`: that node's host is lost in the disaster (issue 31's case 3): cut off etcd from the restore on
+   * for 30 s, it keeps minting until its own lease deadline.
+   */
+  | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean; readonly lost?: number }
+  /** A snapshot now and a restore from it `seconds` later (the second review's quick snapshot restore). */
+  | {
+      readonly kind: 'rewind';
+      readonly seconds: number;
+      readonly newCluster: boolean;
+      readonly operator: boolean;
+      readonly lost?: number;
+    }
   | { readonly kind: 'crash'; readonly node: number }
   | { readonly kind: 'compact' }
   /**
@@ -98,6 +111,8 @@ export interface Ticker {
 const REGION = 1;
 const CLUSTER = 'r1';
 const PREFIX = '/idgen';
+/** How long a host lost in a restore's disaster stays cut off etcd (longer than any TTL the menu draws). */
+const LOST_HOST_MS = 30_000;
 
 interface SimNode {
   readonly index: number;
@@ -187,8 +202,9 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
     }
   }
   const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
-  // The operator's `region restored` marks wait by the longest TTL a holder may run (the ceiling when pinned).
-  const restoreTtlMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000;
+  // The operator's `region restored` is told the default TTL (the runbook's DR path); the real code raises it to the
+  // pinned ceiling.
+  const restoreTtlMs = s.ttlSeconds * 1000;
 
   const startNode = (index: number): SimNode => {
     const proc = `n${index}`;
@@ -347,7 +363,12 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         const taken = model.snapshot();
         setTimeout(() => {
           snapshot = taken;
-          void apply({ kind: 'restore', newCluster: f.newCluster, operator: f.operator });
+          void apply({
+            kind: 'restore',
+            newCluster: f.newCluster,
+            operator: f.operator,
+            ...(f.lost === undefined ? {} : { lost: f.lost }),
+          });
         }, f.seconds * 1000);
         return;
       }
@@ -355,6 +376,11 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         if (snapshot === undefined) return;
         model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
         net.restarted(CLUSTER);
+        if (f.lost !== undefined) {
+          const lost = nodes[f.lost % nodes.length] as SimNode;
+          net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
+          setTimeout(() => net.setLink(lost.proc, CLUSTER, { kind: 'ok' }), LOST_HOST_MS);
+        }
         // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
         if (f.operator) void markRegionRestored(io, REGION, { ttlMs: restoreTtlMs }).catch(() => undefined);
         return;

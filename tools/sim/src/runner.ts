@@ -83,8 +83,14 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant('clock-step' as const), node, ms: fc.integer({ min: -5000, max: 5000 }) }),
   fc.record({ kind: fc.constant('pause' as const), node, seconds }),
   fc.record({ kind: fc.constant('snapshot' as const) }),
-  fc.record({ kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean() }),
-  fc.record({ kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean() }),
+  fc.record(
+    { kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'newCluster', 'operator'] },
+  ),
+  fc.record(
+    { kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'seconds', 'newCluster', 'operator'] },
+  ),
   fc.record({ kind: fc.constant('crash' as const), node }),
   fc.record({ kind: fc.constant('compact' as const) }),
 );
@@ -108,8 +114,8 @@ export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenar
         }),
       })
       .map((r) => {
-        const ceiling = Math.max(...r.nodeTtlSeconds);
-        return { ...r, ttlSeconds: ceiling, ttlCeilingSeconds: ceiling };
+        // The default TTL (what the operator types for `region restored`) is the shortest; the ceiling the longest.
+        return { ...r, ttlSeconds: Math.min(...r.nodeTtlSeconds), ttlCeilingSeconds: Math.max(...r.nodeTtlSeconds) };
       }),
   });
 }
