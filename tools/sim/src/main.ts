@@ -63,20 +63,34 @@ async function exploreWith(
   const shrinkMs = o.shrinkMs ?? SHRINK_MS;
   /** The last failing schedule and its report: fast-check's counterexample is the last value that failed. */
   let lastFailure: { key: string; report: RunReport } | undefined;
+  /** When (wall ms from the start) the first failure was found: shrinking it may take `shrinkMs` more. */
+  let failedAt: number | undefined;
   const property = fc.asyncProperty(o.arb ?? scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs); so are
     // shrink attempts past the shrink cap (fast-check checks its own limit only between runs).
+    // A replay (--path) runs its schedule once, not shrinking it further.
     const spent = wallNow() - started;
-    if (o.path === undefined && spent >= o.budgetMs + (lastFailure === undefined ? 0 : shrinkMs)) return true;
+    if (
+      o.path === undefined
+        ? spent >= (failedAt === undefined ? o.budgetMs : failedAt + shrinkMs)
+        : lastFailure !== undefined
+    )
+      return true;
     const r = await runner.run(scenario, netSeed);
-    if (r.violations.length > 0) lastFailure = { key: JSON.stringify({ scenario, netSeed }), report: r };
+    if (r.violations.length > 0) {
+      lastFailure = { key: JSON.stringify({ scenario, netSeed }), report: r };
+      failedAt ??= wallNow() - started;
+    }
     runs++;
     simulatedMs += r.simulatedMs;
     for (const e of r.escapedErrors ?? []) escaped.set(e, (escaped.get(e) ?? 0) + 1);
     return r.violations.length === 0;
   });
-  // Chunks of schedules, each its own fast-check seed (seed + chunk), until the budget is spent: fast-check's own
-  // time limit abandons a running schedule, whose fake clock would stay installed.
+  // Chunks of schedules, each its own fast-check seed (seed + chunk), until the budget is spent. The budget and the
+  // shrink cap are kept by the property itself (past them it passes at once), never by fast-check's
+  // interruptAfterTimeLimit: that races the running schedule and abandons it, and the next one then started beside it
+  // on the same thread (in one process, with the fake clock still installed, every later schedule ended in "Can't
+  // install fake timers twice", and fast-check's own timers, faked, never fired: the runs that never ended).
   for (let chunk = 0; wallNow() - started < o.budgetMs; chunk++) {
     const seed = o.seed + chunk;
     const result = await fc.check(property, {
@@ -84,10 +98,6 @@ async function exploreWith(
       numRuns: o.path === undefined ? CHUNK : 1,
       ...(o.path === undefined ? {} : { path: o.path }),
       endOnFailure: false,
-      // Shrinking a failure is bounded too (fast-check checks the limit between runs, never abandons one): what is
-      // left of the budget plus SHRINK_MS; a failure interrupted while shrinking is reported as shrunk so far.
-      interruptAfterTimeLimit: Math.max(1, o.budgetMs - (wallNow() - started)) + shrinkMs,
-      markInterruptAsFailure: false,
     });
     if (result.failed && result.counterexample !== null) {
       const [ce] = result.counterexample;

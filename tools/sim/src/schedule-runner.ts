@@ -7,7 +7,7 @@ import type { RunReport, Scenario } from './deployment.js';
 export interface ScheduleBounds {
   /** A schedule whose simulated time does not move for this long (wall ms) is stuck. Default 15 s. */
   readonly stallMs?: number;
-  /** A schedule still running after this long (wall ms), moving or not, is stuck. Default 5 minutes. */
+  /** A schedule still running after this long (wall ms), moving or not, is stuck. Default 2 minutes. */
   readonly wallMs?: number;
 }
 
@@ -27,23 +27,31 @@ function workerPath(): string {
 export class ScheduleRunner {
   private worker: Worker | undefined;
   private nextId = 0;
+  /** Ends the schedule in flight, if any (its thread terminated). */
+  private abandon: (() => void) | undefined;
   private readonly stallMs: number;
   private readonly wallMs: number;
 
   constructor(bounds: ScheduleBounds = {}) {
     this.stallMs = bounds.stallMs ?? 15_000;
-    this.wallMs = bounds.wallMs ?? 300_000;
+    this.wallMs = bounds.wallMs ?? 120_000;
   }
 
   /** Runs one schedule to its end, its thread's stall, or its wall bound. */
   run(scenario: Scenario, netSeed: number): Promise<RunReport> {
+    // A caller that gave up on the previous schedule (a time limit racing it) gets a fresh thread for this one: the
+    // abandoned one must not run on beside it (its fake clock is installed on the thread's globals).
+    this.abandon?.();
     const worker = (this.worker ??= this.spawn());
     const id = this.nextId++;
     const started = Date.now();
     let moved = started;
     let progressMs = 0;
+    /** The thread took the schedule (a fresh thread first loads its modules: not a stall). */
+    let begun = false;
     return new Promise<RunReport>((resolve) => {
       const finish = (report: RunReport, kill: boolean): void => {
+        this.abandon = undefined;
         clearInterval(watch);
         worker.off('message', onMessage);
         worker.off('error', onError);
@@ -64,7 +72,8 @@ export class ScheduleRunner {
       const onMessage = (m: { id: number; progressMs?: number; report?: RunReport; error?: string }): void => {
         if (m.id !== id) return;
         if (m.progressMs !== undefined) {
-          if (m.progressMs > progressMs) moved = Date.now();
+          if (!begun || m.progressMs > progressMs) moved = Date.now();
+          begun = true;
           progressMs = Math.max(progressMs, m.progressMs);
         } else if (m.report !== undefined) finish(m.report, false);
         else finish(failed('error', `the schedule threw: ${m.error ?? '?'}`), true);
@@ -75,7 +84,7 @@ export class ScheduleRunner {
       const watch = setInterval(
         () => {
           const now = Date.now();
-          if (now - moved >= this.stallMs)
+          if (begun && now - moved >= this.stallMs)
             finish(
               failed(
                 'stuck',
@@ -94,6 +103,7 @@ export class ScheduleRunner {
         },
         Math.min(1000, this.stallMs / 4),
       );
+      this.abandon = () => finish(failed('error', 'abandoned: another schedule was started before it ended'), true);
       worker.on('message', onMessage);
       worker.on('error', onError);
       worker.on('exit', onExit);
@@ -103,6 +113,7 @@ export class ScheduleRunner {
 
   /** Ends the thread (the process can then exit). */
   async close(): Promise<void> {
+    this.abandon?.();
     const w = this.worker;
     this.worker = undefined;
     if (w !== undefined) await w.terminate();

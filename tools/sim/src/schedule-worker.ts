@@ -10,6 +10,8 @@ import { runSimulated } from './runner.js';
 if (parentPort !== null) {
   const port = parentPort;
   port.on('message', (m: { id: number; scenario: Scenario; netSeed: number }) => {
+    // Started: the runner's stall clock starts now, not while this thread was still loading its modules.
+    port.postMessage({ id: m.id, progressMs: 0 });
     runSimulated(m.scenario, m.netSeed, (progressMs) => port.postMessage({ id: m.id, progressMs })).then(
       (report) => port.postMessage({ id: m.id, report }),
       (e: unknown) => port.postMessage({ id: m.id, error: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }),
