@@ -98,6 +98,8 @@ export interface RunReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** The run was cut off by the explorer's own deadline before its end (not a finding). */
+  readonly unfinished?: boolean;
   /** Errors no code path handled during the run (unhandled rejections, throws in timers), in words. */
   readonly escapedErrors?: readonly string[];
 }

@@ -65,10 +65,13 @@ async function exploreWith(
   let lastFailure: { key: string; report: RunReport } | undefined;
   /** When (wall ms from the start) the first failure was found: shrinking it may take `shrinkMs` more. */
   let failedAt: number | undefined;
+  /** How many schedules had run when the first failure was found (itself included). */
+  let runsAtFailure: number | undefined;
+  /** No schedule runs past the budget plus the shrink cap (wall ms from the start). */
+  const hardEnd = o.budgetMs + shrinkMs;
   const property = fc.asyncProperty(o.arb ?? scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
-    // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs); so are
-    // shrink attempts past the shrink cap (fast-check checks its own limit only between runs).
-    // A replay (--path) runs its schedule once, not shrinking it further.
+    // Past the budget the chunk's remaining schedules pass at once, and so do shrink attempts past the shrink cap
+    // (counted from the first failure). A replay (--path) runs its schedule once, not shrinking it further.
     const spent = wallNow() - started;
     if (
       o.path === undefined
@@ -76,10 +79,16 @@ async function exploreWith(
         : lastFailure !== undefined
     )
       return true;
-    const r = await runner.run(scenario, netSeed);
+    const r = await runner.run(
+      scenario,
+      netSeed,
+      o.path === undefined ? { endBy: Date.now() + (hardEnd - spent) } : {},
+    );
+    if (r.unfinished === true) return true;
     if (r.violations.length > 0) {
       lastFailure = { key: JSON.stringify({ scenario, netSeed }), report: r };
       failedAt ??= wallNow() - started;
+      runsAtFailure ??= runs + 1;
     }
     runs++;
     simulatedMs += r.simulatedMs;
@@ -108,7 +117,10 @@ async function exploreWith(
           : await runner.run(ce.scenario, ce.netSeed);
       const wallMs = wallNow() - started;
       const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000} --path ${result.counterexamplePath ?? ''}`;
-      out(`sim: VIOLATION after ${runs} schedules, ${(wallMs / 1000).toFixed(1)} s`);
+      out(
+        `sim: VIOLATION after ${runsAtFailure ?? runs} schedules, ${((failedAt ?? wallMs) / 1000).toFixed(1)} s ` +
+          `(shrunk by ${runs - (runsAtFailure ?? runs)} more, ${((wallMs - (failedAt ?? wallMs)) / 1000).toFixed(1)} s)`,
+      );
       for (const v of r.violations.slice(0, 5)) out(`  ${v.kind} at +${v.atMs} ms: ${v.message}`);
       out(`  shrunk schedule: ${JSON.stringify(ce)}`);
       out(`  replay: ${replay}`);

@@ -37,8 +37,11 @@ export class ScheduleRunner {
     this.wallMs = bounds.wallMs ?? 120_000;
   }
 
-  /** Runs one schedule to its end, its thread's stall, or its wall bound. */
-  run(scenario: Scenario, netSeed: number): Promise<RunReport> {
+  /**
+   * Runs one schedule to its end, its thread's stall, or its wall bound; `endBy` (wall ms, `Date.now()`) ends it
+   * `unfinished` (no violation) when the caller's own deadline comes first.
+   */
+  run(scenario: Scenario, netSeed: number, o: { readonly endBy?: number } = {}): Promise<RunReport> {
     // A caller that gave up on the previous schedule (a time limit racing it) gets a fresh thread for this one: the
     // abandoned one must not run on beside it (its fake clock is installed on the thread's globals).
     this.abandon?.();
@@ -92,6 +95,9 @@ export class ScheduleRunner {
               ),
               true,
             );
+          else if (o.endBy !== undefined && now >= o.endBy)
+            // The caller's own deadline (a run's budget and shrink cap): not the schedule's fault, not a finding.
+            finish({ ...failed('stuck', "cut off by the run's deadline"), violations: [], unfinished: true }, true);
           else if (now - started >= this.wallMs)
             finish(
               failed(
