@@ -13,6 +13,8 @@ export async function runMutants(o: {
   seed: number;
   budgetSeconds: number;
   simMs: number;
+  /** Schedule threads side by side (`--threads`). */
+  threads: number;
   /** Only these mutants (names without `.patch`); default all. */
   only?: readonly string[];
 }): Promise<number> {
@@ -52,7 +54,7 @@ interface MutantResult {
 async function runMutant(
   root: string,
   patch: string,
-  o: { seed: number; budgetSeconds: number; simMs: number },
+  o: { seed: number; budgetSeconds: number; simMs: number; threads: number },
 ): Promise<MutantResult> {
   const work = mkdtempSync(join(tmpdir(), 'idgen-sim-mutant-'));
   const tree = join(work, 'tree');
@@ -82,6 +84,8 @@ async function runMutant(
         String(o.budgetSeconds),
         '--sim-seconds',
         String(o.simMs / 1000),
+        '--threads',
+        String(o.threads),
       ],
       tree,
     );
