@@ -113,6 +113,9 @@ export interface Ticker {
 const REGION = 1;
 const CLUSTER = 'r1';
 const PREFIX = '/idgen';
+/** Callers' ask interval (simulated ms) while something just changed, and otherwise. */
+const HOT_ASK_MS = 5;
+const COLD_ASK_MS = 50;
 /** How long a host lost in a restore's disaster stays cut off etcd (longer than any TTL the menu draws). */
 const LOST_HOST_MS = 30_000;
 
@@ -183,6 +186,29 @@ export async function runScenario(s: Scenario, ticker: Ticker, seed: number): Pr
 
 async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): Promise<RunReport> {
   const t0 = ticker.now;
+  // Callers ask every HOT_ASK_MS while something just changed (a fault, its end, a slot taken or lost, an answer
+  // lost): the moments two holders can overlap, for the longest TTL plus a margin after it. Otherwise every
+  // COLD_ASK_MS: a steady deployment needs sampling, not every millisecond (the callers' timer was most of the
+  // simulator's timer work).
+  const hotForMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000 + 5_000;
+  let hotUntil = -Infinity;
+  let askTimer: ReturnType<typeof setTimeout> | undefined;
+  let asking = true;
+  const askIn = (ms: number): void => {
+    if (askTimer !== undefined) clearTimeout(askTimer);
+    askTimer = asking ? setTimeout(onAsk, ms) : undefined;
+  };
+  const onAsk = (): void => {
+    askTimer = undefined;
+    mintTick();
+    askIn(ticker.now - t0 < hotUntil ? HOT_ASK_MS : COLD_ASK_MS);
+  };
+  const heat = (): void => {
+    const cold = ticker.now - t0 >= hotUntil;
+    hotUntil = ticker.now - t0 + hotForMs;
+    // At once, not at the next cold ask: a clock step is visible only until the guard's own check.
+    if (cold) askIn(0);
+  };
   const violations: Violation[] = [];
   const seen = new Map<bigint, string>();
   let minted = 0;
@@ -234,6 +260,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
     // The lease drives the real guard; the checker listens to what it promised.
     const target = {
       assign(a: WorkerAssignment): void {
+        heat();
         node.assignment = a;
         node.ceiling = a.ceilingMs;
         node.deadline = a.deadlineMonoMs;
@@ -245,6 +272,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         guard.extend(e);
       },
       unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
+        heat();
         node.assignment = undefined;
         guard.unassign(reason, message);
       },
@@ -274,7 +302,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
   let nextIndex = s.nodes;
 
-  // Callers: every node is asked for three IDs every 5 ms of simulated time. One ask is one synchronous moment (the
+  // Callers: every node is asked for three IDs at every ask (HOT_ASK_MS or COLD_ASK_MS). One ask is one synchronous moment (the
   // node's clocks do not move within it), so the deadline, lease and ceiling checks are made once per ask, on its
   // highest ID; the duplicate check on every ID, keyed by the ID itself (it is region, worker, ms and sequence).
   const describe = (id: bigint): string => {
@@ -327,7 +355,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         message: `${n.proc} minted ${describe(id)} after etcd ended its lease ${leaseId}`,
       });
   };
-  const minting = setInterval(mintTick, 5);
+  askIn(0);
 
   const apply = async (f: Fault): Promise<void> => {
     const node = 'node' in f ? nodes[f.node % nodes.length] : undefined;
@@ -335,19 +363,28 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'cut':
         if (node === undefined) return;
         net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
+        }, f.seconds * 1000);
         return;
       case 'lose-answer':
         if (node !== undefined) net.loseNextWriteAnswer(node.proc);
         return;
       case 'member-down':
         net.setMemberDown(CLUSTER, f.member % s.members, true);
-        setTimeout(() => net.setMemberDown(CLUSTER, f.member % s.members, false), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setMemberDown(CLUSTER, f.member % s.members, false);
+        }, f.seconds * 1000);
         return;
       case 'slow':
         if (node === undefined) return;
         net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
-        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
+        }, f.seconds * 1000);
         return;
       case 'clock-step':
         if (node !== undefined) node.clock.wallOffset += f.ms;
@@ -355,7 +392,10 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'pause':
         if (node === undefined) return;
         net.pause(node.proc);
-        setTimeout(() => net.resume(node.proc), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.resume(node.proc);
+        }, f.seconds * 1000);
         return;
       case 'snapshot':
         snapshot = model.snapshot();
@@ -381,7 +421,10 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         if (f.lost !== undefined) {
           const lost = nodes[f.lost % nodes.length] as SimNode;
           net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
-          setTimeout(() => net.setLink(lost.proc, CLUSTER, { kind: 'ok' }), LOST_HOST_MS);
+          setTimeout(() => {
+            heat();
+            net.setLink(lost.proc, CLUSTER, { kind: 'ok' });
+          }, LOST_HOST_MS);
         }
         // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
         if (f.operator) void markRegionRestored(io, REGION, { ttlMs: restoreTtlMs }).catch(() => undefined);
@@ -415,13 +458,21 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   let fi = 0;
   let elapsed = 0;
   const step = 50;
+  let lostAnswers = 0;
   while (elapsed < s.durationMs && violations.length === 0) {
-    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed)
+    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed) {
+      heat();
       await apply((faults[fi++] as TimedFault).fault);
+    }
+    if (net.lostAnswers !== lostAnswers) {
+      lostAnswers = net.lostAnswers;
+      heat();
+    }
     await ticker.tickAsync(step);
     elapsed += step;
   }
-  clearInterval(minting);
+  asking = false;
+  askIn(0);
   for (const n of nodes)
     if (!n.crashed)
       await settle(
