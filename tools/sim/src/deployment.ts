@@ -98,6 +98,8 @@ export interface RunReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** A hash (FNV-1a) of every slot taken: when, by which node, which worker. */
+  readonly trace?: number;
   /** The run was cut off by the explorer's own deadline before its end (not a finding). */
   readonly unfinished?: boolean;
   /** Errors no code path handled during the run (unhandled rejections, throws in timers), in words. */
@@ -130,6 +132,13 @@ interface SimNode {
   deadline: number;
   assignment: WorkerAssignment | undefined;
   crashed: boolean;
+}
+
+/** FNV-1a over a string, continuing from `h`. */
+function fnv(h: number, text: string): number {
+  let x = h;
+  for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return x;
 }
 
 /** A seeded generator (mulberry32): the network's delays and the runner's choices. */
@@ -192,6 +201,8 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   // simulator's timer work).
   const hotForMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000 + 5_000;
   let hotUntil = -Infinity;
+  /** A hash of every slot taken (when, by whom, which): two interleavings differ in it. */
+  let trace = 0x811c9dc5;
   let askTimer: ReturnType<typeof setTimeout> | undefined;
   let asking = true;
   const askIn = (ms: number): void => {
@@ -261,6 +272,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
     const target = {
       assign(a: WorkerAssignment): void {
         heat();
+        trace = fnv(trace, `${ticker.now - t0}:${proc}:${a.worker}`);
         node.assignment = a;
         node.ceiling = a.ceilingMs;
         node.deadline = a.deadlineMonoMs;
@@ -482,5 +494,5 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       );
   for (const n of nodes) n.guard.close();
   operatorClient.close();
-  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers };
+  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers, trace };
 }
