@@ -240,6 +240,9 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       if (attempt >= 5) throw e;
     }
   }
+  // The operator's backup right after `region init`: what a `restore` goes back to until a `snapshot` fault takes a
+  // newer one (issue 31's case 3: a backup older than the tenure of the holder the disaster lost).
+  snapshot = model.snapshot();
   const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
   // The operator's `region restored` is told the default TTL (the runbook's DR path); the real code raises it to the
   // pinned ceiling.
