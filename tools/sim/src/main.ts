@@ -180,8 +180,12 @@ async function lane(runner: ScheduleRunner, x: Exploration): Promise<LaneFinding
     if (result.failed && result.counterexample !== null && lastFailure !== undefined) {
       const [ce] = result.counterexample;
       // The shrunk schedule's violation: from its last run, or (a value fast-check did not end on) one run more.
-      const report =
-        lastFailure.key === JSON.stringify(ce) ? lastFailure.report : await runner.run(ce.scenario, ce.netSeed);
+      // That run is bounded too: cut off after RERUN_MS, the last failure's report stands for it.
+      const again =
+        lastFailure.key === JSON.stringify(ce)
+          ? undefined
+          : await runner.run(ce.scenario, ce.netSeed, { endBy: Date.now() + RERUN_MS });
+      const report = again === undefined || again.unfinished === true ? lastFailure.report : again;
       return {
         seed,
         path: result.counterexamplePath ?? '',
@@ -195,6 +199,9 @@ async function lane(runner: ScheduleRunner, x: Exploration): Promise<LaneFinding
   }
   return undefined;
 }
+
+/** Wall time the shrunk schedule may take when it is run once more to print its violation. */
+const RERUN_MS = 15_000;
 
 /** Schedules per fast-check seed. */
 const CHUNK = 10;
