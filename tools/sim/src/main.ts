@@ -139,13 +139,15 @@ async function lane(runner: ScheduleRunner, x: Exploration): Promise<LaneFinding
   let lastFailure: { key: string; report: RunReport } | undefined;
   /** No schedule runs past the budget plus the shrink cap (wall ms from the start). */
   const hardEnd = o.budgetMs + x.shrinkMs;
+  /** A replay (--path) has run its schedule. */
+  let replayed = false;
   const property = fc.asyncProperty(o.arb ?? scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules pass at once, and so do shrink attempts past the shrink cap
     // (counted from the first failure), and another lane's schedules once one lane found a failure. A replay
     // (--path) runs its schedule once, not shrinking it further.
     const spent = wallNow() - x.started;
-    if (o.path !== undefined ? lastFailure !== undefined : x.failedAt !== undefined && lastFailure === undefined)
-      return true;
+    if (o.path !== undefined ? replayed : x.failedAt !== undefined && lastFailure === undefined) return true;
+    replayed = true;
     if (o.path === undefined && spent >= (x.failedAt === undefined ? o.budgetMs : x.failedAt + x.shrinkMs)) return true;
     const r = await runner.run(
       scenario,
