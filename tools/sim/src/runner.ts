@@ -83,27 +83,14 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant('clock-step' as const), node, ms: fc.integer({ min: -5000, max: 5000 }) }),
   fc.record({ kind: fc.constant('pause' as const), node, seconds }),
   fc.record({ kind: fc.constant('snapshot' as const) }),
-  // The disaster-recovery faults (issue 31) drawn three times as often as each other kind.
-  {
-    weight: 3,
-    arbitrary: fc.record(
-      { kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
-      { requiredKeys: ['kind', 'newCluster', 'operator'] },
-    ),
-  },
-  {
-    weight: 3,
-    arbitrary: fc.record(
-      {
-        kind: fc.constant('rewind' as const),
-        seconds,
-        newCluster: fc.boolean(),
-        operator: fc.boolean(),
-        lost: node,
-      },
-      { requiredKeys: ['kind', 'seconds', 'newCluster', 'operator'] },
-    ),
-  },
+  fc.record(
+    { kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'newCluster', 'operator'] },
+  ),
+  fc.record(
+    { kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'seconds', 'newCluster', 'operator'] },
+  ),
   fc.record({ kind: fc.constant('crash' as const), node }),
   fc.record({ kind: fc.constant('compact' as const) }),
 );
