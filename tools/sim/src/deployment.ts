@@ -454,7 +454,10 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
         net.restarted(CLUSTER);
         if (f.lost !== undefined) {
-          const lost = nodes[f.lost % nodes.length] as SimNode;
+          // The host lost is one holding a slot (losing a spare is a crash): the f.lost-th holder, or any node.
+          const holders = nodes.filter((n) => !n.crashed && n.assignment !== undefined);
+          const pool = holders.length > 0 ? holders : nodes;
+          const lost = pool[f.lost % pool.length] as SimNode;
           net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
           setTimeout(() => {
             heat();
