@@ -25,10 +25,29 @@ export type Fault =
   | { readonly kind: 'clock-step'; readonly node: number; readonly ms: number }
   | { readonly kind: 'pause'; readonly node: number; readonly seconds: number }
   | { readonly kind: 'snapshot' }
-  | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean }
-  | { readonly kind: 'rewind'; readonly seconds: number; readonly newCluster: boolean; readonly operator: boolean }
+  /**
+   * etcd restored from the last snapshot (same or new cluster ID), with or without the operator's `region restored`
+   * (run with the scenario's `ttlSeconds`, the default TTL the runbook types; the real code raises it to the pinned
+   * ceiling). `lost`: that node's host is lost in the disaster (issue 31's case 3): cut off etcd from the restore on
+   * for 30 s, it keeps minting until its own lease deadline.
+   */
+  | { readonly kind: 'restore'; readonly newCluster: boolean; readonly operator: boolean; readonly lost?: number }
+  /** A snapshot now and a restore from it `seconds` later (the second review's quick snapshot restore). */
+  | {
+      readonly kind: 'rewind';
+      readonly seconds: number;
+      readonly newCluster: boolean;
+      readonly operator: boolean;
+      readonly lost?: number;
+    }
   | { readonly kind: 'crash'; readonly node: number }
-  | { readonly kind: 'compact' };
+  | { readonly kind: 'compact' }
+  /**
+   * The harness's own self-test, never drawn by the fault menu: the process stops making progress (an endless
+   * microtask chain, as a mutated loop that never yields would), so the spec can show such a schedule is reported
+   * `stuck`, not hung.
+   */
+  | { readonly kind: 'freeze' };
 
 /** A fault at a moment of the run (simulated ms from its start). */
 export interface TimedFault {
@@ -42,7 +61,19 @@ export interface Scenario {
   /** Slots of the region the nodes share (fewer than nodes: spare nodes wait for a slot). */
   readonly workers: number;
   readonly members: number;
+  /** The lease TTL of a node without its own in `nodeTtlSeconds`. */
   readonly ttlSeconds: number;
+  /**
+   * Each node's own lease TTL (node i runs `nodeTtlSeconds[i % length]`; a crashed node's replacement its new
+   * index's): issue 31's case 3, a lost holder on a longer TTL than the restored records show. Default: all
+   * `ttlSeconds`.
+   */
+  readonly nodeTtlSeconds?: readonly number[];
+  /**
+   * The deployment's TTL ceiling the operator pins with `initRegion` (`{prefix}/lease-ceiling`,
+   * packages/lease/src/ttl-ceiling.ts): nodes refuse a TTL above it and every hold waits by it. Default: none pinned.
+   */
+  readonly ttlCeilingSeconds?: number;
   readonly durationMs: number;
   readonly faults: readonly TimedFault[];
   /** Probability in 1/1000 that any write's answer is lost after etcd applied it. */
@@ -51,7 +82,11 @@ export interface Scenario {
 
 /** A broken invariant. */
 export interface Violation {
-  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling';
+  /**
+   * A broken invariant, or a schedule that did not end (`stuck`: no simulated progress within the wall bound) or
+   * ended in an error of the harness (`error`); the last two are findings too, with their replay.
+   */
+  readonly kind: 'duplicate' | 'after-deadline' | 'after-lease' | 'above-ceiling' | 'stuck' | 'error';
   readonly message: string;
   readonly atMs: number;
 }
@@ -63,6 +98,10 @@ export interface RunReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** A hash (FNV-1a) of every slot taken: when, by which node, which worker. */
+  readonly trace?: number;
+  /** The run was cut off by the explorer's own deadline before its end (not a finding). */
+  readonly unfinished?: boolean;
   /** Errors no code path handled during the run (unhandled rejections, throws in timers), in words. */
   readonly escapedErrors?: readonly string[];
 }
@@ -76,6 +115,13 @@ export interface Ticker {
 const REGION = 1;
 const CLUSTER = 'r1';
 const PREFIX = '/idgen';
+/** Clock reads at one fake instant that count as 1 ms of a node's busy-wait. */
+const SPIN_READS = 1000;
+/** Callers' ask interval (simulated ms) while something just changed, and otherwise. */
+const HOT_ASK_MS = 5;
+const COLD_ASK_MS = 50;
+/** How long a host lost in a restore's disaster stays cut off etcd (longer than any TTL the menu draws). */
+const LOST_HOST_MS = 30_000;
 
 interface SimNode {
   readonly index: number;
@@ -88,6 +134,13 @@ interface SimNode {
   deadline: number;
   assignment: WorkerAssignment | undefined;
   crashed: boolean;
+}
+
+/** FNV-1a over a string, continuing from `h`. */
+function fnv(h: number, text: string): number {
+  let x = h;
+  for (let i = 0; i < text.length; i++) x = Math.imul(x ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return x;
 }
 
 /** A seeded generator (mulberry32): the network's delays and the runner's choices. */
@@ -144,8 +197,33 @@ export async function runScenario(s: Scenario, ticker: Ticker, seed: number): Pr
 
 async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): Promise<RunReport> {
   const t0 = ticker.now;
+  // Callers ask every HOT_ASK_MS while something just changed (a fault, its end, a slot taken or lost, an answer
+  // lost): the moments two holders can overlap, for the longest TTL plus a margin after it. Otherwise every
+  // COLD_ASK_MS: a steady deployment needs sampling, not every millisecond (the callers' timer was most of the
+  // simulator's timer work).
+  const hotForMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000 + 5_000;
+  let hotUntil = -Infinity;
+  /** A hash of every slot taken (when, by whom, which): two interleavings differ in it. */
+  let trace = 0x811c9dc5;
+  let askTimer: ReturnType<typeof setTimeout> | undefined;
+  let asking = true;
+  const askIn = (ms: number): void => {
+    if (askTimer !== undefined) clearTimeout(askTimer);
+    askTimer = asking ? setTimeout(onAsk, ms) : undefined;
+  };
+  const onAsk = (): void => {
+    askTimer = undefined;
+    mintTick();
+    askIn(ticker.now - t0 < hotUntil ? HOT_ASK_MS : COLD_ASK_MS);
+  };
+  const heat = (): void => {
+    const cold = ticker.now - t0 >= hotUntil;
+    hotUntil = ticker.now - t0 + hotForMs;
+    // At once, not at the next cold ask: a clock step is visible only until the guard's own check.
+    if (cold) askIn(0);
+  };
   const violations: Violation[] = [];
-  const seen = new Map<string, string>();
+  const seen = new Map<bigint, string>();
   let minted = 0;
   let snapshot: ModelSnapshot | undefined;
   let newClusters = 0;
@@ -154,17 +232,51 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
 
   const operatorClient = createEtcdClient({ endpoints: net.endpoints('op', CLUSTER), tls: undefined, auth: undefined });
   const io = { client: operatorClient, prefix: PREFIX, timeoutMs, layout: DEFAULT_LAYOUT };
-  await settle(ticker, initRegion(io, REGION));
+  // `idgen region init`, re-run by the operator after a lost answer (it is idempotent), up to a few times.
+  const pinned = s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: s.ttlCeilingSeconds };
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await settle(ticker, initRegion(io, REGION, pinned));
+      break;
+    } catch (e) {
+      if (attempt >= 5) throw e;
+    }
+  }
+  // The operator's backup right after `region init`: what a `restore` goes back to until a `snapshot` fault takes a
+  // newer one (issue 31's case 3: a backup older than the tenure of the holder the disaster lost).
+  snapshot = model.snapshot();
+  const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
+  // The operator's `region restored` is told the default TTL (the runbook's DR path); the real code raises it to the
+  // pinned ceiling.
+  const restoreTtlMs = s.ttlSeconds * 1000;
 
   const startNode = (index: number): SimNode => {
     const proc = `n${index}`;
+    // A process that busy-waits on its clock (the guard waits out a rollback of up to 10 ms that way) spends real
+    // time doing it; the fake clock stands still within one synchronous stretch, so such a wait would never end.
+    // Every SPIN_READS reads at one fake instant, this node's clocks move on by 1 ms of their own (deterministic).
+    let spunMs = 0;
+    let lastInstant = Number.NaN;
+    let reads = 0;
+    const spin = (): void => {
+      const instant = performance.now();
+      if (instant !== lastInstant) {
+        lastInstant = instant;
+        reads = 0;
+      } else if (++reads >= SPIN_READS) {
+        spunMs++;
+        reads = 0;
+      }
+    };
     const clock = {
       wallOffset: 0,
       nowMs(): number {
-        return Date.now() + clock.wallOffset;
+        spin();
+        return Date.now() + clock.wallOffset + spunMs;
       },
       monoMs(): number {
-        return performance.now();
+        spin();
+        return performance.now() + spunMs;
       },
     };
     const guard = new GuardedMinter({ region: REGION, clock, checkIntervalMs: 250 });
@@ -182,6 +294,8 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
     // The lease drives the real guard; the checker listens to what it promised.
     const target = {
       assign(a: WorkerAssignment): void {
+        heat();
+        trace = fnv(trace, `${ticker.now - t0}:${proc}:${a.worker}`);
         node.assignment = a;
         node.ceiling = a.ceilingMs;
         node.deadline = a.deadlineMonoMs;
@@ -193,6 +307,7 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         guard.extend(e);
       },
       unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
+        heat();
         node.assignment = undefined;
         guard.unassign(reason, message);
       },
@@ -205,9 +320,9 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         nodeId: proc,
         workers: { first: 0, last: s.workers - 1 },
         waitForFreeSlot: true,
-        ttlSeconds: s.ttlSeconds,
+        ttlSeconds: ttlOf(index),
         // A short TTL needs quick keep-alives (@idgen/testing's QUICK_LEASE_SETTINGS); longer ones the defaults.
-        ...(s.ttlSeconds <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
+        ...(ttlOf(index) <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
         requestTimeoutMs: 1500,
         backoff: { initialMs: 50, maxMs: 400 },
         clock,
@@ -222,11 +337,18 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
   let nextIndex = s.nodes;
 
-  // Callers: every node is asked for three IDs every 5 ms of simulated time.
+  // Callers: every node is asked for three IDs at every ask (HOT_ASK_MS or COLD_ASK_MS). One ask is one synchronous moment (the
+  // node's clocks do not move within it), so the deadline, lease and ceiling checks are made once per ask, on its
+  // highest ID; the duplicate check on every ID, keyed by the ID itself (it is region, worker, ms and sequence).
+  const describe = (id: bigint): string => {
+    const f = decodeId(id);
+    return `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
+  };
   const mintTick = (): void => {
     const atMs = ticker.now - t0;
     for (const n of nodes) {
       if (n.crashed || net.isPaused(n.proc)) continue;
+      let last: bigint | undefined;
       for (let k = 0; k < 3; k++) {
         let id: bigint;
         try {
@@ -235,35 +357,40 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
           break;
         }
         minted++;
-        const f = decodeId(id);
-        const key = `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
-        const prior = seen.get(key);
+        last = id;
+        const prior = seen.get(id);
         if (prior !== undefined)
-          violations.push({ kind: 'duplicate', atMs, message: `${key} minted by ${prior} and by ${n.proc}` });
-        else seen.set(key, n.proc);
-        if (f.timestampMs > n.ceiling)
-          violations.push({
-            kind: 'above-ceiling',
-            atMs,
-            message: `${n.proc} minted ${key} above its wall ceiling ${n.ceiling}`,
-          });
-        if (n.clock.monoMs() >= n.deadline)
-          violations.push({
-            kind: 'after-deadline',
-            atMs,
-            message: `${n.proc} minted ${key} after its holder's deadline (${n.deadline - n.clock.monoMs()} ms)`,
-          });
-        const leaseId = n.lease.snapshot().leaseId;
-        if (leaseId !== undefined && model.leaseEnded(leaseId))
-          violations.push({
-            kind: 'after-lease',
-            atMs,
-            message: `${n.proc} minted ${key} after etcd ended its lease ${leaseId}`,
-          });
+          violations.push({ kind: 'duplicate', atMs, message: `${describe(id)} minted by ${prior} and by ${n.proc}` });
+        else seen.set(id, n.proc);
       }
+      if (last !== undefined) check(n, last, atMs);
     }
   };
-  const minting = setInterval(mintTick, 5);
+  const check = (n: SimNode, id: bigint, atMs: number): void => {
+    // The ceiling is Unix ms; the ID's timestamp field counts from the layout's epoch.
+    const unixMs = DEFAULT_LAYOUT.unixMsOf(id);
+    if (unixMs > n.ceiling)
+      violations.push({
+        kind: 'above-ceiling',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
+      });
+    const mono = n.clock.monoMs();
+    if (mono >= n.deadline)
+      violations.push({
+        kind: 'after-deadline',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} after its holder's deadline (${n.deadline - mono} ms)`,
+      });
+    const leaseId = n.lease.snapshot().leaseId;
+    if (leaseId !== undefined && model.leaseEnded(leaseId))
+      violations.push({
+        kind: 'after-lease',
+        atMs,
+        message: `${n.proc} minted ${describe(id)} after etcd ended its lease ${leaseId}`,
+      });
+  };
+  askIn(0);
 
   const apply = async (f: Fault): Promise<void> => {
     const node = 'node' in f ? nodes[f.node % nodes.length] : undefined;
@@ -271,19 +398,28 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'cut':
         if (node === undefined) return;
         net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
+        }, f.seconds * 1000);
         return;
       case 'lose-answer':
         if (node !== undefined) net.loseNextWriteAnswer(node.proc);
         return;
       case 'member-down':
         net.setMemberDown(CLUSTER, f.member % s.members, true);
-        setTimeout(() => net.setMemberDown(CLUSTER, f.member % s.members, false), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setMemberDown(CLUSTER, f.member % s.members, false);
+        }, f.seconds * 1000);
         return;
       case 'slow':
         if (node === undefined) return;
         net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
-        setTimeout(() => net.setLink(node.proc, CLUSTER, { kind: 'ok' }), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
+        }, f.seconds * 1000);
         return;
       case 'clock-step':
         if (node !== undefined) node.clock.wallOffset += f.ms;
@@ -291,7 +427,10 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       case 'pause':
         if (node === undefined) return;
         net.pause(node.proc);
-        setTimeout(() => net.resume(node.proc), f.seconds * 1000);
+        setTimeout(() => {
+          heat();
+          net.resume(node.proc);
+        }, f.seconds * 1000);
         return;
       case 'snapshot':
         snapshot = model.snapshot();
@@ -301,7 +440,12 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         const taken = model.snapshot();
         setTimeout(() => {
           snapshot = taken;
-          void apply({ kind: 'restore', newCluster: f.newCluster, operator: f.operator });
+          void apply({
+            kind: 'restore',
+            newCluster: f.newCluster,
+            operator: f.operator,
+            ...(f.lost === undefined ? {} : { lost: f.lost }),
+          });
         }, f.seconds * 1000);
         return;
       }
@@ -309,8 +453,19 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         if (snapshot === undefined) return;
         model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
         net.restarted(CLUSTER);
+        if (f.lost !== undefined) {
+          // The host lost is one holding a slot (losing a spare is a crash): the f.lost-th holder, or any node.
+          const holders = nodes.filter((n) => !n.crashed && n.assignment !== undefined);
+          const pool = holders.length > 0 ? holders : nodes;
+          const lost = pool[f.lost % pool.length] as SimNode;
+          net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
+          setTimeout(() => {
+            heat();
+            net.setLink(lost.proc, CLUSTER, { kind: 'ok' });
+          }, LOST_HOST_MS);
+        }
         // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
-        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: s.ttlSeconds * 1000 }).catch(() => undefined);
+        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: restoreTtlMs }).catch(() => undefined);
         return;
       case 'crash': {
         if (node === undefined || node.crashed) return;
@@ -321,8 +476,19 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
         return;
       }
       case 'compact':
-        model.compact({ revision: String(model.currentRevision) });
+        // An operator's compaction at the current revision; etcd refuses one at or below the last (nothing new was
+        // written since), which the operator would see and shrug off.
+        try {
+          model.compact({ revision: String(model.currentRevision) });
+        } catch {
+          // refused: already compacted at this revision
+        }
         return;
+      case 'freeze':
+        return new Promise<void>(() => {
+          const spin = (): void => queueMicrotask(spin);
+          spin();
+        });
     }
   };
 
@@ -330,13 +496,21 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
   let fi = 0;
   let elapsed = 0;
   const step = 50;
+  let lostAnswers = 0;
   while (elapsed < s.durationMs && violations.length === 0) {
-    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed)
+    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed) {
+      heat();
       await apply((faults[fi++] as TimedFault).fault);
+    }
+    if (net.lostAnswers !== lostAnswers) {
+      lostAnswers = net.lostAnswers;
+      heat();
+    }
     await ticker.tickAsync(step);
     elapsed += step;
   }
-  clearInterval(minting);
+  asking = false;
+  askIn(0);
   for (const n of nodes)
     if (!n.crashed)
       await settle(
@@ -346,5 +520,5 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       );
   for (const n of nodes) n.guard.close();
   operatorClient.close();
-  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers };
+  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers, trace };
 }

@@ -9,11 +9,20 @@ import { join, resolve } from 'node:path';
  * runs are built there, and the simulator explores for the budget; a mutant is found when the checker reports a
  * violation. Prints one line per mutant and a table; exits 1 when any mutant was not found.
  */
-export async function runMutants(o: { seed: number; budgetSeconds: number; simMs: number }): Promise<number> {
+export async function runMutants(o: {
+  seed: number;
+  budgetSeconds: number;
+  simMs: number;
+  /** Schedule threads side by side (`--threads`). */
+  threads: number;
+  /** Only these mutants (names without `.patch`); default all. */
+  only?: readonly string[];
+}): Promise<number> {
   const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim();
   const dir = join(root, 'tools', 'sim', 'mutants');
   const patches = readdirSync(dir)
     .filter((f) => f.endsWith('.patch'))
+    .filter((f) => o.only === undefined || o.only.length === 0 || o.only.includes(f.replace(/\.patch$/, '')))
     .sort();
   const rows: string[] = [];
   let missed = 0;
@@ -26,6 +35,7 @@ export async function runMutants(o: { seed: number; budgetSeconds: number; simMs
     rows.push(line);
     process.stdout.write(`  ${line}\n`);
     if (r.error !== undefined) process.stdout.write(`    ${r.error}\n`);
+    if (!r.found && r.violation !== undefined) process.stdout.write(`    a finding of the harness: ${r.violation}\n`);
   }
   process.stdout.write(`\nmutant | verdict: first violation | schedules | seconds | replay\n${rows.join('\n')}\n`);
   return missed === 0 ? 0 : 1;
@@ -44,7 +54,7 @@ interface MutantResult {
 async function runMutant(
   root: string,
   patch: string,
-  o: { seed: number; budgetSeconds: number; simMs: number },
+  o: { seed: number; budgetSeconds: number; simMs: number; threads: number },
 ): Promise<MutantResult> {
   const work = mkdtempSync(join(tmpdir(), 'idgen-sim-mutant-'));
   const tree = join(work, 'tree');
@@ -74,16 +84,19 @@ async function runMutant(
         String(o.budgetSeconds),
         '--sim-seconds',
         String(o.simMs / 1000),
+        '--threads',
+        String(o.threads),
       ],
       tree,
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
-    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|error) at .*)$/m.exec(out)?.[1];
+    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|stuck|error) at .*)$/m.exec(out)?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
+    // A stuck schedule or a harness error is a finding of its own, not the mutant's hole.
     if (violation !== null)
       return {
-        found: true,
+        found: first !== undefined && !/^(stuck|error) /.test(first),
         schedules: Number(violation[1]),
         seconds: Number(violation[2]),
         ...(replay === undefined ? {} : { replay }),

@@ -7,7 +7,11 @@ import { runScenario, seeded, type Fault, type RunReport, type Scenario } from '
  * Runs a scenario on a fresh fake clock (`@sinonjs/fake-timers`: every timer, `Date` and `performance` of the
  * process), with `Math.random` and `crypto.randomInt` drawn from the run's seed, so a run replays exactly.
  */
-export async function runSimulated(s: Scenario, seed: number): Promise<RunReport> {
+export async function runSimulated(
+  s: Scenario,
+  seed: number,
+  onProgress?: (simulatedMs: number) => void,
+): Promise<RunReport> {
   const clock = FakeTimers.install({
     now: 1_780_000_000_000,
     toFake: [
@@ -41,7 +45,22 @@ export async function runSimulated(s: Scenario, seed: number): Promise<RunReport
   process.on('unhandledRejection', onEscape);
   process.on('uncaughtException', onEscape);
   try {
-    const report = await runScenario(s, clock, seed);
+    // Every step of simulated time is reported (a ScheduleRunner tells a stuck schedule from a slow one by it).
+    const t0 = clock.now;
+    const ticker =
+      onProgress === undefined
+        ? clock
+        : {
+            get now(): number {
+              return clock.now;
+            },
+            async tickAsync(ms: number): Promise<number> {
+              const r = await clock.tickAsync(ms);
+              onProgress(clock.now - t0);
+              return r;
+            },
+          };
+    const report = await runScenario(s, ticker, seed);
     return { ...report, escapedErrors: escaped };
   } finally {
     process.off('unhandledRejection', onEscape);
@@ -64,8 +83,14 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant('clock-step' as const), node, ms: fc.integer({ min: -5000, max: 5000 }) }),
   fc.record({ kind: fc.constant('pause' as const), node, seconds }),
   fc.record({ kind: fc.constant('snapshot' as const) }),
-  fc.record({ kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean() }),
-  fc.record({ kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean() }),
+  fc.record(
+    { kind: fc.constant('restore' as const), newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'newCluster', 'operator'] },
+  ),
+  fc.record(
+    { kind: fc.constant('rewind' as const), seconds, newCluster: fc.boolean(), operator: fc.boolean(), lost: node },
+    { requiredKeys: ['kind', 'seconds', 'newCluster', 'operator'] },
+  ),
   fc.record({ kind: fc.constant('crash' as const), node }),
   fc.record({ kind: fc.constant('compact' as const) }),
 );
@@ -74,16 +99,23 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
 export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenario; netSeed: number }> {
   return fc.record({
     netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
-    scenario: fc.record({
-      nodes: fc.integer({ min: 2, max: 5 }),
-      workers: fc.integer({ min: 1, max: 3 }),
-      members: fc.integer({ min: 1, max: 3 }),
-      ttlSeconds: fc.constantFrom(2, 3, 6, 10),
-      durationMs: fc.constant(durationMs),
-      lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
-      faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
-        maxLength: 25,
+    scenario: fc
+      .record({
+        nodes: fc.integer({ min: 2, max: 5 }),
+        workers: fc.integer({ min: 1, max: 3 }),
+        members: fc.integer({ min: 1, max: 3 }),
+        // Each node's TTL (issue 31's case 3: holders on different TTLs); the operator pins the longest as the
+        // deployment's ceiling, so every node runs within it.
+        nodeTtlSeconds: fc.array(fc.constantFrom(2, 3, 6, 10), { minLength: 1, maxLength: 3 }),
+        durationMs: fc.constant(durationMs),
+        lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
+        faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
+          maxLength: 25,
+        }),
+      })
+      .map((r) => {
+        // The default TTL (what the operator types for `region restored`) is the shortest; the ceiling the longest.
+        return { ...r, ttlSeconds: Math.min(...r.nodeTtlSeconds), ttlCeilingSeconds: Math.max(...r.nodeTtlSeconds) };
       }),
-    }),
   });
 }
