@@ -2,6 +2,7 @@ import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 import { runSimulated, scenarioArb } from './runner.js';
 import { runMutants } from './mutants.js';
+import { regionsArb, runRegionsSimulated } from './regions-runner.js';
 
 /**
  * `npm run sim`: explores fault schedules of a simulated deployment for a wall-clock budget, from a seed it prints.
@@ -10,7 +11,27 @@ import { runMutants } from './mutants.js';
  *   npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--mutants]
  */
 const USAGE =
-  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--mutants]';
+  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--regions] [--mutants [--only NAME,...]]';
+
+/** What a schedule's run returns, for either scenario. */
+interface Outcome {
+  readonly violations: readonly { readonly kind: string; readonly atMs: number; readonly message: string }[];
+  readonly simulatedMs: number;
+  readonly escapedErrors?: readonly string[];
+}
+
+/** The scenario explored: one region (runner.ts), or a whole deployment with `--regions` (regions-runner.ts). */
+function simulation(
+  regions: boolean,
+  simMs: number,
+): {
+  arb: fc.Arbitrary<{ scenario: unknown; netSeed: number }>;
+  run: (scenario: unknown, netSeed: number) => Promise<Outcome>;
+} {
+  return regions
+    ? { arb: regionsArb(simMs), run: (s, n) => runRegionsSimulated(s as never, n) }
+    : { arb: scenarioArb(simMs), run: (s, n) => runSimulated(s as never, n) };
+}
 
 function int(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -28,6 +49,8 @@ export async function explore(o: {
   budgetMs: number;
   simMs: number;
   path?: string;
+  /** The whole deployment (regions.ts) instead of one region. */
+  regions?: boolean;
   out?: (line: string) => void;
 }): Promise<{ code: number; runs: number; simulatedMs: number; wallMs: number; found?: string }> {
   const out = o.out ?? ((l: string) => process.stdout.write(`${l}\n`));
@@ -38,10 +61,11 @@ export async function explore(o: {
   let simulatedMs = 0;
   /** Errors no code path handled, by text: printed at the end (a real process would have died of each). */
   const escaped = new Map<string, number>();
-  const property = fc.asyncProperty(scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
+  const sim = simulation(o.regions === true, o.simMs);
+  const property = fc.asyncProperty(sim.arb, async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs).
     if (o.path === undefined && wallNow() - started >= o.budgetMs) return true;
-    const r = await runSimulated(scenario, netSeed);
+    const r = await sim.run(scenario, netSeed);
     runs++;
     simulatedMs += r.simulatedMs;
     for (const e of r.escapedErrors ?? []) escaped.set(e, (escaped.get(e) ?? 0) + 1);
@@ -64,11 +88,11 @@ export async function explore(o: {
     if (result.failed && result.counterexample !== null) {
       const [ce] = result.counterexample;
       // Run the shrunk schedule once more to print its violation (or the error the run ended with).
-      const r = await runSimulated(ce.scenario, ce.netSeed).catch((e: unknown) => ({
+      const r = await sim.run(ce.scenario, ce.netSeed).catch((e: unknown) => ({
         violations: [{ kind: 'error', atMs: -1, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }],
       }));
       const wallMs = wallNow() - started;
-      const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000} --path ${result.counterexamplePath ?? ''}`;
+      const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000}${o.regions === true ? ' --regions' : ''} --path ${result.counterexamplePath ?? ''}`;
       out(`sim: VIOLATION after ${runs} schedules, ${(wallMs / 1000).toFixed(1)} s`);
       for (const v of r.violations.slice(0, 5)) out(`  ${v.kind} at +${v.atMs} ms: ${v.message}`);
       out(`  shrunk schedule: ${JSON.stringify(ce)}`);
@@ -98,6 +122,8 @@ async function main(): Promise<void> {
         'sim-seconds': { type: 'string' },
         path: { type: 'string' },
         mutants: { type: 'boolean' },
+        regions: { type: 'boolean' },
+        only: { type: 'string' },
         help: { type: 'boolean' },
       },
       strict: true,
@@ -115,7 +141,13 @@ async function main(): Promise<void> {
     int('budget-seconds', values['budget-seconds'], 1) ?? (int('minutes', values.minutes, 1) ?? 1) * 60;
   const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 60) * 1000;
   if (values.mutants === true) {
-    process.exitCode = await runMutants({ seed, budgetSeconds, simMs });
+    process.exitCode = await runMutants({
+      seed,
+      budgetSeconds,
+      simMs,
+      regions: values.regions === true,
+      ...(values.only === undefined ? {} : { only: values.only.split(',') }),
+    });
     return;
   }
   process.stdout.write(
@@ -126,6 +158,7 @@ async function main(): Promise<void> {
     seed,
     budgetMs: budgetSeconds * 1000,
     simMs,
+    regions: values.regions === true,
     ...(values.path === undefined ? {} : { path: values.path }),
   });
   const wallS = r.wallMs / 1000;

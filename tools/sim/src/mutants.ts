@@ -9,11 +9,20 @@ import { join, resolve } from 'node:path';
  * runs are built there, and the simulator explores for the budget; a mutant is found when the checker reports a
  * violation. Prints one line per mutant and a table; exits 1 when any mutant was not found.
  */
-export async function runMutants(o: { seed: number; budgetSeconds: number; simMs: number }): Promise<number> {
+export async function runMutants(o: {
+  seed: number;
+  budgetSeconds: number;
+  simMs: number;
+  /** Explore the whole deployment (`--regions`) instead of one region. */
+  regions?: boolean;
+  /** Only these mutants (names without `.patch`). */
+  only?: readonly string[];
+}): Promise<number> {
   const root = execFileSync('git', ['rev-parse', '--show-toplevel'], { encoding: 'utf8' }).trim();
   const dir = join(root, 'tools', 'sim', 'mutants');
   const patches = readdirSync(dir)
     .filter((f) => f.endsWith('.patch'))
+    .filter((f) => o.only === undefined || o.only.includes(f.replace(/\.patch$/, '')))
     .sort();
   const rows: string[] = [];
   let missed = 0;
@@ -44,7 +53,7 @@ interface MutantResult {
 async function runMutant(
   root: string,
   patch: string,
-  o: { seed: number; budgetSeconds: number; simMs: number },
+  o: { seed: number; budgetSeconds: number; simMs: number; regions?: boolean },
 ): Promise<MutantResult> {
   const work = mkdtempSync(join(tmpdir(), 'idgen-sim-mutant-'));
   const tree = join(work, 'tree');
@@ -74,12 +83,16 @@ async function runMutant(
         String(o.budgetSeconds),
         '--sim-seconds',
         String(o.simMs / 1000),
+        ...(o.regions === true ? ['--regions'] : []),
       ],
       tree,
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
-    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|error) at .*)$/m.exec(out)?.[1];
+    const first =
+      /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|audit-missed|audit-false-alarm|error) at .*)$/m.exec(
+        out,
+      )?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
     if (violation !== null)
       return {
