@@ -11,7 +11,7 @@ import { regionsArb, runRegionsSimulated } from './regions-runner.js';
  *   npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--mutants]
  */
 const USAGE =
-  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--regions] [--mutants [--only NAME,...]]';
+  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--path P] [--regions [--no-audit]] [--mutants [--only NAME,...]]';
 
 /** What a schedule's run returns, for either scenario. */
 interface Outcome {
@@ -24,12 +24,13 @@ interface Outcome {
 function simulation(
   regions: boolean,
   simMs: number,
+  audit: boolean,
 ): {
   arb: fc.Arbitrary<{ scenario: unknown; netSeed: number }>;
   run: (scenario: unknown, netSeed: number) => Promise<Outcome>;
 } {
   return regions
-    ? { arb: regionsArb(simMs), run: (s, n) => runRegionsSimulated(s as never, n) }
+    ? { arb: regionsArb(simMs), run: (s, n) => runRegionsSimulated(s as never, n, { audit }) }
     : { arb: scenarioArb(simMs), run: (s, n) => runSimulated(s as never, n) };
 }
 
@@ -51,6 +52,8 @@ export async function explore(o: {
   path?: string;
   /** The whole deployment (regions.ts) instead of one region. */
   regions?: boolean;
+  /** With `regions`: judge the audit's soundness at each schedule's end (default true). */
+  audit?: boolean;
   out?: (line: string) => void;
 }): Promise<{ code: number; runs: number; simulatedMs: number; wallMs: number; found?: string }> {
   const out = o.out ?? ((l: string) => process.stdout.write(`${l}\n`));
@@ -61,7 +64,7 @@ export async function explore(o: {
   let simulatedMs = 0;
   /** Errors no code path handled, by text: printed at the end (a real process would have died of each). */
   const escaped = new Map<string, number>();
-  const sim = simulation(o.regions === true, o.simMs);
+  const sim = simulation(o.regions === true, o.simMs, o.audit !== false);
   const property = fc.asyncProperty(sim.arb, async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules are skipped (a replay with --path always runs).
     if (o.path === undefined && wallNow() - started >= o.budgetMs) return true;
@@ -92,7 +95,7 @@ export async function explore(o: {
         violations: [{ kind: 'error', atMs: -1, message: e instanceof Error ? `${e.name}: ${e.message}` : String(e) }],
       }));
       const wallMs = wallNow() - started;
-      const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000}${o.regions === true ? ' --regions' : ''} --path ${result.counterexamplePath ?? ''}`;
+      const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000}${o.regions === true ? ' --regions' : ''}${o.audit === false ? ' --no-audit' : ''} --path ${result.counterexamplePath ?? ''}`;
       out(`sim: VIOLATION after ${runs} schedules, ${(wallMs / 1000).toFixed(1)} s`);
       for (const v of r.violations.slice(0, 5)) out(`  ${v.kind} at +${v.atMs} ms: ${v.message}`);
       out(`  shrunk schedule: ${JSON.stringify(ce)}`);
@@ -123,6 +126,7 @@ async function main(): Promise<void> {
         path: { type: 'string' },
         mutants: { type: 'boolean' },
         regions: { type: 'boolean' },
+        'no-audit': { type: 'boolean' },
         only: { type: 'string' },
         help: { type: 'boolean' },
       },
@@ -159,6 +163,7 @@ async function main(): Promise<void> {
     budgetMs: budgetSeconds * 1000,
     simMs,
     regions: values.regions === true,
+    audit: values['no-audit'] !== true,
     ...(values.path === undefined ? {} : { path: values.path }),
   });
   const wallS = r.wallMs / 1000;

@@ -5,6 +5,7 @@ import { seeded } from './deployment.js';
 import {
   runRegionsScenario,
   type RegionsEvent,
+  type RegionsOptions,
   type RegionsReport,
   type RegionsScenario,
   type TimedRegionsEvent,
@@ -15,7 +16,11 @@ import type { OperatorStep } from './registry-ops.js';
  * Runs a deployment's schedule on a fresh fake clock, with `Math.random` and `crypto.randomInt` drawn from the seed
  * (the same process discipline as runner.ts's `runSimulated`, for the multi-region scenario), so a run replays.
  */
-export async function runRegionsSimulated(s: RegionsScenario, seed: number): Promise<RegionsReport> {
+export async function runRegionsSimulated(
+  s: RegionsScenario,
+  seed: number,
+  o: RegionsOptions = {},
+): Promise<RegionsReport> {
   const clock = FakeTimers.install({
     now: 1_780_000_000_000,
     toFake: [
@@ -53,7 +58,7 @@ export async function runRegionsSimulated(s: RegionsScenario, seed: number): Pro
   process.on('unhandledRejection', onEscape);
   process.on('uncaughtException', onEscape);
   try {
-    const report = await runRegionsScenario(s, clock, seed);
+    const report = await runRegionsScenario(s, clock, seed, o);
     return { ...report, escapedErrors: escaped };
   } finally {
     process.off('unhandledRejection', onEscape);
@@ -121,7 +126,7 @@ function spaced(at: number, gaps: readonly number[], events: readonly RegionsEve
   });
 }
 
-const gap = fc.integer({ min: 1, max: 12 });
+const gap = fc.integer({ min: 1, max: 8 });
 const gaps = (n: number): fc.Arbitrary<number[]> => fc.array(gap, { minLength: n, maxLength: n });
 /** Another region than `a` (most of the time: sometimes the same, a wrong argument). */
 const other = (a: number, d: number): number => (d === 0 ? a : a + d);
@@ -203,7 +208,7 @@ export function regionsArb(durationMs: number): fc.Arbitrary<{ scenario: Regions
         ttls: fc.array(fc.constantFrom(2, 3, 6), { minLength: 1, maxLength: 4 }),
         durationMs: fc.constant(durationMs),
         lostAnswerPerMille: fc.constantFrom(0, 0, 5),
-        stories: fc.array(storyArb(durationMs), { minLength: 1, maxLength: 3 }),
+        stories: fc.array(storyArb(durationMs), { minLength: 2, maxLength: 4 }),
         free: fc.array(timed, { maxLength: 12 }),
       })
       .map(({ stories, free, ...rest }) => ({ ...rest, events: [...stories.flat(), ...free] })),

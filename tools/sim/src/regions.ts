@@ -2,7 +2,7 @@ import { createEtcdLease, type ClockSource, type WorkerLease } from '@idgen/leas
 import type { TenureWitness, TenureWitnessEntry, TenureWitnessRecord } from '@idgen/lease';
 import { auditDeployment, regionViewOf, type EtcdKeyValue, type Finding } from '@idgen/lease/records';
 import { GuardedMinter } from '@idgen/clock-guard';
-import { decodeId } from '@idgen/core';
+import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
 import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
 import { SimNet, installSimNet } from './sim-transport.js';
@@ -83,7 +83,18 @@ export interface RegionsReport {
   readonly steps: readonly StepOutcome[];
   /** The audit's findings at the end, by kind. */
   readonly auditFindings: Readonly<Record<string, number>>;
+  /** Every finding of the audit, in words (kind: message). */
+  readonly auditLines: readonly string[];
   readonly escapedErrors?: readonly string[];
+}
+
+/** How a run checks. */
+export interface RegionsOptions {
+  /**
+   * Judge the audit's soundness at the end (default true): off, a run reports only what was minted (the mutants'
+   * runs, whose hole is a duplicate, not an audit's precision).
+   */
+  readonly audit?: boolean;
 }
 
 /** The key prefix every etcd of the deployment uses. */
@@ -192,7 +203,12 @@ class Journal {
 }
 
 /** Runs a deployment's schedule to its end on `ticker` and returns what the checker saw. */
-export async function runRegionsScenario(s: RegionsScenario, ticker: Ticker, seed: number): Promise<RegionsReport> {
+export async function runRegionsScenario(
+  s: RegionsScenario,
+  ticker: Ticker,
+  seed: number,
+  o: RegionsOptions = {},
+): Promise<RegionsReport> {
   const random = seeded(seed);
   const net = new SimNet(random);
   net.lostAnswerPerMille = s.lostAnswerPerMille;
@@ -209,7 +225,7 @@ export async function runRegionsScenario(s: RegionsScenario, ticker: Ticker, see
   clusters.add('x6');
   const uninstall = installSimNet(net);
   try {
-    return await new RegionsRun(s, ticker, net, clusters).run();
+    return await new RegionsRun(s, ticker, net, clusters, o.audit ?? true).run();
   } finally {
     uninstall();
     clusters.close();
@@ -226,6 +242,7 @@ class RegionsRun {
   private readonly journal = new Journal();
   private readonly operator: RegistryOperator;
   private minted = 0;
+  private auditLines: readonly string[] = [];
   private readonly mintedByCode: Record<number, number> = {};
   private nextIndex = 0;
   private readonly t0: number;
@@ -235,6 +252,7 @@ class RegionsRun {
     private readonly ticker: Ticker,
     private readonly net: SimNet,
     private readonly clusters: Clusters,
+    private readonly auditSoundness: boolean,
   ) {
     this.t0 = ticker.now;
     this.operator = new RegistryOperator(net, clusters, {
@@ -272,7 +290,7 @@ class RegionsRun {
         );
     for (const n of this.nodes) n.guard.close();
     await this.settle(this.operator.idle(), 30_000);
-    const auditFindings = this.audit(elapsed);
+    const auditFindings = this.audit(elapsed, this.auditSoundness && this.violations.length === 0);
     this.operator.close();
     return {
       minted: this.minted,
@@ -283,6 +301,7 @@ class RegionsRun {
       lostAnswers: this.net.lostAnswers,
       steps: this.operator.outcomes,
       auditFindings,
+      auditLines: this.auditLines,
     };
   }
 
@@ -373,6 +392,8 @@ class RegionsRun {
         }
         this.minted++;
         const f = decodeId(id);
+        // The unix ms the audit speaks in (the ID carries ms since the layout's epoch).
+        const ms = f.timestampMs + DEFAULT_LAYOUT.epochMs;
         this.mintedByCode[f.region] = (this.mintedByCode[f.region] ?? 0) + 1;
         const slot = `${f.region}/${f.worker}`;
         const key = `${slot}/${f.timestampMs}/${f.sequence}`;
@@ -385,8 +406,8 @@ class RegionsRun {
         const bySlot = this.holders.get(slot) ?? new Map<string, { from: number; to: number }>();
         this.holders.set(slot, bySlot);
         const span = bySlot.get(holder);
-        if (span === undefined) bySlot.set(holder, { from: f.timestampMs, to: f.timestampMs });
-        else span.to = Math.max(span.to, f.timestampMs);
+        if (span === undefined) bySlot.set(holder, { from: ms, to: ms });
+        else span.to = Math.max(span.to, ms);
         if (f.timestampMs > n.ceiling)
           this.violations.push({
             kind: 'above-ceiling',
@@ -466,14 +487,16 @@ class RegionsRun {
   }
 
   /** The audit over every simulated etcd and the journals, judged against the overlaps the run saw. */
-  private audit(elapsed: number): Record<string, number> {
+  private audit(elapsed: number, judge: boolean): Record<string, number> {
     const views = [...this.clusters.models]
       .filter(([name]) => !name.startsWith('reg'))
       .map(([name, model]) => regionViewOf({ name, where: name, prefix: PREFIX, ...readAll(model) }))
       .filter((v) => v.binding !== undefined || v.slots.some((sl) => sl.worker !== undefined));
     const findings: Finding[] = auditDeployment(views, { entries: this.journal.entries(), problems: [] });
+    this.auditLines = findings.map((f) => `${f.kind}: ${f.message}`);
     const byKind: Record<string, number> = {};
     for (const f of findings) byKind[f.kind] = (byKind[f.kind] ?? 0) + 1;
+    if (!judge) return byKind;
     const reported = new Set(
       findings.flatMap((f) => (f.overlap === undefined ? [] : [`${f.overlap.code}/${f.overlap.worker}`])),
     );
@@ -497,7 +520,15 @@ class RegionsRun {
         });
     for (const f of findings)
       if (f.overlap !== undefined && !seenOverlaps.has(`${f.overlap.code}/${f.overlap.worker}`))
-        this.violations.push({ kind: 'audit-false-alarm', atMs: elapsed, message: f.message });
+        this.violations.push({
+          kind: 'audit-false-alarm',
+          atMs: elapsed,
+          message: `${f.message}; the run saw on it: ${[
+            ...(this.holders.get(`${f.overlap.code}/${f.overlap.worker}`) ?? []),
+          ]
+            .map(([h, sp]) => `${h} minted ${sp.from}…${sp.to}`)
+            .join(', ')}`,
+        });
     return byKind;
   }
 }
