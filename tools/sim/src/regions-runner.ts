@@ -109,6 +109,12 @@ export const operatorStepArb: fc.Arbitrary<OperatorStep> = fc.oneof(
 export const regionsEventArb: fc.Arbitrary<RegionsEvent> = fc.oneof(
   fc.record({ kind: fc.constant('cut' as const), proc, cluster: fc.integer({ min: 0, max: 1 }), seconds }),
   fc.record({ kind: fc.constant('cut-op' as const), cluster: clusterRef, seconds }),
+  fc.record({
+    kind: fc.constant('cut-region' as const),
+    region,
+    cluster: fc.integer({ min: 0, max: 1 }),
+    seconds,
+  }),
   fc.record({ kind: fc.constant('lose-answer' as const), proc }),
   fc.record({ kind: fc.constant('clock-step' as const), proc, ms: fc.integer({ min: -5000, max: 5000 }) }),
   fc.record({ kind: fc.constant('pause' as const), proc, seconds }),
@@ -166,11 +172,12 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
       ),
     // Case 5: two registries during a split (the operator cut off the first names the second).
     fc
-      .tuple(at, gaps(4), spare, region, d, fc.boolean(), deployment, seconds)
+      .tuple(at, gaps(5), spare, region, d, fc.boolean(), deployment, seconds)
       .map(([t, g, code, a, b, init, dep, cut]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
           { kind: 'cut-op', cluster: 100, seconds: cut },
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
           init ? s('spare-init', { registry: 1 }) : s('snapshot', { cluster: 101 }),
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
         ]),
@@ -179,12 +186,14 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
     fc
       .tuple(at, gaps(1), region, fc.constantFrom('retire' as const, 'stopped' as const, 'none' as const))
       .map(([t, g, r, proof]) => spaced(t, g, [s('move', { region: r, proof })])),
-    // The double loan: the same code lent to two regions.
+    // The double loan: the same code lent to two regions, the first borrower's site perhaps cut off the registry
+    // (a borrower keeps a slot it holds while the registry does not answer).
     fc
-      .tuple(at, gaps(2), spare, region, d, deployment)
-      .map(([t, g, code, a, b, dep]) =>
+      .tuple(at, gaps(3), spare, region, d, deployment, fc.integer({ min: 0, max: 30 }))
+      .map(([t, g, code, a, b, dep, cut]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
         ]),
       ),

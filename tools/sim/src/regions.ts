@@ -2,12 +2,12 @@ import { createEtcdLease, type ClockSource, type WorkerLease } from '@idgen/leas
 import type { TenureWitness, TenureWitnessEntry, TenureWitnessRecord } from '@idgen/lease';
 import { auditDeployment, regionViewOf, type EtcdKeyValue, type Finding } from '@idgen/lease/records';
 import { GuardedMinter } from '@idgen/clock-guard';
-import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
+import { decodeId } from '@idgen/core';
 import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
 import { SimNet, installSimNet } from './sim-transport.js';
 import { seeded, type Ticker } from './deployment.js';
-import { RegistryOperator, type OperatorStep, type StepOutcome } from './registry-ops.js';
+import { RegistryOperator, SIM_LAYOUT, type OperatorStep, type StepOutcome } from './registry-ops.js';
 
 /**
  * A whole deployment on the simulated clock (issue 32 item 3, issue 31's threats): 2-5 regions, each with its own etcd
@@ -34,6 +34,8 @@ export type ClusterRef = number;
 export type RegionsEvent =
   | { readonly kind: 'cut'; readonly proc: number; readonly cluster: number; readonly seconds: number }
   | { readonly kind: 'cut-op'; readonly cluster: number; readonly seconds: number }
+  /** Every node of a region cut off its etcd (0) or the registry (1): a split between a site and the rest. */
+  | { readonly kind: 'cut-region'; readonly region: number; readonly cluster: number; readonly seconds: number }
   | { readonly kind: 'lose-answer'; readonly proc: number }
   | { readonly kind: 'clock-step'; readonly proc: number; readonly ms: number }
   | { readonly kind: 'pause'; readonly proc: number; readonly seconds: number }
@@ -83,6 +85,8 @@ export interface RegionsReport {
   readonly steps: readonly StepOutcome[];
   /** The audit's findings at the end, by kind. */
   readonly auditFindings: Readonly<Record<string, number>>;
+  /** Per slot (`code/worker`), every holder that minted on it and the ms it minted from and to. */
+  readonly holders: Readonly<Record<string, readonly string[]>>;
   /** Every finding of the audit, in words (kind: message). */
   readonly auditLines: readonly string[];
   readonly escapedErrors?: readonly string[];
@@ -258,8 +262,8 @@ class RegionsRun {
     this.operator = new RegistryOperator(net, clusters, {
       regions: s.regions,
       workers: s.workers,
-      startNodes: (code, cluster, count) => {
-        for (let i = 0; i < count; i++) this.nodes.push(this.startNode(cluster, code));
+      startNodes: (code, cluster, count, wholeCode) => {
+        for (let i = 0; i < count; i++) this.nodes.push(this.startNode(cluster, code, wholeCode));
       },
     });
   }
@@ -302,6 +306,9 @@ class RegionsRun {
       steps: this.operator.outcomes,
       auditFindings,
       auditLines: this.auditLines,
+      holders: Object.fromEntries(
+        [...this.holders].map(([slot, m]) => [slot, [...m].map(([h, sp]) => `${h} ${sp.from}…${sp.to}`)]),
+      ),
     };
   }
 
@@ -315,7 +322,8 @@ class RegionsRun {
     for (let t = 0; !done && t < limitMs; t += 10) await this.ticker.tickAsync(10);
   }
 
-  private startNode(cluster: string, code: number): RegionNode {
+  /** A node on `cluster` with region `code`: on the region's slots, or (`wholeCode`) on any worker of the code. */
+  private startNode(cluster: string, code: number, wholeCode = false): RegionNode {
     const index = this.nextIndex++;
     const proc = `n${index}`;
     const ttl = this.s.ttls[index % this.s.ttls.length] ?? TTL_CEILING_SECONDS;
@@ -328,7 +336,7 @@ class RegionsRun {
         return performance.now();
       },
     };
-    const guard = new GuardedMinter({ region: code, clock, checkIntervalMs: 250 });
+    const guard = new GuardedMinter({ region: code, clock, checkIntervalMs: 250, layout: SIM_LAYOUT });
     const node: RegionNode = {
       proc,
       cluster,
@@ -364,13 +372,14 @@ class RegionsRun {
         kind: 'embedded',
         borrowSpare: true,
         registry: { endpoints: this.net.endpoints(proc, 'reg') },
-        workers: { first: 0, last: this.s.workers - 1 },
+        workers: { first: 0, last: wholeCode ? SIM_LAYOUT.maxWorker : this.s.workers - 1 },
         waitForFreeSlot: true,
         ttlSeconds: ttl,
         ...(ttl <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
         requestTimeoutMs: REQUEST_TIMEOUT_MS,
         backoff: { initialMs: 50, maxMs: 400 },
         clock,
+        layout: SIM_LAYOUT,
         tenureWitness: this.journal.forNode(proc),
       },
       target,
@@ -391,9 +400,9 @@ class RegionsRun {
           break;
         }
         this.minted++;
-        const f = decodeId(id);
+        const f = decodeId(id, SIM_LAYOUT);
         // The unix ms the audit speaks in (the ID carries ms since the layout's epoch).
-        const ms = f.timestampMs + DEFAULT_LAYOUT.epochMs;
+        const ms = f.timestampMs + SIM_LAYOUT.epochMs;
         this.mintedByCode[f.region] = (this.mintedByCode[f.region] ?? 0) + 1;
         const slot = `${f.region}/${f.worker}`;
         const key = `${slot}/${f.timestampMs}/${f.sequence}`;
@@ -442,6 +451,16 @@ class RegionsRun {
         const cluster = e.cluster % 2 === 0 ? n.cluster : 'reg';
         this.net.setLink(n.proc, cluster, { kind: 'cut' });
         setTimeout(() => this.net.setLink(n.proc, cluster, { kind: 'ok' }), e.seconds * 1000);
+        return;
+      }
+      case 'cut-region': {
+        const home = this.clusters.current.get(e.region % this.s.regions);
+        for (const n of this.nodes) {
+          if (n.cluster !== home || n.crashed) continue;
+          const cluster = e.cluster % 2 === 0 ? n.cluster : 'reg';
+          this.net.setLink(n.proc, cluster, { kind: 'cut' });
+          setTimeout(() => this.net.setLink(n.proc, cluster, { kind: 'ok' }), e.seconds * 1000);
+        }
         return;
       }
       case 'cut-op': {

@@ -13,11 +13,11 @@ import {
   type RegionEtcd,
   type RegistryIo,
 } from '@idgen/lease/operator';
-import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '@idgen/lease';
 import type { SimNet } from './sim-transport.js';
 import type { Clusters } from './regions.js';
+import { createLayout } from '@idgen/core';
 
 /**
  * The operator of a simulated deployment (issue 32 item 3): each step runs the real function behind one `idgen`
@@ -80,6 +80,14 @@ export interface StepOutcome {
   readonly detail: string;
 }
 
+/**
+ * The deployment's layout: docs/design.md §1's with 2 worker bits (4 workers per code) and 5 more sequence bits. A
+ * borrower claims any worker of a lent code (starting at a random one), so with 128 workers two holders of one code
+ * (a borrower and an adopter, two borrowers of a double loan) almost never meet on one worker in a short run; a real
+ * fleet fills the range. 4 workers make them meet as a fleet would.
+ */
+export const SIM_LAYOUT = createLayout({ workerBits: 2, sequenceBits: 17 });
+
 const PREFIX = '/idgen';
 const TIMEOUT_MS = 3000;
 
@@ -87,7 +95,8 @@ const TIMEOUT_MS = 3000;
 export interface OperatorHooks {
   readonly regions: number;
   readonly workers: number;
-  startNodes(code: number, cluster: string, count: number): void;
+  /** Starts `count` nodes of `code` on `cluster`, on the region's slots or (`wholeCode`) on any worker of the code. */
+  startNodes(code: number, cluster: string, count: number, wholeCode: boolean): void;
 }
 
 /** Runs {@link OperatorStep}s against a deployment's clusters, one after another. */
@@ -153,14 +162,14 @@ export class RegistryOperator {
     client: Etcd3;
     prefix: string;
     timeoutMs: number;
-    layout: typeof DEFAULT_LAYOUT;
+    layout: typeof SIM_LAYOUT;
     now: () => number;
   } {
     return {
       client: this.client(cluster),
       prefix: PREFIX,
       timeoutMs: TIMEOUT_MS,
-      layout: DEFAULT_LAYOUT,
+      layout: SIM_LAYOUT,
       now: Date.now,
     };
   }
@@ -203,7 +212,7 @@ export class RegistryOperator {
           const r = await reconcileRegistry({
             registry: this.registry(name === 'reg' ? 0 : 1),
             regions: this.deployment('all'),
-            layout: DEFAULT_LAYOUT,
+            layout: SIM_LAYOUT,
             now: Date.now,
           });
           return `${name} restored and reconciled at ${r.revision}`;
@@ -255,7 +264,8 @@ export class RegistryOperator {
         if (!this.adopted.has(step.code)) {
           this.adopted.add(step.code);
           this.clusters.current.set(step.code, name);
-          this.hooks.startNodes(step.code, name, this.hooks.workers);
+          // The new region fills the code, as a fleet would: a holder of a dead loan meets one of them on its worker.
+          this.hooks.startNodes(step.code, name, SIM_LAYOUT.maxWorker + 1, true);
         }
         return `adopted in ${name}`;
       }
@@ -269,12 +279,12 @@ export class RegistryOperator {
         await markRegionRestored({ ...this.io(name), registry: this.registry(0) }, code, {
           ttlMs: 6000,
           ...(step.proof === 'retire'
-            ? { retire: { client: this.client(old), prefix: PREFIX, timeoutMs: TIMEOUT_MS, layout: DEFAULT_LAYOUT } }
+            ? { retire: { client: this.client(old), prefix: PREFIX, timeoutMs: TIMEOUT_MS, layout: SIM_LAYOUT } }
             : {}),
           oldClusterStopped: step.proof === 'stopped',
         });
         this.clusters.current.set(code, name);
-        this.hooks.startNodes(code, name, this.hooks.workers);
+        this.hooks.startNodes(code, name, this.hooks.workers, false);
         return `region ${code} moved from ${old} to ${name}`;
       }
       case 'init': {
@@ -292,7 +302,7 @@ export class RegistryOperator {
         const r = await reconcileRegistry({
           registry: this.registry(step.registry),
           regions: this.deployment('all'),
-          layout: DEFAULT_LAYOUT,
+          layout: SIM_LAYOUT,
           now: Date.now,
         });
         return `reconciled at ${r.revision}`;
