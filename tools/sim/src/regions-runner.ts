@@ -161,12 +161,23 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
       ),
     // Case 2: the registry restored from a backup, then a lend of the same code elsewhere.
     fc
-      .tuple(at, gaps(4), spare, region, d, fc.constantFrom('none' as const, 'reconcile' as const), deployment)
-      .map(([t, g, code, a, b, after, dep]) =>
+      .tuple(
+        at,
+        gaps(5),
+        spare,
+        region,
+        d,
+        fc.constantFrom('none' as const, 'reconcile' as const),
+        deployment,
+        fc.integer({ min: 0, max: 30 }),
+      )
+      .map(([t, g, code, a, b, after, dep, cut]) =>
         spaced(t, g, [
           s('snapshot', { cluster: 100 }),
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
           s('restore', { cluster: 100, newCluster: false, then: after, ttlSeconds: 6 }),
+          // The borrower's site may not reach the registry while it is restored and after.
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
         ]),
       ),
