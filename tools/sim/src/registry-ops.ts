@@ -16,7 +16,7 @@ import {
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient } from '@idgen/lease';
 import type { SimNet } from './sim-transport.js';
-import type { Clusters } from './regions.js';
+import type { Clusters } from './clusters.js';
 import { createLayout } from '@idgen/core';
 
 /**
