@@ -118,7 +118,12 @@ async function runMutant(
       error: `${err.message} ${String(err.stderr ?? '').slice(0, 500)}`,
     };
   } finally {
-    git('worktree', 'remove', '--force', tree);
+    // Another run's cleanup may have removed it already (a shared /tmp): the verdict stands, the run goes on.
+    try {
+      git('worktree', 'remove', '--force', tree);
+    } catch {
+      git('worktree', 'prune');
+    }
   }
 }
 
