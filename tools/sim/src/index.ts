@@ -11,3 +11,17 @@ export type { LinkState, NetRandom } from './sim-transport.js';
 export { runScenario, seeded } from './deployment.js';
 export type { Fault, RunReport, Scenario, TimedFault, Violation } from './deployment.js';
 export { runSimulated, scenarioArb, faultArb } from './runner.js';
+export { runRegionsScenario, PREFIX, TTL_CEILING_SECONDS } from './regions.js';
+export type {
+  ClusterRef,
+  RegionsEvent,
+  RegionsOptions,
+  RegionsReport,
+  RegionsScenario,
+  RegionsViolation,
+  TimedRegionsEvent,
+} from './regions.js';
+export { Clusters } from './clusters.js';
+export { RegistryOperator, SIM_LAYOUT } from './registry-ops.js';
+export type { OperatorHooks, OperatorStep, StepOutcome } from './registry-ops.js';
+export { operatorStepArb, regionsArb, regionsEventArb, runRegionsSimulated, storyArb } from './regions-runner.js';

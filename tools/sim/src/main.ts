@@ -1,19 +1,21 @@
 import { parseArgs } from 'node:util';
 import fc from 'fast-check';
 import { scenarioArb } from './runner.js';
+import { regionsArb } from './regions-runner.js';
+import type { RegionsScenario } from './regions.js';
 import { runMutants } from './mutants.js';
-import { ScheduleRunner, type ScheduleBounds } from './schedule-runner.js';
-import type { RunReport, Scenario } from './deployment.js';
+import { ScheduleRunner, type ScheduleBounds, type ScheduleReport, type Simulation } from './schedule-runner.js';
+import type { Scenario } from './deployment.js';
 
 /**
  * `npm run sim`: explores fault schedules of a simulated deployment for a wall-clock budget, from a seed it prints.
  * A violation is shrunk by fast-check to a minimal schedule and printed with the command that replays it.
  *
  *   npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R]
- *                  [--threads N] [--path P] [--mutants [--mutant NAME]...]
+ *                  [--threads N] [--path P] [--regions [--no-audit]] [--mutants [--mutant NAME]...]
  */
 const USAGE =
-  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--threads N] [--path P] [--mutants [--mutant NAME]...]';
+  'usage: npm run sim -- [--seed N] [--minutes M | --budget-seconds S] [--sim-seconds T] [--shrink-seconds R] [--threads N] [--path P] [--regions [--no-audit]] [--mutants [--mutant NAME]...]';
 
 function int(name: string, v: string | undefined, min: number): number | undefined {
   if (v === undefined) return undefined;
@@ -48,8 +50,13 @@ export interface ExploreOptions {
   readonly shrinkMs?: number;
   /** How one schedule is bounded in wall time (a stuck schedule is a finding, never a hang). */
   readonly bounds?: ScheduleBounds;
-  /** The schedules to draw from; default {@link scenarioArb} (a spec gives its own). */
-  readonly arb?: fc.Arbitrary<{ scenario: Scenario; netSeed: number }>;
+  /**
+   * The scenario explored: one region (default), or the whole deployment (`--regions`: regions.ts), whose audit's
+   * soundness is judged at each schedule's end unless `audit` is false (`--no-audit`, as the mutants' runs).
+   */
+  readonly simulation?: Simulation;
+  /** The schedules to draw from; default the simulation's own ({@link scenarioArb}, {@link regionsArb}). */
+  readonly arb?: fc.Arbitrary<{ scenario: Scenario | RegionsScenario; netSeed: number }>;
   /** Schedule threads run side by side, each on its own chunks (fast-check seeds); default 1. */
   readonly threads?: number;
 }
@@ -74,7 +81,7 @@ export async function explore(o: ExploreOptions): Promise<ExploreResult> {
     escaped: new Map(),
   };
   const lanes = Array.from({ length: o.path === undefined ? Math.max(1, o.threads ?? 1) : 1 }, async () => {
-    const runner = new ScheduleRunner(o.bounds);
+    const runner = new ScheduleRunner(o.bounds, o.simulation);
     try {
       return await lane(runner, shared);
     } finally {
@@ -85,7 +92,7 @@ export async function explore(o: ExploreOptions): Promise<ExploreResult> {
   const wallMs = wallNow() - shared.started;
   if (found !== undefined) {
     const { seed, path, report, runsAtFailure, failedAt } = found;
-    const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000} --path ${path}`;
+    const replay = `npm run sim -- --seed ${seed} --sim-seconds ${o.simMs / 1000}${simulationFlags(o.simulation)} --path ${path}`;
     out(
       `sim: VIOLATION after ${runsAtFailure} schedules, ${(failedAt / 1000).toFixed(1)} s ` +
         `(shrunk by ${shared.runs - runsAtFailure} more, ${((wallMs - failedAt) / 1000).toFixed(1)} s)`,
@@ -107,6 +114,17 @@ export async function explore(o: ExploreOptions): Promise<ExploreResult> {
   return { code: 0, runs: shared.runs, simulatedMs: shared.simulatedMs, wallMs };
 }
 
+/** The schedules of `o.simulation`, for `o.simMs` of simulated time each. */
+function defaultArb(o: ExploreOptions): fc.Arbitrary<{ scenario: Scenario | RegionsScenario; netSeed: number }> {
+  return o.simulation?.kind === 'regions' ? regionsArb(o.simMs) : scenarioArb(o.simMs);
+}
+
+/** The flags that name the simulation in a replay command. */
+function simulationFlags(s: Simulation | undefined): string {
+  if (s?.kind !== 'regions') return '';
+  return s.audit ? ' --regions' : ' --regions --no-audit';
+}
+
 /** What the lanes of one {@link explore} share. */
 interface Exploration {
   readonly o: ExploreOptions;
@@ -126,8 +144,8 @@ interface Exploration {
 interface LaneFinding {
   readonly seed: number;
   readonly path: string;
-  readonly counterexample: { scenario: Scenario; netSeed: number };
-  readonly report: RunReport;
+  readonly counterexample: { scenario: Scenario | RegionsScenario; netSeed: number };
+  readonly report: ScheduleReport;
   readonly failedAt: number;
   readonly runsAtFailure: number;
 }
@@ -136,12 +154,12 @@ interface LaneFinding {
 async function lane(runner: ScheduleRunner, x: Exploration): Promise<LaneFinding | undefined> {
   const { o, wallNow } = x;
   /** The last failing schedule of this lane and its report: fast-check's counterexample is the last value that failed. */
-  let lastFailure: { key: string; report: RunReport } | undefined;
+  let lastFailure: { key: string; report: ScheduleReport } | undefined;
   /** No schedule runs past the budget plus the shrink cap (wall ms from the start). */
   const hardEnd = o.budgetMs + x.shrinkMs;
   /** A replay (--path) has run its schedule. */
   let replayed = false;
-  const property = fc.asyncProperty(o.arb ?? scenarioArb(o.simMs), async ({ scenario, netSeed }) => {
+  const property = fc.asyncProperty(o.arb ?? defaultArb(o), async ({ scenario, netSeed }) => {
     // Past the budget the chunk's remaining schedules pass at once, and so do shrink attempts past the shrink cap
     // (counted from the first failure), and another lane's schedules once one lane found a failure. A replay
     // (--path) runs its schedule once, not shrinking it further.
@@ -225,6 +243,8 @@ async function main(): Promise<void> {
         threads: { type: 'string' },
         mutants: { type: 'boolean' },
         mutant: { type: 'string', multiple: true },
+        regions: { type: 'boolean' },
+        'no-audit': { type: 'boolean' },
         help: { type: 'boolean' },
       },
       strict: true,
@@ -243,18 +263,28 @@ async function main(): Promise<void> {
   const simMs = (int('sim-seconds', values['sim-seconds'], 1) ?? 60) * 1000;
   const shrinkSeconds = int('shrink-seconds', values['shrink-seconds'], 0);
   const threads = int('threads', values.threads, 1) ?? 1;
+  const simulation: Simulation =
+    values.regions === true ? { kind: 'regions', audit: values['no-audit'] !== true } : { kind: 'region' };
   if (values.mutants === true) {
-    process.exitCode = await runMutants({ seed, budgetSeconds, simMs, threads, only: values.mutant ?? [] });
+    process.exitCode = await runMutants({
+      seed,
+      budgetSeconds,
+      simMs,
+      threads,
+      regions: values.regions === true,
+      only: values.mutant ?? [],
+    });
     return;
   }
   process.stdout.write(
     `sim: seed ${seed}, budget ${budgetSeconds} s of wall time, ${simMs / 1000} s of simulated time per schedule\n` +
-      `sim: replay with: npm run sim -- --seed ${seed} --budget-seconds ${budgetSeconds} --sim-seconds ${simMs / 1000}\n`,
+      `sim: replay with: npm run sim -- --seed ${seed} --budget-seconds ${budgetSeconds} --sim-seconds ${simMs / 1000}${simulationFlags(simulation)}\n`,
   );
   const r = await explore({
     seed,
     budgetMs: budgetSeconds * 1000,
     simMs,
+    simulation,
     ...(values.path === undefined ? {} : { path: values.path }),
     ...(shrinkSeconds === undefined ? {} : { shrinkMs: shrinkSeconds * 1000 }),
     threads,

@@ -15,6 +15,8 @@ export async function runMutants(o: {
   simMs: number;
   /** Schedule threads side by side (`--threads`). */
   threads: number;
+  /** Explore the whole deployment (`--regions`) instead of one region. */
+  regions?: boolean;
   /** Only these mutants (names without `.patch`); default all. */
   only?: readonly string[];
 }): Promise<number> {
@@ -54,7 +56,7 @@ interface MutantResult {
 async function runMutant(
   root: string,
   patch: string,
-  o: { seed: number; budgetSeconds: number; simMs: number; threads: number },
+  o: { seed: number; budgetSeconds: number; simMs: number; threads: number; regions?: boolean },
 ): Promise<MutantResult> {
   const work = mkdtempSync(join(tmpdir(), 'idgen-sim-mutant-'));
   const tree = join(work, 'tree');
@@ -86,12 +88,17 @@ async function runMutant(
         String(o.simMs / 1000),
         '--threads',
         String(o.threads),
+        // The mutants' holes are duplicates; the audit's precision is judged on main's runs, not here.
+        ...(o.regions === true ? ['--regions', '--no-audit'] : []),
       ],
       tree,
     );
     const violation = /VIOLATION after ([0-9]+) schedules, ([0-9.]+) s/.exec(out);
     const replay = /replay: (.*)/.exec(out)?.[1];
-    const first = /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|stuck|error) at .*)$/m.exec(out)?.[1];
+    const first =
+      /^ {2}((duplicate|after-deadline|after-lease|above-ceiling|audit-missed|audit-false-alarm|stuck|error) at .*)$/m.exec(
+        out,
+      )?.[1];
     const summary = /sim: ([0-9]+) schedules, [0-9]+ simulated s in ([0-9.]+) wall s/.exec(out);
     // A stuck schedule or a harness error is a finding of its own, not the mutant's hole.
     if (violation !== null)
@@ -117,7 +124,12 @@ async function runMutant(
       error: `${err.message} ${String(err.stderr ?? '').slice(0, 500)}`,
     };
   } finally {
-    git('worktree', 'remove', '--force', tree);
+    // Another run's cleanup may have removed it already (a shared /tmp): the verdict stands, the run goes on.
+    try {
+      git('worktree', 'remove', '--force', tree);
+    } catch {
+      git('worktree', 'prune');
+    }
   }
 }
 

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import FakeTimers from '@sinonjs/fake-timers';
 import fc from 'fast-check';
-import { runScenario, seeded, type Fault, type RunReport, type Scenario } from './deployment.js';
+import { runScenario, seeded, type Fault, type RunReport, type Scenario, type Ticker } from './deployment.js';
 
 /**
  * Runs a scenario on a fresh fake clock (`@sinonjs/fake-timers`: every timer, `Date` and `performance` of the
@@ -12,6 +12,21 @@ export async function runSimulated(
   seed: number,
   onProgress?: (simulatedMs: number) => void,
 ): Promise<RunReport> {
+  return simulatedProcess(seed, onProgress, (ticker) => runScenario(s, ticker, seed));
+}
+
+/**
+ * The process discipline every simulated run keeps (one region's or the whole deployment's): a fresh fake clock
+ * (`@sinonjs/fake-timers`: every timer, `Date` and `performance`), `Math.random`, `crypto.randomInt` and
+ * `crypto.randomUUID` drawn from the seed, and errors no code path handled counted in the report, not allowed to end
+ * the process. `onProgress` hears every step of simulated time (a ScheduleRunner tells a stuck schedule from a slow
+ * one by it). Everything is put back at the end.
+ */
+export async function simulatedProcess<R extends object>(
+  seed: number,
+  onProgress: ((simulatedMs: number) => void) | undefined,
+  body: (ticker: Ticker) => Promise<R>,
+): Promise<R & { escapedErrors: string[] }> {
   const clock = FakeTimers.install({
     now: 1_780_000_000_000,
     toFake: [
@@ -29,6 +44,7 @@ export async function runSimulated(
   const random = seeded(seed ^ 0x5bd1e995);
   const savedRandom = Math.random;
   const savedRandomInt = crypto.randomInt;
+  const savedUuid = crypto.randomUUID;
   Math.random = random.next;
   (crypto as { randomInt: unknown }).randomInt = (a: number, b?: number, cb?: unknown): number => {
     const [min, max] = b === undefined || typeof b === 'function' ? [0, a] : [a, b];
@@ -36,8 +52,11 @@ export async function runSimulated(
     if (typeof cb === 'function') (cb as (e: null, v: number) => void)(null, v);
     return v;
   };
-  // An error no code path handled (an unhandled rejection, a throw in a timer) is counted, not allowed to end the
-  // process: the report names it.
+  // The registry's deployment ID (`initRegistry`) is a random UUID: drawn from the seed too.
+  (crypto as { randomUUID: unknown }).randomUUID = (): string => {
+    const h = (): string => random.int(0x10000).toString(16).padStart(4, '0');
+    return `${h()}${h()}-${h()}-4${h().slice(1)}-8${h().slice(1)}-${h()}${h()}${h()}`;
+  };
   const escaped: string[] = [];
   const onEscape = (e: unknown): void => {
     escaped.push(e instanceof Error ? `${e.name}: ${e.message}` : String(e));
@@ -45,9 +64,8 @@ export async function runSimulated(
   process.on('unhandledRejection', onEscape);
   process.on('uncaughtException', onEscape);
   try {
-    // Every step of simulated time is reported (a ScheduleRunner tells a stuck schedule from a slow one by it).
     const t0 = clock.now;
-    const ticker =
+    const ticker: Ticker =
       onProgress === undefined
         ? clock
         : {
@@ -60,13 +78,14 @@ export async function runSimulated(
               return r;
             },
           };
-    const report = await runScenario(s, ticker, seed);
+    const report = await body(ticker);
     return { ...report, escapedErrors: escaped };
   } finally {
     process.off('unhandledRejection', onEscape);
     process.off('uncaughtException', onEscape);
     Math.random = savedRandom;
     (crypto as { randomInt: unknown }).randomInt = savedRandomInt;
+    (crypto as { randomUUID: unknown }).randomUUID = savedUuid;
     clock.uninstall();
   }
 }

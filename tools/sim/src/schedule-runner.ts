@@ -2,6 +2,13 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { RunReport, Scenario } from './deployment.js';
+import type { RegionsReport, RegionsScenario } from './regions.js';
+
+/** Which scenario a runner's thread runs: one region (deployment.ts), or the whole deployment (regions.ts). */
+export type Simulation = { readonly kind: 'region' } | { readonly kind: 'regions'; readonly audit: boolean };
+
+/** What one schedule's run reports, whichever the scenario (its violations' kinds are the scenario's own). */
+export type ScheduleReport = RunReport | RegionsReport;
 
 /** How a {@link ScheduleRunner} bounds one schedule in wall time. */
 export interface ScheduleBounds {
@@ -32,7 +39,10 @@ export class ScheduleRunner {
   private readonly stallMs: number;
   private readonly wallMs: number;
 
-  constructor(bounds: ScheduleBounds = {}) {
+  constructor(
+    bounds: ScheduleBounds = {},
+    private readonly simulation: Simulation = { kind: 'region' },
+  ) {
     this.stallMs = bounds.stallMs ?? 15_000;
     this.wallMs = bounds.wallMs ?? 120_000;
   }
@@ -41,7 +51,11 @@ export class ScheduleRunner {
    * Runs one schedule to its end, its thread's stall, or its wall bound; `endBy` (wall ms, `Date.now()`) ends it
    * `unfinished` (no violation) when the caller's own deadline comes first.
    */
-  run(scenario: Scenario, netSeed: number, o: { readonly endBy?: number } = {}): Promise<RunReport> {
+  run(
+    scenario: Scenario | RegionsScenario,
+    netSeed: number,
+    o: { readonly endBy?: number } = {},
+  ): Promise<ScheduleReport> {
     // A caller that gave up on the previous schedule (a time limit racing it) gets a fresh thread for this one: the
     // abandoned one must not run on beside it (its fake clock is installed on the thread's globals).
     this.abandon?.();
@@ -52,8 +66,8 @@ export class ScheduleRunner {
     let progressMs = 0;
     /** The thread took the schedule (a fresh thread first loads its modules: not a stall). */
     let begun = false;
-    return new Promise<RunReport>((resolve) => {
-      const finish = (report: RunReport, kill: boolean): void => {
+    return new Promise<ScheduleReport>((resolve) => {
+      const finish = (report: ScheduleReport, kill: boolean): void => {
         this.abandon = undefined;
         clearInterval(watch);
         worker.off('message', onMessage);
@@ -72,7 +86,7 @@ export class ScheduleRunner {
         faults: 0,
         lostAnswers: 0,
       });
-      const onMessage = (m: { id: number; progressMs?: number; report?: RunReport; error?: string }): void => {
+      const onMessage = (m: { id: number; progressMs?: number; report?: ScheduleReport; error?: string }): void => {
         if (m.id !== id) return;
         if (m.progressMs !== undefined) {
           if (!begun || m.progressMs > progressMs) moved = Date.now();
@@ -113,7 +127,7 @@ export class ScheduleRunner {
       worker.on('message', onMessage);
       worker.on('error', onError);
       worker.on('exit', onExit);
-      worker.postMessage({ id, scenario, netSeed });
+      worker.postMessage({ id, scenario, netSeed, simulation: this.simulation });
     });
   }
 

@@ -1,0 +1,189 @@
+import fc from 'fast-check';
+import { simulatedProcess } from './runner.js';
+import {
+  runRegionsScenario,
+  type RegionsEvent,
+  type RegionsOptions,
+  type RegionsReport,
+  type RegionsScenario,
+  type TimedRegionsEvent,
+} from './regions.js';
+import type { OperatorStep } from './registry-ops.js';
+
+/**
+ * Runs a deployment's schedule as a simulated process (runner.ts's `simulatedProcess`: a fresh fake clock, randomness
+ * drawn from the seed), so a run replays.
+ */
+export async function runRegionsSimulated(
+  s: RegionsScenario,
+  seed: number,
+  o: RegionsOptions = {},
+  onProgress?: (simulatedMs: number) => void,
+): Promise<RegionsReport> {
+  return simulatedProcess(seed, onProgress, (ticker) => runRegionsScenario(s, ticker, seed, o));
+}
+
+const proc = fc.integer({ min: 0, max: 15 });
+const seconds = fc.integer({ min: 1, max: 20 });
+const region = fc.integer({ min: 0, max: 4 });
+const spare = fc.constantFrom(5, 6);
+/** A cluster reference (regions.ts's `ClusterRef`): mostly a region's, the registries, the adopters, any. */
+const clusterRef = fc.oneof(
+  { weight: 4, arbitrary: region },
+  { weight: 2, arbitrary: fc.constantFrom(100, 101) },
+  { weight: 1, arbitrary: fc.constantFrom(105, 106) },
+  { weight: 1, arbitrary: fc.integer({ min: 200, max: 215 }) },
+);
+const registry = fc.oneof({ weight: 4, arbitrary: fc.constant(0) }, { weight: 1, arbitrary: fc.constant(1) });
+const deployment = fc.constantFrom('all' as const, 'all' as const, 'none' as const);
+const then = fc.constantFrom('none' as const, 'restored' as const, 'restored-stopped' as const, 'reconcile' as const);
+const ttlArg = fc.constantFrom(2, 6);
+
+/** Every operator step with arguments drawn freely (right or wrong). */
+export const operatorStepArb: fc.Arbitrary<OperatorStep> = fc.oneof(
+  fc.record({ kind: fc.constant('snapshot' as const), cluster: clusterRef }),
+  fc.record({
+    kind: fc.constant('restore' as const),
+    cluster: clusterRef,
+    newCluster: fc.boolean(),
+    then,
+    ttlSeconds: ttlArg,
+  }),
+  fc.record({ kind: fc.constant('lend' as const), code: spare, to: region, etcdOf: region, registry, deployment }),
+  fc.record({ kind: fc.constant('reclaim' as const), code: spare, from: region, registry, deployment }),
+  fc.record({ kind: fc.constant('adopt' as const), code: spare, registry, deployment }),
+  fc.record({ kind: fc.constant('move' as const), region, proof: fc.constantFrom('retire', 'stopped', 'none') }),
+  fc.record({ kind: fc.constant('init' as const), cluster: clusterRef, code: fc.integer({ min: 0, max: 7 }) }),
+  fc.record({ kind: fc.constant('spare-init' as const), registry }),
+  fc.record({ kind: fc.constant('reconcile' as const), registry }),
+);
+
+/** The fault menu of a deployment, and the operator's steps. */
+export const regionsEventArb: fc.Arbitrary<RegionsEvent> = fc.oneof(
+  fc.record({ kind: fc.constant('cut' as const), proc, cluster: fc.integer({ min: 0, max: 1 }), seconds }),
+  fc.record({ kind: fc.constant('cut-op' as const), cluster: clusterRef, seconds }),
+  fc.record({
+    kind: fc.constant('cut-region' as const),
+    region,
+    cluster: fc.integer({ min: 0, max: 1 }),
+    seconds,
+  }),
+  fc.record({ kind: fc.constant('lose-answer' as const), proc }),
+  fc.record({ kind: fc.constant('clock-step' as const), proc, ms: fc.integer({ min: -5000, max: 5000 }) }),
+  fc.record({ kind: fc.constant('pause' as const), proc, seconds }),
+  fc.record({ kind: fc.constant('crash' as const), proc }),
+  fc.record({ kind: fc.constant('wrong-node' as const), region, code: region }),
+  operatorStepArb,
+);
+
+/** Steps `gaps` seconds apart from `at`. */
+function spaced(at: number, gaps: readonly number[], events: readonly RegionsEvent[]): TimedRegionsEvent[] {
+  let t = at;
+  return events.map((event, i) => {
+    t += (gaps[i] ?? 0) * 1000;
+    return { atMs: t, event };
+  });
+}
+
+const gap = fc.integer({ min: 1, max: 8 });
+const gaps = (n: number): fc.Arbitrary<number[]> => fc.array(gap, { minLength: n, maxLength: n });
+/** Another region than `a` (most of the time: sometimes the same, a wrong argument). */
+const other = (a: number, d: number): number => (d === 0 ? a : a + d);
+
+/**
+ * The disaster-recovery stories of issue 31 and the second review, each a short sequence of operator steps with its
+ * arguments drawn (sometimes wrong), placed at a random moment: a random order of steps alone almost never lends,
+ * snapshots, reclaims, adopts and restores in the order that reaches a hole within a minute of exploring.
+ */
+export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> {
+  const at = fc.integer({ min: 0, max: Math.floor(durationMs / 4) });
+  const d = fc.integer({ min: 0, max: 4 });
+  const s = (kind: OperatorStep['kind'], rest: object): RegionsEvent => ({ kind, ...rest }) as RegionsEvent;
+  return fc.oneof(
+    // Case 1: a borrower's etcd restored after its loan moved on.
+    fc
+      .tuple(at, gaps(5), spare, region, fc.boolean(), then, ttlArg)
+      .map(([t, g, code, a, fresh, after, ttl]) =>
+        spaced(t, g, [
+          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          s('snapshot', { cluster: a }),
+          s('reclaim', { code, from: a, registry: 0, deployment: 'all' }),
+          s('adopt', { code, registry: 0, deployment: 'all' }),
+          s('restore', { cluster: a, newCluster: fresh, then: after, ttlSeconds: ttl }),
+        ]),
+      ),
+    // Case 2: the registry restored from a backup, then a lend of the same code elsewhere.
+    fc
+      .tuple(
+        at,
+        gaps(5),
+        spare,
+        region,
+        d,
+        fc.constantFrom('none' as const, 'reconcile' as const),
+        deployment,
+        fc.integer({ min: 0, max: 30 }),
+      )
+      .map(([t, g, code, a, b, after, dep, cut]) =>
+        spaced(t, g, [
+          s('snapshot', { cluster: 100 }),
+          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          s('restore', { cluster: 100, newCluster: false, then: after, ttlSeconds: 6 }),
+          // The borrower's site may not reach the registry while it is restored and after.
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+          s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
+        ]),
+      ),
+    // Case 5: two registries during a split (the operator cut off the first names the second).
+    fc
+      .tuple(at, gaps(5), spare, region, d, fc.boolean(), deployment, seconds)
+      .map(([t, g, code, a, b, init, dep, cut]) =>
+        spaced(t, g, [
+          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          { kind: 'cut-op', cluster: 100, seconds: cut },
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+          init ? s('spare-init', { registry: 1 }) : s('snapshot', { cluster: 101 }),
+          s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
+        ]),
+      ),
+    // Case 4: a restore onto a new cluster while the old one still runs.
+    fc
+      .tuple(at, gaps(1), region, fc.constantFrom('retire' as const, 'stopped' as const, 'none' as const))
+      .map(([t, g, r, proof]) => spaced(t, g, [s('move', { region: r, proof })])),
+    // The double loan: the same code lent to two regions, the first borrower's site perhaps cut off the registry
+    // (a borrower keeps a slot it holds while the registry does not answer).
+    fc
+      .tuple(at, gaps(3), spare, region, d, deployment, fc.integer({ min: 0, max: 30 }))
+      .map(([t, g, code, a, b, dep, cut]) =>
+        spaced(t, g, [
+          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+          s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
+        ]),
+      ),
+    // The wrong region code: a node started with another region's code on a region's etcd.
+    fc
+      .tuple(at, region, d)
+      .map(([t, r, b]) => [{ atMs: t, event: { kind: 'wrong-node', region: r, code: other(r, b) } as RegionsEvent }]),
+  );
+}
+
+/** A deployment's shape and schedule: stories and free events. */
+export function regionsArb(durationMs: number): fc.Arbitrary<{ scenario: RegionsScenario; netSeed: number }> {
+  const timed = fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), event: regionsEventArb });
+  return fc.record({
+    netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
+    scenario: fc
+      .record({
+        regions: fc.integer({ min: 2, max: 5 }),
+        workers: fc.integer({ min: 1, max: 2 }),
+        extraNodes: fc.integer({ min: 1, max: 2 }),
+        ttls: fc.array(fc.constantFrom(2, 3, 6), { minLength: 1, maxLength: 4 }),
+        durationMs: fc.constant(durationMs),
+        lostAnswerPerMille: fc.constantFrom(0, 0, 5),
+        stories: fc.array(storyArb(durationMs), { minLength: 2, maxLength: 4 }),
+        free: fc.array(timed, { maxLength: 12 }),
+      })
+      .map(({ stories, free, ...rest }) => ({ ...rest, events: [...stories.flat(), ...free] })),
+  });
+}

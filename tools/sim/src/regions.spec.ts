@@ -1,0 +1,64 @@
+import type { RegionsScenario, TimedRegionsEvent } from './regions.js';
+import { runRegionsSimulated } from './regions-runner.js';
+
+const at = (s: number, event: TimedRegionsEvent['event']): TimedRegionsEvent => ({ atMs: s * 1000, event });
+
+/**
+ * Three regions, the registry and every operator step and fault kind of the deployment once: a loan, a lend of the same
+ * code elsewhere with no deployment file and through the second registry (both refused), a move with a retire, a
+ * reclaim and an adoption, a restore of the borrower's etcd and of the registry with the runbook's follow-ups, a node
+ * with a wrong region code, the operator cut off the registry.
+ */
+const everyStep: RegionsScenario = {
+  regions: 3,
+  workers: 1,
+  extraNodes: 1,
+  ttls: [2, 3],
+  durationMs: 30_000,
+  lostAnswerPerMille: 0,
+  events: [
+    at(1, { kind: 'snapshot', cluster: 1 }),
+    at(2, { kind: 'lend', code: 5, to: 1, etcdOf: 1, registry: 0, deployment: 'all' }),
+    at(3, { kind: 'snapshot', cluster: 100 }),
+    at(4, { kind: 'cut', proc: 0, cluster: 0, seconds: 3 }),
+    at(5, { kind: 'lend', code: 5, to: 2, etcdOf: 2, registry: 0, deployment: 'none' }),
+    at(6, { kind: 'lend', code: 5, to: 2, etcdOf: 2, registry: 1, deployment: 'none' }),
+    at(7, { kind: 'move', region: 2, proof: 'retire' }),
+    at(8, { kind: 'reclaim', code: 5, from: 1, registry: 0, deployment: 'all' }),
+    at(9, { kind: 'clock-step', proc: 1, ms: 2_000 }),
+    at(10, { kind: 'pause', proc: 2, seconds: 2 }),
+    at(11, { kind: 'wrong-node', region: 0, code: 1 }),
+    at(12, { kind: 'adopt', code: 5, registry: 0, deployment: 'all' }),
+    at(16, { kind: 'restore', cluster: 1, newCluster: false, then: 'restored', ttlSeconds: 2 }),
+    at(18, { kind: 'restore', cluster: 100, newCluster: false, then: 'reconcile', ttlSeconds: 6 }),
+    at(19, { kind: 'cut-op', cluster: 100, seconds: 2 }),
+    at(19, { kind: 'lose-answer', proc: 3 }),
+    at(20, { kind: 'crash', proc: 4 }),
+    at(21, { kind: 'init', cluster: 105, code: 2 }),
+    at(22, { kind: 'spare-init', registry: 0 }),
+    at(23, { kind: 'reconcile', registry: 0 }),
+  ],
+};
+
+describe('the deployment simulator', () => {
+  test('every operator step and fault of a deployment: no ID minted twice, and one seed replays it exactly', async () => {
+    const first = await runRegionsSimulated(everyStep, 7);
+    const second = await runRegionsSimulated(everyStep, 7);
+    // No ID minted twice or outside its holder's lease. (The audit's judgement is in the report, not asserted here:
+    // this schedule shows the audit's false alarm after a restore that the README names, issue 32's open finding.)
+    expect(first.violations.filter((v) => !v.kind.startsWith('audit-'))).toEqual([]);
+    expect(first.auditLines.length).toBeGreaterThan(0);
+    // Every region minted, and so did a borrower of spare code 5 and its adopter.
+    for (const code of [0, 1, 2, 5]) expect(first.mintedByCode[code] ?? 0).toBeGreaterThan(1_000);
+    const outcome = (kind: string): boolean[] =>
+      first.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    // The lends of code 5 elsewhere (no deployment file; the second registry) are refused; the loan and its
+    // reclaim, adoption, the move with its retire go through.
+    expect(outcome('lend')).toEqual([true, false, false]);
+    expect(outcome('reclaim')).toEqual([true]);
+    expect(outcome('adopt')).toEqual([true]);
+    expect(outcome('move')).toEqual([true]);
+    expect(outcome('init')).toEqual([false]);
+    expect(second).toEqual(first);
+  }, 180_000);
+});
