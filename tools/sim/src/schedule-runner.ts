@@ -8,7 +8,10 @@ import type { RegionsReport, RegionsScenario } from './regions.js';
 export type Simulation = { readonly kind: 'region' } | { readonly kind: 'regions'; readonly audit: boolean };
 
 /** What one schedule's run reports, whichever the scenario (its violations' kinds are the scenario's own). */
-export type ScheduleReport = RunReport | RegionsReport;
+export type ScheduleReport = (RunReport | RegionsReport) & {
+  /** The run was cut off by the explorer's own deadline before its end (not a finding). */
+  readonly unfinished?: boolean;
+};
 
 /** How a {@link ScheduleRunner} bounds one schedule in wall time. */
 export interface ScheduleBounds {
