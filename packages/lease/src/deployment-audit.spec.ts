@@ -152,6 +152,41 @@ describe('auditDeployment', () => {
     expect(overlaps(auditDeployment([view('old', 1, [a1, a2, a3]), view('new', 1, [a1copy, late], '99')]))).toEqual([]);
   });
 
+  it("bounds an etcd's copy of a tenure by its holder's journal closing it: no false alarm, the real overlap kept", () => {
+    // Issue 32's simulator, seed 100: A's claim (a1) was lost during its floor's wait and minted nothing, and r0's copy
+    // was closed `expired` by a successor up to 12494, over another holder's tenure: the audit named the two as holders
+    // that may both have minted. A's journal closing a1 is A's own word.
+    const a1 = tenure({ nodeId: 'A', leaseId: 'a1', firstMs: 6072, lastMs: 12_494, end: 'expired' });
+    const b = tenure({ nodeId: 'B', leaseId: 'b1', firstMs: 9000, lastMs: 20_000 });
+    const journal = (t: Tenure, lastMs: number) => ({
+      source: `A/${t.leaseId}.json`,
+      record: { tenure: t, ttlMs: 2000, lastMs, etcd: 'r0', updatedAt: '2026-12-07T00:00:00.000Z' },
+    });
+    const regions = [view('r0', 1, [a1]), view('r0-new', 1, [b], '99')];
+    // Without a journal, r0's bound stands: a1 and b overlap in 9000…12494.
+    expect(overlaps(auditDeployment(regions)).map((f) => [f.overlap?.fromMs, f.overlap?.toMs])).toEqual([
+      [9000, 12_494],
+    ]);
+    // A's journal shows a1 closed before its first mint: a1 never minted, no overlap with b.
+    const closedEmpty = { ...a1, lastMs: a1.firstMs - 1, end: 'fenced' as const };
+    expect(overlaps(auditDeployment(regions, { entries: [journal(closedEmpty, -1)], problems: [] }))).toEqual([]);
+    // Closed at 9500 by its holder: the overlap with b is 9000…9500, not to r0's bound.
+    const closedLate = { ...a1, lastMs: 9500, end: 'fenced' as const };
+    expect(
+      overlaps(auditDeployment(regions, { entries: [journal(closedLate, 9400)], problems: [] })).map((f) => [
+        f.overlap?.fromMs,
+        f.overlap?.toMs,
+      ]),
+    ).toEqual([
+      [9000, 9500],
+      [9000, 9500],
+    ]);
+    // An open journal entry bounds nothing (its refreshes may lag the holder's newest last-ms).
+    const open = { ...a1, lastMs: null, end: 'open' as const };
+    const withOpen = overlaps(auditDeployment(regions, { entries: [journal(open, 7000)], problems: [] }));
+    expect(withOpen.map((f) => [f.overlap?.fromMs, f.overlap?.toMs])).toContainEqual([9000, 12_494]);
+  });
+
   it('leaves the order of one record to the record rule, which compares with everything before it', () => {
     const r1 = view('r1', 1, [
       tenure({ nodeId: 'a', firstMs: 1000, lastMs: 9000 }),

@@ -128,6 +128,7 @@ export function auditDeployment(
   // slot on record in different etcds may both have minted in one millisecond, every pair compared (issue 31, item 6:
   // sorted neighbours alone miss a long tenure that overlaps a later one past a short one in between).
   const intervals = new Map<string, TenureInterval[]>();
+  const closedByHolder = holderClosedExtents(witnesses.entries);
   for (const v of views) {
     for (const slot of v.slots) {
       const record = slot.tenures;
@@ -142,7 +143,8 @@ export function auditDeployment(
             'overlap',
             `${v.name}: slot ${slot.code}/${slot.worker}: tenure ${describeTenure(t)} starts at ${t.firstMs}, at or below ${above}, the end of ${aboveWhat}`,
           );
-        const to = tenureExtent(t, slot);
+        // A tenure its holder's journal shows closed ended there, whatever a restored or successor's copy says.
+        const to = Math.min(tenureExtent(t, slot), closedByHolder.get(tenureId(t)) ?? Number.POSITIVE_INFINITY);
         above = Math.max(above, to);
         aboveWhat = describeTenure(t);
         const key = `${slot.code}/${slot.worker}`;
@@ -165,6 +167,23 @@ export function auditDeployment(
   return findings;
 }
 
+/** One tenure, wherever it is listed: its holder, lease and first millisecond. */
+const tenureId = (t: Tenure): string => `${t.nodeId}|${t.leaseId}|${t.firstMs}`;
+
+/**
+ * The last millisecond of each tenure its holder closed in its own journal (released, fenced, reclaimed: written after
+ * it stopped minting). An etcd's copy of the same tenure never reaches past it: a copy a restore brought back open
+ * reaches to the restore's marks, and one a successor closed `expired` to its bound, both upper bounds where the journal
+ * is the holder's own word (issue 32's simulator found the false alarms those bounds made). An open journal entry
+ * bounds nothing: its refreshes are not awaited, so it may lag the holder's newest `last-ms`.
+ */
+function holderClosedExtents(entries: readonly TenureWitnessEntry[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const { record } of entries)
+    if (record.tenure.end !== 'open') out.set(tenureId(record.tenure), witnessExtent(record));
+  return out;
+}
+
 /** A tenure's own closing (or still open, its extent from its own `last-ms`): its record speaks for it. */
 const selfJudged = (t: Tenure): boolean => t.end !== 'expired';
 
@@ -184,7 +203,7 @@ function mergeCopies(list: readonly TenureInterval[]): TenureInterval[] {
       out.push(i);
       continue;
     }
-    const id = `${i.tenure.nodeId}|${i.tenure.leaseId}|${i.tenure.firstMs}`;
+    const id = tenureId(i.tenure);
     byTenure.set(id, [...(byTenure.get(id) ?? []), i]);
   }
   for (const copies of byTenure.values()) {

@@ -356,8 +356,16 @@ class EtcdWorkerLease implements WorkerLease {
       const claimed = await this.claimer.claimFreeSlot(s);
       await this.holdAndAssign(s, claimed);
     } catch (e) {
+      const wasAssigned = assigned(s);
       endSession(s, this.watchCancels);
-      void revokeQuietly(lease, this.cfg);
+      // A claim lost before its first mint (a restore, a cut, its floor's wait) minted nothing: its tenure, in the
+      // journal and on record, is closed empty (last = first − 1), so the audit never reads a bound for a holder that
+      // never minted (issue 32's simulator found that false alarm). Closed before the revoke (the record's write
+      // compares the worker key's lease); the journal's close does not depend on etcd.
+      void (async () => {
+        if (!wasAssigned) await this.records.recordTenureEnd(s, 'fenced', -1);
+        await revokeQuietly(lease, this.cfg);
+      })();
       throw e;
     }
   }
