@@ -167,6 +167,8 @@ function refusal(records: Records, key: string, value: string): string | undefin
   try {
     if (rest === '/layout') records.parseLayoutRecord(key, value);
     else if (rest === '/region') records.parseRegionBinding(key, value);
+    // The TTL ceiling `region init` pins: a version without its parser never reads the key (nothing to refuse).
+    else if (rest === '/lease-ceiling') (records as Partial<Records>).parseTtlCeiling?.(key, value);
     else if (/^\/regions\/\d+\/last-ms\/\d+$/.test(rest)) records.parseLastMsRecord(key, value);
     else if (/^\/regions\/\d+\/tenures\/\d+$/.test(rest)) records.parseTenureRecord(key, value);
     else if (/^\/regions\/\d+\/nodes\//.test(rest)) records.parseServingNode(key, value);

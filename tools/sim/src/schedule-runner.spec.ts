@@ -9,6 +9,8 @@ const frozen: Scenario = {
   workers: 1,
   members: 1,
   ttlSeconds: 2,
+  // Pinned at the TTL: the default ceiling's start hold (6 s) would outlast the schedule, and nothing would mint.
+  ttlCeilingSeconds: 2,
   durationMs: 5_000,
   lostAnswerPerMille: 0,
   faults: [{ atMs: 1_000, fault: { kind: 'freeze' } }],

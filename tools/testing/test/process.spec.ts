@@ -105,7 +105,7 @@ describe('spawnProcess', () => {
   it('a process exit hook kills what a crashed test file left behind', async () => {
     // a child node process uses the harness, starts a grandchild, and exits without cleaning up
     const script = `
-      const { spawnProcess } = require(${JSON.stringify(require.resolve('./process.ts'))});
+      const { spawnProcess } = require(${JSON.stringify(require.resolve('../src/process.ts'))});
       const p = spawnProcess(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
       console.log('grandchild ' + p.pid);
       setTimeout(() => process.exit(1), 100);

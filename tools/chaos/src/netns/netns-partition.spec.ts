@@ -75,6 +75,9 @@ test('a netns partition longer than the TTL: the node fences by its own deadline
   if (clusterId === undefined) throw new Error(`etcd in its namespace never answered:\n${e.tail(20)}`);
   const value = JSON.stringify({ code: REGION, clusterId, at: new Date().toISOString() });
   await c.post(`${etcdUrl}/v3/kv/put`, { key: b64('/idgen/region'), value: b64(value) }, 5000);
+  // And the deployment's TTL ceiling `region init` pins (a node refuses an etcd without one), at the node's TTL.
+  const ceiling = JSON.stringify({ ttlCeilingSeconds: TTL_S, at: new Date().toISOString() });
+  await c.post(`${etcdUrl}/v3/kv/put`, { key: b64('/idgen/lease-ceiling'), value: b64(ceiling) }, 5000);
 
   const startNode = (name: string, workers: string): { h: ProcessHandle; url: string } => {
     const m = network.member(name);
