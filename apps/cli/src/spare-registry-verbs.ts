@@ -4,6 +4,7 @@ import {
   SpareRegistryCallError,
   initRegistry,
   isRegistryRefusedError,
+  loanTermOf,
   noteRegistrySeen,
   reconcileRegistry,
   type RegistryIo,
@@ -21,7 +22,7 @@ import {
   usageError,
 } from './exit-codes.js';
 import type { ExitCode } from './exit-codes.js';
-import { deadlines, registryConnection } from './options.js';
+import { deadlines, integerOption, registryConnection } from './options.js';
 import { withDeploymentRegions, type SpareFlags } from './spare.js';
 
 /**
@@ -65,13 +66,14 @@ async function withRegistryOnly<T>(
  * it changes nothing), then records the registry and its revision in every region's etcd of the file, so a region
  * refuses another registry from then on.
  */
-export async function runSpareInit(flags: SpareFlags, ctx: VerbContext): Promise<ExitCode> {
+export async function runSpareInit(flags: SpareFlags & { loanTerm?: string }, ctx: VerbContext): Promise<ExitCode> {
   if (flags.registry === undefined) throw usageError('--registry is required: the etcd that keeps the spare codes');
   if (flags.config === undefined)
     throw usageError("--config <deployment.json> is required: every region's etcd records the registry it follows");
+  const loanTermMs = integerOption('--loan-term', flags.loanTerm ?? '600', 2, 86_400);
   const out = await withRegistryOnly(flags, 'init', (registry) =>
     withDeploymentRegions(flags.config, flags, async (regions) => {
-      const { now, changed } = await initRegistry(registry, { now: ctx.nowMs });
+      const { now, changed } = await initRegistry(registry, { now: ctx.nowMs, loanTermMs: loanTermMs * 1000 });
       for (const r of regions) await noteRegistrySeen(r, now.identity, now.revision, { now: ctx.nowMs });
       return { now, changed, regions: regions.length };
     }),
@@ -83,7 +85,8 @@ export async function runSpareInit(flags: SpareFlags, ctx: VerbContext): Promise
     );
   else
     ctx.io.out(
-      `spare-code registry: deployment ${id.deploymentId} (etcd cluster ${id.clusterId}, prefix ${id.prefix || '/'})` +
+      `spare-code registry: deployment ${id.deploymentId} (etcd cluster ${id.clusterId}, prefix ${id.prefix || '/'}, ` +
+        `loan term ${loanTermOf(out.now.record) / 1000} s)` +
         `${out.changed ? '' : ', already initialised'}; recorded in ${out.regions} region(s) at revision ${out.now.revision}`,
     );
   return EXIT_OK;

@@ -379,7 +379,18 @@ export async function runSpareAdopt(code: string, flags: AdoptFlags, ctx: VerbCo
   }
   if (handover.code !== c) throw usageError(`${flags.handover} hands over code ${handover.code}, not ${c}`);
   const { record, written, changed } = await withRegistry(flags, 'adopt', (io) =>
-    adoptSpareCode({ ...io, now: ctx.nowMs }, handover),
+    adoptSpareCode(
+      {
+        ...io,
+        now: ctx.nowMs,
+        onTermWait: (ms, until) =>
+          ctx.io.err(
+            `idgen spare adopt: waiting ${Math.ceil(ms / 1000)} s, until ${until}, for the reclaimed loan's term and a TTL ` +
+              'to pass (docs/design.md §7, "Loan terms")',
+          ),
+      },
+      handover,
+    ),
   );
   if (flags.json) ctx.io.out(JSON.stringify({ record, written, changed }));
   else {

@@ -140,7 +140,7 @@ beforeAll(async () => {
   // Spare code 5: lent to region 2 through the registry, reclaimed (no borrower holds it), adopted by the sixth etcd.
   const spare = (code: number) => dep.cliArgs(code, 'idgen-spare-admin');
   const file = ['--config', spareConfig()];
-  await ok(['spare', 'init', ...registryArgs(), ...file]);
+  await ok(['spare', 'init', ...registryArgs(), ...file, '--loan-term', '8']); // four of a 2 s TTL (§7)
   await ok(['spare', 'lend', '5', '--to-region', '2', ...spare(2), ...registryArgs(), ...file]);
   const handover = join(dir, 'code-5.json');
   await ok([

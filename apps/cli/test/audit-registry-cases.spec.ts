@@ -28,12 +28,23 @@ jest.setTimeout(240_000);
 /** The test-only route that turns the fixes off (see the file's comment); `mock` prefix: jest hoists the factories. */
 const mockWithoutFix = { on: false };
 
+/** A `confirmed` verdict with no term to renew (a record not `lent`, no `untilMs`): the loan taken on trust. */
+const mockConfirmed = (mirror: { record: { code: number } }) => ({
+  kind: 'confirmed',
+  termMs: 600_000,
+  entry: {
+    key: 'without-the-fix',
+    modRevision: '0',
+    registry: { clusterId: '0', prefix: '' },
+    record: { code: mirror.record.code, state: 'reclaimed', lentTo: 0, at: '', trail: [] },
+  },
+});
 jest.mock('../../../packages/lease/src/loan-confirmation', () => {
   const real = jest.requireActual('../../../packages/lease/src/loan-confirmation');
   return {
     ...real,
     confirmLoan: (...args: unknown[]) =>
-      mockWithoutFix.on ? Promise.resolve({ kind: 'confirmed' }) : real.confirmLoan(...args),
+      mockWithoutFix.on ? Promise.resolve(mockConfirmed(args[2] as { record: { code: number } })) : real.confirmLoan(...args),
   };
 });
 jest.mock('../../../packages/lease/src/registry-guard', () => {
@@ -95,7 +106,7 @@ async function deployment(name: string, codes: readonly number[]) {
       '--lease-ttl-ceiling',
       String(TTL_S),
     ]);
-  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file]);
+  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file, '--loan-term', String(4 * TTL_S)]);
   // The layout record, as a region's first node writes it (a region whose borrower never claims has none otherwise).
   for (const r of regions) await kv(r).put('/idgen/layout').value(JSON.stringify(DEFAULT_LAYOUT.toRecord()));
   const etcdOf = (code: number): EtcdServer => regions[codes.indexOf(code)] as EtcdServer;

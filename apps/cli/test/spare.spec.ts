@@ -109,10 +109,11 @@ describe('idgen spare, across two etcd clusters', () => {
     expect(uninitialised.stderr).toMatch(
       /^idgen spare lend: the spare-code registry .* has no deployment ID .*idgen spare init/m,
     );
-    const init = await idgen(['spare', 'init', '--registry', registry, '--config', deployment]);
+    // The loan term: four of the borrower's 2 s TTL, the shortest it may borrow under (docs/design.md §7).
+    const init = await idgen(['spare', 'init', '--registry', registry, '--config', deployment, '--loan-term', '8']);
     expect(init).toMatchObject({ code: 0 });
     expect(init.stdout).toMatch(
-      /^spare-code registry: deployment [0-9a-f-]+ \(etcd cluster \d+, prefix \/idgen\); recorded in 3 region\(s\) at revision \d+$/m,
+      /^spare-code registry: deployment [0-9a-f-]+ \(etcd cluster \d+, prefix \/idgen, loan term 8 s\); recorded in 3 region\(s\) at revision \d+$/m,
     );
     expect((await idgen(['spare', 'init', '--registry', registry, '--config', deployment])).stdout).toMatch(
       /already initialised/,
@@ -208,14 +209,23 @@ describe('idgen spare, across two etcd clusters', () => {
       { code: 6, spare: true, record: null, held: [] },
       { code: 7, spare: true, record: null, held: [] },
     ]);
-    // With --registry, the registry's record beside each: the mirror names the registry revision it follows.
+    // With --registry, the registry's record beside each: the mirror names the registry revision it follows, and the
+    // registry's record is there or later (the borrower's renewals of the loan's term, docs/design.md §7).
     const both = await idgenJson<{
-      codes: { code: number; record: { registryRevision?: string } | null; registry: Record<string, unknown> | null }[];
+      codes: {
+        code: number;
+        record: { registryRevision?: string } | null;
+        registry: { modRevision?: string; untilMs?: number } | null;
+      }[];
     }>(['spare', 'list', ...two]);
     expect(both.json.codes[0]).toMatchObject({
       code: 5,
-      registry: { state: 'lent', lentTo: 2, modRevision: both.json.codes[0]?.record?.registryRevision },
+      registry: { state: 'lent', lentTo: 2, modRevision: expect.stringMatching(/^\d+$/), untilMs: expect.any(Number) },
     });
+    const listed = both.json.codes[0];
+    expect(BigInt(listed?.registry?.modRevision ?? '0')).toBeGreaterThanOrEqual(
+      BigInt(listed?.record?.registryRevision ?? 'x'),
+    );
     expect(both.json.codes[1]).toMatchObject({ code: 6, registry: null });
     expect((await idgen(['spare', 'list', ...two])).stdout).toMatch(/^5\s+lent\s+2\s+1\s+\S+\s+lent to region 2$/m);
 

@@ -115,7 +115,7 @@ class EtcdWorkerLease implements WorkerLease {
       this.host,
       this.records,
       () => this.routes as EndpointRoutes,
-      (s) => this.claimer.confirmHeldLoan(s),
+      (s) => this.claimer.tendLoans(s),
       this.instruments.failures,
     );
   }

@@ -1,6 +1,7 @@
 import { CorruptRecordError, UnreadableSchemaError } from './errors.js';
 import { RECORD_SCHEMA_READ, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
 import { parseRegionBinding } from './region-binding.js';
+import { DEFAULT_LOAN_TERM_MS, loanTermOf, parseRegistryDeployment } from './registry-identity.js';
 import { parseRegistryRecord } from './spare-registry.js';
 import { parseSpareCodeRecord } from './spare-codes.js';
 import { parseTenureRecord } from './tenure-ledger.js';
@@ -76,3 +77,30 @@ it.each([0, -1, 1.5, '2', null, true])(
     expect((thrown as Error).message).toContain('field schema is not a positive integer');
   },
 );
+
+// docs/design.md §7 "Loan terms": a registry record's term and the deployment's loan term, read or refused as garbage.
+it.each([
+  [{ untilMs: 1_800_000_000_000 }, 1_800_000_000_000],
+  [{}, undefined],
+])('a registry record with %p has the term %p', (extra, until) => {
+  const raw = JSON.stringify({ code: 5, state: 'lent', lentTo: 2, at: '2026-12-02T00:00:00Z', ...extra });
+  expect(parseRegistryRecord('/idgen/spare-registry/5', raw).untilMs).toBe(until);
+});
+
+it.each(['soon', -1, 1.5, null])('a registry record whose untilMs is %p is garbage, named', (untilMs) => {
+  const raw = JSON.stringify({ code: 5, state: 'lent', lentTo: 2, at: '2026-12-02T00:00:00Z', untilMs });
+  expect(() => parseRegistryRecord('/idgen/spare-registry/5', raw)).toThrow(/field untilMs is not a millisecond/);
+});
+
+it.each([
+  [{ loanTermMs: 24_000 }, 24_000],
+  [{}, DEFAULT_LOAN_TERM_MS],
+])('the registry deployment record %p pins the loan term %p', (extra, term) => {
+  const raw = JSON.stringify({ deploymentId: 'd', at: '2026-12-02T00:00:00Z', ...extra });
+  expect(loanTermOf(parseRegistryDeployment('/idgen/spare-registry/deployment', raw))).toBe(term);
+});
+
+it.each([999, 'ten', 1.5])('a deployment record whose loanTermMs is %p is garbage, named', (loanTermMs) => {
+  const raw = JSON.stringify({ deploymentId: 'd', at: 't', loanTermMs });
+  expect(() => parseRegistryDeployment('/idgen/spare-registry/deployment', raw)).toThrow(/field loanTermMs/);
+});

@@ -137,9 +137,14 @@ export async function markRegionRestored(
     const v =
       e.record.state === 'reclaiming'
         ? ({ kind: 'confirmed' } as const) // no claim compares a reclaiming mirror: nothing to endorse
-        : await confirmLoan(io.registry, regionEtcd(io.client, io.prefix, io.timeoutMs), e, code, io.layout.maxRegion);
+        : await confirmLoan(io.registry, regionEtcd(io.client, io.prefix, io.timeoutMs), e, code, io.layout.maxRegion, {
+            nowMs: now,
+            ttlMs: 0,
+          });
     if (v.kind === 'dropped') await sealDeadLoan(io, e, v.registryRevision, now);
-    judged.push({ code: e.record.code, verdict: v.kind, ...(v.kind === 'confirmed' ? {} : { why: v.why }) });
+    // An ended term is not sealed: the registry still says lent, and `idgen spare lend` again may renew it.
+    const verdict = v.kind === 'ended' ? 'unconfirmed' : v.kind;
+    judged.push({ code: e.record.code, verdict, ...(v.kind === 'confirmed' ? {} : { why: v.why }) });
   }
   // Every slot of every code lent here is marked, a dropped loan's too: a holder of the lost history may still mint.
   const codes = [code, ...loans.map((e) => e.record.code)];

@@ -28,6 +28,23 @@ export interface RegistryDeploymentRecord {
   readonly at: string;
   /** When `idgen spare reconcile` last rebuilt the registry from the regions' mirrors (ISO-8601), if ever. */
   readonly reconciledAt?: string;
+  /**
+   * The deployment's loan term (docs/design.md §7, "Loan terms"), pinned by `idgen spare init --loan-term`: how far a
+   * borrower's renewal moves a loan's `untilMs` on. Absent: {@link DEFAULT_LOAN_TERM_MS}.
+   */
+  readonly loanTermMs?: number;
+}
+
+/**
+ * The default loan term: 10 minutes. It bounds how long adopt waits after a reclaim, and how long a borrowed slot
+ * outlives a registry its holder cannot reach (a term less one TTL); a node may borrow only when its TTL is at most a
+ * quarter of it, so renewals every quarter term keep two TTLs of it ahead of every claim.
+ */
+export const DEFAULT_LOAN_TERM_MS = 600_000;
+
+/** The deployment's loan term, as the registry's deployment record pins it. */
+export function loanTermOf(record: RegistryDeploymentRecord): number {
+  return record.loanTermMs ?? DEFAULT_LOAN_TERM_MS;
 }
 
 /** A deployment's registry as a region follows it: the etcd cluster, the prefix there, and the deployment ID. */
@@ -82,10 +99,14 @@ function str(o: Record<string, unknown>, field: string, key: string, raw: string
 export function parseRegistryDeployment(key: string, raw: string): RegistryDeploymentRecord {
   const o = parseJsonObject(key, raw);
   const reconciledAt = o['reconciledAt'];
+  const loanTermMs = o['loanTermMs'];
+  if (loanTermMs !== undefined && (typeof loanTermMs !== 'number' || !Number.isSafeInteger(loanTermMs) || loanTermMs < 1000))
+    throw new CorruptRecordError(key, 'field loanTermMs is not a whole number of milliseconds of at least 1000', raw);
   return {
     deploymentId: str(o, 'deploymentId', key, raw),
     at: typeof o['at'] === 'string' ? o['at'] : '',
     ...(typeof reconciledAt === 'string' ? { reconciledAt } : {}),
+    ...(loanTermMs === undefined ? {} : { loanTermMs }),
   };
 }
 
@@ -134,17 +155,18 @@ export function revisionBelow(a: string, b: string): boolean {
 }
 
 /**
- * `idgen spare init`: gives the registry its deployment ID, once (create only if absent). Run again, it changes
- * nothing and returns the ID there.
+ * `idgen spare init`: gives the registry its deployment ID and pins its loan term, once (create only if absent). Run
+ * again, it changes nothing and returns the record there.
  */
 export async function initRegistry(
   io: RegistryIo,
-  o: { now?: () => number; deploymentId?: string } = {},
+  o: { now?: () => number; deploymentId?: string; loanTermMs?: number } = {},
 ): Promise<{ now: RegistryNow; changed: boolean }> {
   const key = registryMetaKeys.deployment(io.prefix);
   const record: RegistryDeploymentRecord = {
     deploymentId: o.deploymentId ?? randomUUID(),
     at: new Date((o.now ?? Date.now)()).toISOString(),
+    loanTermMs: o.loanTermMs ?? DEFAULT_LOAN_TERM_MS,
   };
   const res = await call(io, `registry init on ${key}`, () =>
     io.client

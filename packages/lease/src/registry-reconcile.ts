@@ -3,6 +3,7 @@ import { deadlineIn, withTimeout } from './etcd-client.js';
 import { readRegionView } from './registry-guard.js';
 import {
   RegistryRefusedError,
+  loanTermOf,
   noteRegistrySeen,
   parseRegistryDeployment,
   readRegistryNow,
@@ -170,8 +171,17 @@ export async function reconcileRegistry(io: {
           `${want.lentTo} (${w.view.name}): run idgen audit and settle it by hand before reconcile`,
       );
     let entry = before;
-    if (before === undefined || rank(want.state) > rank(before.record.state)) {
-      const cas = await casRegistryCode(io.registry, before, want, io.layout.maxRegion);
+    // A loan not yet adopted gets a whole term from now (docs/design.md §7, "Loan terms"): a renewal the rewound
+    // registry lost may have carried it that far, so adopt waits at least as long as it would have.
+    const untilMs = nowMs + loanTermOf(registryNow.record);
+    const next: Omit<SpareRegistryRecord, 'trail'> | undefined =
+      before === undefined || rank(want.state) > rank(before.record.state)
+        ? { ...want, ...(want.state === 'adopted' ? {} : { untilMs }) }
+        : before.record.state !== 'adopted' && (before.record.untilMs ?? 0) < untilMs
+          ? { ...withoutTrail(before.record), untilMs }
+          : undefined;
+    if (next !== undefined) {
+      const cas = await casRegistryCode(io.registry, before, next, io.layout.maxRegion);
       if (!cas.won || cas.entry === undefined)
         throw new RegistryRefusedError(
           'conflict',
@@ -204,6 +214,11 @@ export async function reconcileRegistry(io: {
   const final = await readRegistryNow(io.registry);
   for (const r of io.regions) await noteRegistrySeen(r, final.identity, final.revision, { now: io.now, force: true });
   return { registry: final.identity, revision: final.revision, codes: out, regions: io.regions.length };
+}
+
+function withoutTrail(r: SpareRegistryRecord): Omit<SpareRegistryRecord, 'trail'> {
+  const { trail: _trail, ...rest } = r;
+  return rest;
 }
 
 /** A mirror made to follow the registry's record as it is now (compared on the mirror's mod revision). */

@@ -19,7 +19,7 @@ export class SessionKeeper {
     /** The route of the keep-alives and `last-ms` refreshes: one member at a time, the next one on a failure. */
     private readonly routes: () => EndpointRoutes,
     /** Asked after every round of keep-alives: a borrowed slot's loan confirmed again (slot-claimer.ts). */
-    private readonly confirmHeldLoan: (s: Session) => void,
+    private readonly tendLoans: (s: Session) => void,
     /** Keep-alives (or their `last-ms` refresh) that failed or timed out. */
     private readonly failures: Counter,
   ) {}
@@ -80,13 +80,14 @@ export class SessionKeeper {
       } catch {
         return;
       }
+      // Before the keep-alive: a borrowed slot whose loan's term is ending is given back here (docs/design.md §7).
+      this.tendLoans(s);
       // One member down, paused or slow costs no fence (docs/design.md §5): a refresh that failed on one endpoint is
       // asked again at once of the next, each endpoint once, before the loop goes back to its interval.
       for (let tried = 0; tried < routes.size && !ended(s); tried++) {
         const outcome = await this.refreshOnce(s, routes.current());
         if (outcome !== 'failed') break;
       }
-      this.confirmHeldLoan(s);
     }
   }
 

@@ -10,8 +10,17 @@ import { describeWorkerHolder, leaseKeys, parseLastMsRecord } from './records.js
 import type { WorkerRecord } from './records.js';
 import { claimSlot } from './slot-transactions.js';
 import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
+import { DEFAULT_LOAN_TERM_MS } from './registry-identity.js';
 import { lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import type { SpareCodeEntry } from './spare-codes.js';
+import { renewLoanTerm } from './spare-registry.js';
+import type { RegistryIo, SpareRegistryEntry } from './spare-registry.js';
+
+/** A loan this node claimed under: its mirror, and its term's end as last read or renewed (wall ms; none: no term). */
+interface HeldLoan {
+  readonly entry: SpareCodeEntry;
+  untilMs: number | undefined;
+}
 
 /**
  * Finds and claims a free slot for a session (docs/design.md §5, boot step 4): the home range first, from a random
@@ -21,10 +30,12 @@ import type { SpareCodeEntry } from './spare-codes.js';
 export class SlotClaimer {
   /** The spare-code registry's client, made at a borrower's first claim under a lent code (docs/design.md §7). */
   private registryClient: Etcd3 | undefined;
-  /** The loans confirmed at a claim, by mirror key: what a holder of a borrowed slot confirms again while it holds. */
-  private readonly loans = new Map<string, SpareCodeEntry>();
-  /** When the held borrowed slot's loan was last confirmed (monotonic ms). */
-  private loanCheckedMono = 0;
+  /** The loans confirmed at a claim, by mirror key, each with its term's end as last read or renewed (wall ms). */
+  private readonly loans = new Map<string, HeldLoan>();
+  /** When the loans were last tended (monotonic ms), whether a round is out, and the deployment's term as last read. */
+  private tendedMono = Number.NEGATIVE_INFINITY;
+  private tending = false;
+  private termMs = DEFAULT_LOAN_TERM_MS;
 
   constructor(
     private readonly host: LeaseHost,
@@ -155,35 +166,117 @@ export class SlotClaimer {
   }
 
   /**
-   * A holder of a borrowed slot asks the registry again, every half TTL, whether its loan still stands
-   * (docs/design.md §7, "Registry threats"): a registry that shows the code reclaimed, adopted or lent elsewhere (the
-   * loan moved on without this etcd's mirror: a registry restored and a second lend) takes the slot back at once. No
-   * answer keeps the slot: the registry refuses a second lend of a code it records lent, and a restored registry is
-   * refused for lend until it is reconciled (./registry-guard.ts). Runs beside the keep-alives, never delaying them.
+   * Tends the loans this node may borrow under (docs/design.md §7, "Registry threats" and "Loan terms"), on every
+   * keep-alive tick and before its keep-alive:
+   * - a held borrowed slot whose loan's term ends within a TTL is given back at once, before the keep-alive that would
+   *   carry its deadline past the term: no answer from the registry keeps a slot longer than the term it last read;
+   * - every half TTL while it holds one (every quarter term otherwise), each loan of its region is asked of the
+   *   registry again: one the registry shows reclaimed, adopted or lent elsewhere, or whose term ended unrenewed, takes
+   *   a held slot under it back; one it confirms is renewed when a quarter term has passed since its last renewal, so
+   *   an idle loan stays alive while any borrower of the region runs. Runs beside the keep-alives, never delaying them.
    */
-  confirmHeldLoan(s: Session): void {
+  tendLoans(s: Session): void {
     const { cfg } = this.host;
-    const registry = cfg.registry;
+    if (cfg.registry === undefined || !cfg.borrowSpare || ended(s)) return;
     const spare = slotOf(s)?.spare;
-    if (registry === undefined || spare === undefined || this.registryClient === undefined || ended(s)) return;
-    const now = cfg.clock.monoMs();
-    if (now - this.loanCheckedMono < cfg.ttlMs / 2) return;
-    this.loanCheckedMono = now;
-    const entry = this.loans.get(spare.key);
-    if (entry === undefined) return;
-    void confirmLoan(
-      { client: this.registryClient, prefix: registry.prefix, timeoutMs: cfg.requestTimeoutMs },
-      regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
-      entry,
-      cfg.region,
-      cfg.layout.maxRegion,
-    ).then((verdict) => {
-      if (verdict.kind === 'dropped' && !ended(s))
+    const held = spare === undefined ? undefined : this.loans.get(spare.key);
+    const wall = cfg.clock.nowMs();
+    if (held?.untilMs !== undefined && held.untilMs - wall < cfg.ttlMs) {
+      this.host.giveBack(
+        s,
+        `spare code ${held.entry.record.code}: the loan's term ends at ${new Date(held.untilMs).toISOString()}, ` +
+          'unrenewed: the borrowed slot is given back',
+      );
+      return;
+    }
+    const mono = cfg.clock.monoMs();
+    const every = held === undefined ? Math.max(cfg.ttlMs / 2, this.termMs / 4) : cfg.ttlMs / 2;
+    if (this.tending || mono - this.tendedMono < every) return;
+    this.tendedMono = mono;
+    this.tending = true;
+    void this.tend(s, held)
+      .catch((e: unknown) => cfg.logger.warn({ err: errorText(e) }, 'lease: could not tend the loans this time'))
+      .finally(() => {
+        this.tending = false;
+      });
+  }
+
+  /** One round of {@link tendLoans}: confirm each loan, renew the confirmed, give a held slot back on a dead one. */
+  private async tend(s: Session, held: HeldLoan | undefined): Promise<void> {
+    const { cfg } = this.host;
+    const registry = this.registryIo();
+    if (registry === undefined) return;
+    const { entries } = await readSpareCodesLeniently({
+      client: this.host.client(),
+      prefix: cfg.prefix,
+      timeoutMs: cfg.requestTimeoutMs,
+      layout: cfg.layout,
+    });
+    const loans = lentTo(entries, cfg.region);
+    // A held loan whose mirror moved on (reclaiming) is asked about as claimed: the registry says where it went.
+    if (held !== undefined && !loans.some((e) => e.key === held.entry.key)) loans.push(held.entry);
+    for (const e of loans) {
+      const verdict = await confirmLoan(
+        registry,
+        regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
+        e,
+        cfg.region,
+        cfg.layout.maxRegion,
+        { nowMs: cfg.clock.nowMs(), ttlMs: cfg.ttlMs },
+      );
+      if (verdict.kind === 'confirmed') {
+        this.termMs = verdict.termMs;
+        const until = await this.renew(registry, verdict.entry, verdict.termMs);
+        const known = this.loans.get(e.key);
+        if (known !== undefined) known.untilMs = until;
+      } else if (e.key === held?.entry.key && (verdict.kind === 'dropped' || verdict.kind === 'ended') && !ended(s)) {
         this.host.giveBack(
           s,
-          `spare code ${entry.record.code}: the loan moved on (${verdict.why}): the borrowed slot is given back`,
+          `spare code ${e.record.code}: the loan ${verdict.kind === 'dropped' ? 'moved on' : 'ended'} (${verdict.why}): ` +
+            'the borrowed slot is given back',
         );
-    });
+      }
+    }
+  }
+
+  /** Renews a confirmed loan whose last renewal is a quarter term old; returns the term's end as now known. */
+  private async renew(registry: RegistryIo, entry: SpareRegistryEntry, termMs: number): Promise<number | undefined> {
+    const until = entry.record.untilMs;
+    const now = this.host.cfg.clock.nowMs();
+    if (until !== undefined && until - now >= termMs - termMs / 4) return until;
+    try {
+      return (await renewLoanTerm(registry, entry, now + termMs))?.record.untilMs ?? until;
+    } catch {
+      return until; // no answer: the term read stands (a renewal that committed unseen only lengthens it)
+    }
+  }
+
+  /** {@link ClaimVerdict} of one loan of this region. */
+  private async confirmForClaim(registry: RegistryIo, e: SpareCodeEntry): Promise<ClaimVerdict> {
+    const { cfg } = this.host;
+    const verdict = await confirmLoan(
+      registry,
+      regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
+      e,
+      cfg.region,
+      cfg.layout.maxRegion,
+      { nowMs: cfg.clock.nowMs(), ttlMs: cfg.ttlMs },
+    );
+    if (verdict.kind !== 'confirmed') return { kind: 'refused', why: verdict.why };
+    const untilMs = await this.renew(registry, verdict.entry, verdict.termMs);
+    const left = untilMs === undefined ? Number.POSITIVE_INFINITY : untilMs - cfg.clock.nowMs();
+    if (left < 2 * cfg.ttlMs)
+      return { kind: 'refused', why: `its term has ${Math.round(left)} ms left, under two TTLs, and was not renewed` };
+    return { kind: 'confirmed', termMs: verdict.termMs, untilMs };
+  }
+
+  /** The registry's connection (made at first use), for a borrower; `undefined` without one. */
+  private registryIo(): RegistryIo | undefined {
+    const { cfg } = this.host;
+    const registry = cfg.registry;
+    if (registry === undefined) return undefined;
+    this.registryClient ??= createEtcdClient(registry);
+    return { client: this.registryClient, prefix: registry.prefix, timeoutMs: cfg.requestTimeoutMs };
   }
 
   /** Closes the registry's client, if one was made. */
@@ -215,17 +308,10 @@ export class SlotClaimer {
     });
     for (const u of unreadable) cfg.logger.error({ err: u }, 'lease: ignoring an unreadable spare-code record');
     const confirmed: { guard: SpareGuard; slots: { region: number; worker: number }[] }[] = [];
-    const registry = cfg.registry;
     for (const e of lentTo(entries, cfg.region)) {
+      const registry = this.registryIo();
       if (registry === undefined) break; // borrowSpare requires it (config.ts); no registry, no loan
-      this.registryClient ??= createEtcdClient(registry);
-      const verdict = await confirmLoan(
-        { client: this.registryClient, prefix: registry.prefix, timeoutMs: cfg.requestTimeoutMs },
-        regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
-        e,
-        cfg.region,
-        cfg.layout.maxRegion,
-      );
+      const verdict = await this.confirmForClaim(registry, e);
       if (verdict.kind !== 'confirmed') {
         refused.push(`spare code ${e.record.code}: loan not confirmed by the registry (${verdict.why})`);
         cfg.logger.warn(
@@ -234,7 +320,8 @@ export class SlotClaimer {
         );
         continue;
       }
-      this.loans.set(e.key, e);
+      this.termMs = verdict.termMs;
+      this.loans.set(e.key, { entry: e, untilMs: verdict.untilMs });
       confirmed.push({
         guard: { key: e.key, modRevision: e.modRevision },
         slots: rotated(e.record.code, 0, cfg.layout.maxWorker),
@@ -243,6 +330,15 @@ export class SlotClaimer {
     return confirmed;
   }
 }
+
+/**
+ * A loan confirmed for a claim: the registry confirms it with a TTL of its term left, a renewal (when a quarter term
+ * has passed since the last) carries it on, and then two TTLs of it must remain: one for the claim's first keep-alive
+ * tick, which gives the slot back a TTL before the term ends (docs/design.md §7, "Loan terms").
+ */
+type ClaimVerdict =
+  | { readonly kind: 'confirmed'; readonly termMs: number; readonly untilMs: number | undefined }
+  | { readonly kind: 'refused'; readonly why: string };
 
 /** The workers first … last of `region`, starting at a random one so starters spread out. */
 function rotated(region: number, first: number, last: number): { region: number; worker: number }[] {

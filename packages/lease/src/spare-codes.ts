@@ -1,6 +1,6 @@
 import type { Etcd3 } from 'etcd3';
 import type { Layout, LayoutRecord } from '@idgen/core';
-import { deadlineIn, withTimeout } from './etcd-client.js';
+import { deadlineIn, sleep, withTimeout } from './etcd-client.js';
 import { LEASE_DEFAULTS } from './config.js';
 import { CorruptRecordError } from './errors.js';
 import { computeFloor, leaseKeys, parseLastMsRecord, parseLayoutRecord } from './records.js';
@@ -23,9 +23,17 @@ import {
 } from './spare-code-records.js';
 import type { Io, SpareCodeEntry, SpareCodeLoan, SpareCodeRecord } from './spare-code-records.js';
 import { guardRegistryStep } from './registry-guard.js';
+import { loanTermOf } from './registry-identity.js';
+import { readTtlCeiling } from './ttl-ceiling.js';
 import type { WithDeployment } from './registry-guard.js';
-import { casRegistryCode, describeRegistry, readRegistryCode } from './spare-registry.js';
-import type { RegistryHandover, RegistryIdentity, RegistryIo, SpareRegistryEntry } from './spare-registry.js';
+import { casRegistryCode, describeRegistry, readRegistryCode, renewLoanTerm } from './spare-registry.js';
+import type {
+  RegistryHandover,
+  RegistryIdentity,
+  RegistryIo,
+  SpareRegistryEntry,
+  SpareRegistryRecord,
+} from './spare-registry.js';
 // The records and their reads live in ./spare-code-records.ts (a leaf the registry guard reads too); named here as well.
 export {
   DEFAULT_REGIONS_IN_USE,
@@ -152,14 +160,17 @@ export async function lendSpareCode(
   }
   // 0. The registry is the deployment's, has not gone back, and no region mirrors the code otherwise.
   const guard = await guardRegistryStep(io, { kind: 'lend', code, toRegion });
-  const at = new Date((io.now ?? Date.now)()).toISOString();
+  const nowMs = (io.now ?? Date.now)();
+  const at = new Date(nowMs).toISOString();
+  // The loan's term (docs/design.md §7, "Loan terms"): its borrowers renew it while it stands.
+  const untilMs = nowMs + loanTermOf(guard.now.record);
   // 1. The registry: free → lent to toRegion (create if absent); lent to toRegion already: go on (a mirror to finish).
   let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
   if (reg === undefined) {
     const cas = await casRegistryCode(
       io.registry,
       undefined,
-      { code, state: 'lent', lentTo: toRegion, at },
+      { code, state: 'lent', lentTo: toRegion, at, untilMs },
       io.layout.maxRegion,
     );
     reg = cas.entry;
@@ -169,6 +180,10 @@ export async function lendSpareCode(
   if (reg.record.state !== 'lent' || reg.record.lentTo !== toRegion)
     throw registrySays(reg, `not lent to region ${toRegion}; a code is lent once, deployment-wide`);
   await checkOneRegistry(io, reg);
+  // The same loan again renews a term that ended unrenewed (no borrower ran for a term) or that it never had (a loan
+  // lent before terms): the guard above read every region of the deployment, so the loan is the deployment's.
+  if (reg.record.untilMs === undefined || reg.record.untilMs < untilMs - loanTermOf(guard.now.record) / 2)
+    reg = (await renewLoanTerm(io.registry, reg, untilMs)) ?? reg;
   // 2. The mirror in the borrowing region's etcd.
   if (existing !== undefined) {
     await guard.noteSeen(io.now);
@@ -264,7 +279,12 @@ async function registryAtLeastReclaiming(
   if (reg.record.lentTo !== lentTo)
     throw registrySays(reg, `this etcd's loan to region ${lentTo} is not the deployment's`);
   if (reg.record.state === 'lent') {
-    const cas = await casRegistryCode(io.registry, reg, { code, state: 'reclaiming', lentTo, at }, io.layout.maxRegion);
+    const cas = await casRegistryCode(
+      io.registry,
+      reg,
+      { code, state: 'reclaiming', lentTo, at, ...termOf(reg.record) },
+      io.layout.maxRegion,
+    );
     if (!cas.won || cas.entry === undefined)
       throw new SpareCodeError(`${reg.key} changed meanwhile; run reclaim again`);
     reg = cas.entry;
@@ -387,7 +407,7 @@ export async function exportHandover(
     const cas = await casRegistryCode(
       io.registry,
       reg,
-      { code, state: 'reclaimed', lentTo, handover: summary, at: reclaimedAt },
+      { code, state: 'reclaimed', lentTo, handover: summary, at: reclaimedAt, ...termOf(reg.record) },
       io.layout.maxRegion,
     );
     if (!cas.won || cas.entry === undefined)
@@ -493,7 +513,8 @@ export const HANDOVER_NODE_ID = 'spare-handover';
  * it is held, or when the layout differs. Adopting the same handover again changes nothing.
  */
 export async function adoptSpareCode(
-  io: Io & WithRegistry & { layout: Layout; now?: () => number },
+  io: Io &
+    WithRegistry & { layout: Layout; now?: () => number; onTermWait?: (ms: number, until: string) => void },
   handover: Handover,
 ): Promise<{ record: SpareCodeRecord; written: number; changed: boolean }> {
   const code = handover.code;
@@ -537,6 +558,7 @@ export async function adoptSpareCode(
   if (why !== undefined) throw registrySays(reg, `the handover file is not the one the registry recorded (${why})`);
   await checkOneRegistry(io, reg);
   const guard = await guardRegistryStep(io, { kind: 'adopt', code, lentTo: handover.lentTo, adopter: code });
+  if (reg.record.state === 'reclaimed') await waitOutLoanTerm(io, reg, handover, loanTermOf(guard.now.record));
   if (reg.record.state === 'adopted') {
     const by = reg.record.adoptedBy;
     if (by?.clusterId !== adopter.clusterId || by.prefix !== adopter.prefix)
@@ -652,6 +674,38 @@ export async function sealDeadLoan(
     `sealing ${entry.key}`,
   );
   if (!res.succeeded) throw new SpareCodeError(`${entry.key} changed meanwhile; run the step again`);
+}
+
+/** A registry record's loan term, carried from `lent` through `reclaiming` and `reclaimed` (docs/design.md §7). */
+function termOf(r: SpareRegistryRecord): { untilMs?: number } {
+  return r.untilMs === undefined ? {} : { untilMs: r.untilMs };
+}
+
+/**
+ * Adopt waits until the reclaimed loan's term has passed, plus the TTL ceiling and the clock bound (docs/design.md §7,
+ * "Loan terms"): a borrower's etcd and the registry restored together to a state where the loan stood bring back at
+ * most that term, and its holders give their slots back a TTL before it ends. A term written before terms existed
+ * (none recorded) waits for nothing: such a loan was never renewed since this release.
+ */
+async function waitOutLoanTerm(
+  io: Io & { layout: Layout; now?: () => number; onTermWait?: (ms: number, until: string) => void },
+  reg: SpareRegistryEntry,
+  handover: Handover,
+  termMs: number,
+): Promise<void> {
+  const until = reg.record.untilMs;
+  if (until === undefined) return;
+  const ceiling = await readTtlCeiling(io);
+  const holdMs = Math.max(handover.ttlMs, (ceiling?.ttlCeilingSeconds ?? 0) * 1000) + handover.clockBoundMs;
+  const waitMs = until + holdMs - (io.now ?? Date.now)();
+  if (waitMs <= 0) return;
+  if (waitMs > termMs + holdMs + 60_000)
+    throw registrySays(
+      reg,
+      `its loan's term ends at ${new Date(until).toISOString()}, more than a term from now (a clock behind?): adopt refused`,
+    );
+  io.onTermWait?.(waitMs, new Date(until + holdMs).toISOString());
+  await sleep(waitMs);
 }
 
 /** Used by the lease: a `lent` record whose borrower is `region`, with the mod revision every claim compares. */

@@ -46,6 +46,13 @@ export interface SpareRegistryRecord {
   readonly handover?: RegistryHandover;
   /** `adopted`: the etcd that adopted it. */
   readonly adoptedBy?: RegistryAdopter;
+  /**
+   * The loan's term (docs/design.md §7, "Loan terms"): the wall-clock millisecond until which its borrowers may hold
+   * slots under it, moved on by their renewals while it is `lent` and kept from then on. Adopt waits past it (plus
+   * the TTL ceiling), so a borrower's etcd and the registry restored together cannot bring the loan back alive.
+   * Absent: a loan lent before terms existed (its first renewal gives it one).
+   */
+  readonly untilMs?: number;
   readonly at: string;
   readonly trail: readonly RegistryTrailEntry[];
 }
@@ -142,6 +149,9 @@ export function parseRegistryRecord(key: string, raw: string, maxRegion = 7): Sp
       throw new CorruptRecordError(key, 'field adoptedBy needs strings clusterId and prefix', raw);
     adoptedBy = { clusterId: a['clusterId'], prefix: a['prefix'] };
   }
+  const untilMs = o['untilMs'];
+  if (untilMs !== undefined && (!isInt(untilMs) || untilMs < 0))
+    throw new CorruptRecordError(key, 'field untilMs is not a millisecond timestamp', raw);
   const trail = Array.isArray(o['trail'])
     ? (o['trail'] as Record<string, unknown>[])
         .filter((t) => typeof t === 'object' && t !== null && STATES.includes(t['state'] as RegistryState))
@@ -157,6 +167,7 @@ export function parseRegistryRecord(key: string, raw: string, maxRegion = 7): Sp
     lentTo,
     ...(handover === undefined ? {} : { handover }),
     ...(adoptedBy === undefined ? {} : { adoptedBy }),
+    ...(untilMs === undefined ? {} : { untilMs }),
     at: typeof o['at'] === 'string' ? o['at'] : '',
     trail,
   };
@@ -244,6 +255,30 @@ export async function casRegistryCode(
   if (raw === undefined) return { won: false, entry: undefined };
   const modRevision = res.responses[0]?.response_range?.kvs[0]?.mod_revision ?? '0';
   return { won: false, entry: { key, record: parseRegistryRecord(key, raw, maxRegion), modRevision, registry } };
+}
+
+/**
+ * A borrower's renewal of its loan's term (docs/design.md §7, "Loan terms"): `untilMs` moves to `untilMs` given, if the
+ * record is still the one read (compared on its mod revision) and still `lent`. No trail entry: a renewal is not a
+ * step of the code's history. Returns the new entry, or `undefined` when the record changed meanwhile (another
+ * borrower renewed it, or a reclaim began): the caller reads it again at its next check.
+ */
+export async function renewLoanTerm(
+  io: RegistryIo,
+  read: SpareRegistryEntry,
+  untilMs: number,
+): Promise<SpareRegistryEntry | undefined> {
+  if (read.record.state !== 'lent') return undefined;
+  const record: SpareRegistryRecord = { ...read.record, untilMs };
+  const res = await call(io, `renewing ${read.key}`, () =>
+    io.client
+      .if(read.key, 'Mod', '==', read.modRevision)
+      .then(io.client.put(read.key).value(JSON.stringify(record)))
+      .options(deadlineIn(io.timeoutMs))
+      .commit(),
+  );
+  if (!res.succeeded) return undefined;
+  return { ...read, record, modRevision: res.header.revision };
 }
 
 /** One line saying who holds `code` according to the registry. */

@@ -28,6 +28,8 @@ import type { WorkerLease } from '../src/types.js';
 jest.setTimeout(180_000);
 
 const TTL_S = 3;
+/** The deployment's loan term here: four TTLs, the shortest a borrower may borrow under (docs/design.md §7). */
+const LOAN_TERM_MS = 4 * TTL_S * 1000;
 const cleanups: (() => Promise<void> | void)[] = [];
 
 afterAll(async () => {
@@ -73,7 +75,7 @@ async function deadLoan(name: string) {
     kvRegistry.close();
   });
   const registry = { client: kvRegistry, prefix, timeoutMs: 5000, name: registryEtcd.clientUrl };
-  await initRegistry(registry);
+  await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
   const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
   const ioNew = { ...ioTwo, client: kvNew };
   // Region 2's home slot 0 is held for the whole test by a long lease in its etcd (in the snapshot too): a borrower
@@ -84,6 +86,8 @@ async function deadLoan(name: string) {
   const dir = await tempDir('idgen-loan-snapshot');
   const snapshot = join(dir.path, 'two.db');
   await two.snapshot(snapshot);
+  const registrySnapshot = join(dir.path, 'registry.db');
+  await registryEtcd.snapshot(registrySnapshot);
   await beginReclaim(ioTwo, 5);
   const handover = await exportHandover({ ...ioTwo, ttlMs: TTL_S * 1000, clockBoundMs: 10 }, 5);
   await adoptSpareCode(ioNew, handover);
@@ -93,7 +97,7 @@ async function deadLoan(name: string) {
     borrowSpare: true,
     registry: { endpoints: [registryEtcd.clientUrl], prefix },
   };
-  return { prefix, two, fresh, registryEtcd, kvTwo, ioTwo, snapshot, borrow };
+  return { prefix, two, fresh, registryEtcd, kvTwo, ioTwo, snapshot, registrySnapshot, borrow };
 }
 
 /**
@@ -146,6 +150,19 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     expect(await heldSlotsUnder(d.ioTwo, 5)).toEqual([]);
   });
 
+  it('the registry restored too, neither followed up: the two agree the loan stands, but its term ended: no claim', async () => {
+    const d = await deadLoan('loan-both-rewound');
+    // Both stores back to while the loan stood, and neither runbook step (spare reconcile, region restored) run.
+    await d.registryEtcd.restore(d.registrySnapshot);
+    await d.two.restore(d.snapshot);
+    expect((await readSpareCode(d.ioTwo, 5))?.record.state).toBe('lent');
+    const r = await borrowAfterRestore(d, 'borrower-both');
+    // Before loan terms: claimed, and about half the IDs equal (the simulator's find: tools/sim/README.md).
+    expect({ claimed: r.claimed, common: r.common }).toEqual({ claimed: false, common: 0 });
+    expect(r.started).toBeInstanceOf(NoFreeWorkerError);
+    expect((r.started as Error).message).toMatch(/spare code 5: loan not confirmed by the registry \(the loan of code 5 ended at .*not renewed/);
+  });
+
   it('new token: idgen region restored asks the registry, seals the dead loan (reclaimed), and no borrower claims under it', async () => {
     const d = await deadLoan('loan-new-token');
     await d.two.restore(d.snapshot, { clusterToken: `restored-${Date.now()}` });
@@ -163,7 +180,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     expect(r.started).toBeInstanceOf(NoFreeWorkerError);
   });
 
-  it('the registry unreachable: a borrower keeps the slot it holds, and no new claim goes under a loan it cannot confirm', async () => {
+  it('the registry unreachable: a borrower keeps the slot it holds until its term, and no new claim goes under a loan it cannot confirm', async () => {
     const prefix = uniquePrefix('loan-registry-down');
     const [two, registryEtcd] = await Promise.all([startEtcd(), startEtcd()]);
     await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
@@ -174,7 +191,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
       kvRegistry.close();
     });
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
-    await initRegistry(registry);
+    await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
     await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
     await lendSpareCode(ioTwo, 5, 2);
@@ -198,6 +215,10 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     const extendsSince = held.of('extend').length;
     await held.waitFor((e) => e.kind === 'extend' && held.of('extend').length > extendsSince + 2, 10_000, 'refreshes');
     expect(held.of('unassign')).toEqual([]);
+    // But never past the loan's term (docs/design.md §7, "Loan terms"): unrenewed, the slot goes back a TTL before it
+    // ends, with no answer from the registry (an adopter may start once it has passed).
+    const back = await held.waitFor((e) => e.kind === 'unassign', LOAN_TERM_MS + 10_000, 'the slot given back');
+    expect(back.message).toMatch(/spare code 5: the loan's term ends at .*unrenewed: the borrowed slot is given back/);
   });
 
   it('the registry restored and the code lent again elsewhere: the holder of the loan it forgot gives its slot back', async () => {
@@ -214,7 +235,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
       kvRegistry.close();
     });
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
-    await initRegistry(registry);
+    await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const dir = await tempDir('idgen-registry-snapshot');
     const snapshot = join(dir.path, 'registry.db');
     await registryEtcd.snapshot(snapshot);

@@ -35,6 +35,8 @@ beforeAll(() => ({ kv } = harness.current()));
  * A region's etcd under `prefix`, with the deployment's spare-code registry (docs/design.md §7) in the same etcd under
  * `registryPrefix` (by default the same prefix: one region's etcd serving as the registry).
  */
+/** The deployment's loan term here: four of the borrowers' 6 s TTL, the shortest they may borrow under (§7). */
+const LOAN_TERM_MS = 24_000;
 const io = (prefix: string, registryPrefix = prefix) => ({
   client: kv,
   prefix,
@@ -48,7 +50,7 @@ const io = (prefix: string, registryPrefix = prefix) => ({
  */
 const bind = async (prefix: string, code: number): Promise<void> => {
   await bindRegion(harness.current().etcd, code, prefix);
-  await initRegistry(io(prefix).registry);
+  await initRegistry(io(prefix).registry, { loanTermMs: LOAN_TERM_MS });
 };
 /** The registry a borrower confirms its loans in (docs/design.md §7): this etcd, under `prefix`. */
 const reg = (prefix: string) => ({ endpoints: [harness.current().etcd.clientUrl], prefix });
@@ -381,7 +383,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     // Another deployment's new region (its own registry, where the same handover is recorded reclaimed).
     const reclaimedRegistry = async (registryPrefix: string): Promise<string> => {
       const lender = await readRegistryCode(io(prefix).registry, 5);
-      await initRegistry(io(registryPrefix).registry);
+      await initRegistry(io(registryPrefix).registry, { loanTermMs: LOAN_TERM_MS });
       await casRegistryCode(io(registryPrefix).registry, undefined, {
         ...(lender?.record ?? { code: 5, lentTo: 2, at: 't' }),
         state: 'reclaimed',

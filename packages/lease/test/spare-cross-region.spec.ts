@@ -46,6 +46,8 @@ afterAll(async () => {
  */
 const TTL_MS = 10_000;
 const MARGIN_MS = 1000;
+/** The deployment's loan term here: four TTLs, the shortest a borrower may borrow under (docs/design.md §7). */
+const LOAN_TERM_MS = 4 * TTL_MS;
 /** How far the second borrower's wall clock runs ahead of true time (more than a TTL: its last-ms is in the future). */
 const AHEAD_MS = 12_000;
 
@@ -108,7 +110,7 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     // The deployment's spare-code registry (docs/design.md §7) is region 2's etcd, under the same prefix: every step
     // is decided there first, then mirrored into the region's own etcd.
     const registry = { client: kvTwo, prefix, timeoutMs: 2000 };
-    await initRegistry(registry); // idgen spare init, once for the deployment
+    await initRegistry(registry, { loanTermMs: LOAN_TERM_MS }); // idgen spare init, once for the deployment
     const two = { client: kvTwo, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     const fresh = { client: kvNew, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT, registry };
     // Each region's etcd is bound to its code before its first node: region 2's to 2, the new region's to 5.

@@ -54,13 +54,15 @@ afterAll(async () => {
 });
 
 const TIMEOUT_MS = 2000;
+/** The deployment's loan term here: four of the borrowers' 2 s TTL, the shortest they may borrow under (§7). */
+const LOAN_TERM_MS = 8000;
 
 /** A deployment under one prefix: each region's etcd bound to its code, one registry. */
 async function deployment(name: string) {
   const prefix = uniquePrefix(name);
   await Promise.all([bindRegion(etcdTwo, 2, prefix), bindRegion(etcdThree, 3, prefix), bindRegion(etcdNew, 5, prefix)]);
   const registry: RegistryIo = { client: kvRegistry, prefix, timeoutMs: TIMEOUT_MS, name: registryEtcd.clientUrl };
-  await initRegistry(registry); // idgen spare init, once for the deployment
+  await initRegistry(registry, { loanTermMs: LOAN_TERM_MS }); // idgen spare init, once for the deployment
   const at = (client: Etcd3, reg: RegistryIo = registry) => ({
     client,
     prefix,
@@ -293,7 +295,7 @@ describe('the spare-code registry', () => {
       /has no deployment ID .*run "idgen spare init"/,
     );
     // Initialised on its own (another deployment ID): refused, region 2 follows the first one.
-    await initRegistry(other);
+    await initRegistry(other, { loanTermMs: LOAN_TERM_MS });
     const lend = await errorOf(lendSpareCode(d.at(kvTwo, other), 6, 2));
     expect(lend).toBeInstanceOf(RegistryRefusedError);
     expect((lend as Error).message).toMatch(
@@ -305,7 +307,7 @@ describe('the spare-code registry', () => {
     expect((await readSpareCode(d.two, 5))?.record.state).toBe('lent');
     // Another prefix in the same registry etcd is another registry too.
     const moved: RegistryIo = { ...d.registry, prefix: `${d.prefix}-b` };
-    await initRegistry(moved);
+    await initRegistry(moved, { loanTermMs: LOAN_TERM_MS });
     await expect(lendSpareCode(d.at(kvTwo, moved), 6, 2)).rejects.toThrow(/follows the spare-code registry/);
     expect(await localRecord(kvTwo, d.prefix, 6)).toBeNull();
   });

@@ -8,14 +8,15 @@ const at = (s: number, event: TimedRegionsEvent['event']): TimedRegionsEvent => 
  * Three regions, the registry and every operator step and fault kind of the deployment once: a loan, a lend of the same
  * code elsewhere with no deployment file and through the second registry (both refused), a move with a retire, a
  * reclaim and an adoption, a restore of the borrower's etcd and of the registry with the runbook's follow-ups, a node
- * with a wrong region code, the operator cut off the registry.
+ * with a wrong region code, the operator cut off the registry. A minute: the adopt waits the loan's term (24 s here)
+ * and a TTL ceiling out after the reclaim (docs/design.md §7, "Loan terms").
  */
 const everyStep: RegionsScenario = {
   regions: 3,
   workers: 1,
   extraNodes: 1,
   ttls: [2, 3],
-  durationMs: 30_000,
+  durationMs: 60_000,
   lostAnswerPerMille: 0,
   events: [
     at(1, { kind: 'snapshot', cluster: 1 }),
@@ -41,6 +42,30 @@ const everyStep: RegionsScenario = {
   ],
 };
 
+/**
+ * The hole the simulator found on main (README, "Found on main, closed"): the registry and the borrower's etcd both
+ * restored to while the loan stood, after it was reclaimed and adopted, and neither followed by its runbook step. The
+ * two rewound stores agree that the loan lives; only its term, which nobody renewed since the reclaim, says it ended.
+ */
+const bothRewound: RegionsScenario = {
+  regions: 2,
+  workers: 1,
+  extraNodes: 2,
+  ttls: [2, 3],
+  durationMs: 60_000,
+  lostAnswerPerMille: 0,
+  events: [
+    at(1, { kind: 'lend', code: 5, to: 0, etcdOf: 0, registry: 0, deployment: 'all' }),
+    at(3, { kind: 'snapshot', cluster: 100 }),
+    at(4, { kind: 'snapshot', cluster: 0 }),
+    at(5, { kind: 'reclaim', code: 5, from: 0, registry: 0, deployment: 'all' }),
+    at(6, { kind: 'adopt', code: 5, registry: 0, deployment: 'all' }),
+    // Queued behind the adopt, which waits the loan's term out: both restores land after the adopter runs.
+    at(7, { kind: 'restore', cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
+    at(8, { kind: 'restore', cluster: 0, newCluster: false, then: 'none', ttlSeconds: 6 }),
+  ],
+};
+
 describe('the deployment simulator', () => {
   test('every operator step and fault of a deployment: no ID minted twice, and one seed replays it exactly', async () => {
     const first = await runRegionsSimulated(everyStep, 7);
@@ -61,6 +86,18 @@ describe('the deployment simulator', () => {
     expect(outcome('move')).toEqual([true]);
     expect(outcome('init')).toEqual([false]);
     expect(second).toEqual(first);
+  }, 180_000);
+
+  test('the registry and a borrower\'s etcd both restored to a reclaimed, adopted loan: its term ended, no claim under it', async () => {
+    const r = await runRegionsSimulated(bothRewound, 11);
+    const outcome = (kind: string): boolean[] =>
+      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    expect(outcome('adopt')).toEqual([true]);
+    expect(outcome('restore')).toEqual([true, true]);
+    // Without the term (confirmLoan confirming a rewound loan), region 0's borrowers claim code 5 beside the adopter.
+    expect(r.violations).toEqual([]);
+    // Region 0 borrowed code 5 (its own range of one worker is full) and the adopter filled it after.
+    expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
   }, 180_000);
 
   test('seed 100, the audit\'s false alarm the simulator found on main (README, "Findings"), replays clean', async () => {

@@ -99,6 +99,12 @@ export interface OperatorHooks {
   startNodes(code: number, cluster: string, count: number, wholeCode: boolean): void;
 }
 
+/**
+ * The simulated deployment's loan term (`idgen spare init --loan-term 24`): the shortest the TTL ceiling (6 s) allows,
+ * so that a reclaim's adopt, which waits the term out, still lands inside a one-minute schedule.
+ */
+const LOAN_TERM_MS = 24_000;
+
 /** Runs {@link OperatorStep}s against a deployment's clusters, one after another. */
 export class RegistryOperator {
   readonly outcomes: StepOutcome[] = [];
@@ -123,7 +129,7 @@ export class RegistryOperator {
   async setup(): Promise<void> {
     for (let c = 0; c < this.hooks.regions; c++)
       await initRegion(this.io(`r${c}`), c, { ttlCeilingSeconds: 6 }).catch(() => undefined);
-    const { now } = await initRegistry(this.registry(0), { now: Date.now });
+    const { now } = await initRegistry(this.registry(0), { now: Date.now, loanTermMs: LOAN_TERM_MS });
     for (const r of this.deployment('all')) await noteRegistrySeen(r, now.identity, now.revision, { now: Date.now });
   }
 
@@ -293,7 +299,7 @@ export class RegistryOperator {
         return `${name} bound to ${r.record.code}${r.changed ? '' : ' (already)'}`;
       }
       case 'spare-init': {
-        const { now } = await initRegistry(this.registry(step.registry), { now: Date.now });
+        const { now } = await initRegistry(this.registry(step.registry), { now: Date.now, loanTermMs: LOAN_TERM_MS });
         for (const r of this.deployment('all'))
           await noteRegistrySeen(r, now.identity, now.revision, { now: Date.now });
         return `registry ${now.identity.clusterId} at ${now.revision}`;

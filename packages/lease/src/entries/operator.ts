@@ -32,6 +32,8 @@ export type { InitRegionOptions, InitRegionReport } from '../region-init.js';
 export {
   RegistryRefusedError,
   initRegistry,
+  loanTermOf,
+  DEFAULT_LOAN_TERM_MS,
   isRegistryRefusedError,
   noteRegistrySeen,
   readRegistryNow,
