@@ -2,9 +2,10 @@ import { createEtcdClient, createEtcdLease, type ClockSource, type LeaseTarget, 
 import { initRegion, markRegionRestored } from '@idgen/lease/operator';
 import { GuardedMinter } from '@idgen/clock-guard';
 import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
-import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
+import type { WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
 import { SimNet, installSimNet, type NetRandom } from './sim-transport.js';
+import { MintLog, askIds, guardTarget, leaseTimings } from './sim-node.js';
 
 /**
  * One simulated deployment: a region's etcd model, nodes running the real `@idgen/lease` etcd lease and the real
@@ -263,7 +264,7 @@ class DeploymentRun {
   private askTimer: ReturnType<typeof setTimeout> | undefined;
   private asking = true;
   private readonly violations: Violation[] = [];
-  private readonly seen = new Map<bigint, string>();
+  private readonly ids = new MintLog<bigint>();
   private minted = 0;
   /** What a `restore` goes back to: the backup after `region init`, then the last `snapshot` fault's. */
   private snapshot: ModelSnapshot | undefined;
@@ -381,7 +382,6 @@ class DeploymentRun {
       assignment: undefined,
       crashed: false,
     };
-    const ttlSeconds = this.ttlOf(index);
     const lease = createEtcdLease(
       {
         endpoints: this.net.endpoints(proc, CLUSTER),
@@ -389,11 +389,7 @@ class DeploymentRun {
         nodeId: proc,
         workers: { first: 0, last: this.s.workers - 1 },
         waitForFreeSlot: true,
-        ttlSeconds,
-        // A short TTL needs quick keep-alives (@idgen/testing's QUICK_LEASE_SETTINGS); longer ones the defaults.
-        ...(ttlSeconds <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
-        requestTimeoutMs: 1500,
-        backoff: { initialMs: 50, maxMs: 400 },
+        ...leaseTimings(this.ttlOf(index)),
         clock,
       },
       this.leaseTarget(node),
@@ -403,30 +399,19 @@ class DeploymentRun {
     return node;
   }
 
-  /** The lease drives the real guard; the checker listens to what it promised. */
+  /** The lease drives the real guard; the callers ask hot while a slot is taken or lost, and the trace hashes it. */
   private leaseTarget(node: SimNode): LeaseTarget {
-    const { guard, proc } = node;
-    return {
-      assign: (a: WorkerAssignment): void => {
+    return guardTarget(node, node.guard, {
+      assigned: (a) => {
         this.heat();
-        this.trace = fnv(this.trace, `${this.ticker.now - this.t0}:${proc}:${a.worker}`);
+        this.trace = fnv(this.trace, `${this.ticker.now - this.t0}:${node.proc}:${a.worker}`);
         node.assignment = a;
-        node.ceiling = a.ceilingMs;
-        node.deadline = a.deadlineMonoMs;
-        guard.assign(a);
       },
-      extend: (e: LeaseExtension): void => {
-        node.ceiling = Math.max(node.ceiling, e.ceilingMs);
-        node.deadline = Math.max(node.deadline, e.deadlineMonoMs);
-        guard.extend(e);
-      },
-      unassign: (reason: 'lease' | 'draining' | 'not-assigned', message: string): void => {
+      unassigned: () => {
         this.heat();
         node.assignment = undefined;
-        guard.unassign(reason, message);
       },
-      lastMintedMs: () => guard.lastMintedMs(),
-    };
+    });
   }
 
   /** The callers' next ask in `ms` (none once they stopped asking). */
@@ -459,24 +444,12 @@ class DeploymentRun {
     for (const n of this.nodes) {
       if (n.crashed || this.net.isPaused(n.proc)) continue;
       let last: bigint | undefined;
-      for (let k = 0; k < 3; k++) {
-        let id: bigint;
-        try {
-          id = n.guard.next();
-        } catch {
-          break;
-        }
+      askIds(n.guard, 3, (id) => {
         this.minted++;
         last = id;
-        const prior = this.seen.get(id);
-        if (prior !== undefined)
-          this.violations.push({
-            kind: 'duplicate',
-            atMs,
-            message: `${describeId(id)} minted by ${prior} and by ${n.proc}`,
-          });
-        else this.seen.set(id, n.proc);
-      }
+        const duplicate = this.ids.duplicate(id, n.proc, describeId);
+        if (duplicate !== undefined) this.violations.push({ kind: 'duplicate', atMs, message: duplicate });
+      });
       if (last !== undefined) this.check(n, last, atMs);
     }
   }
