@@ -17,7 +17,7 @@
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { initRegistry, lendSpareCode } from '@idgen/lease/operator';
-import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
+import { cleanupAll, mintTogether, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -164,29 +164,13 @@ async function readyOrError(s: EmbeddedIdSource): Promise<Error | undefined> {
 }
 
 /**
- * Both sources mint at once until each has handed out `atLeast` IDs or a refusal stops one (a fence: the fix) for
- * good; resolves with how many of their IDs are equal. Every wait has a deadline: 60 s.
+ * Both sources mint at once until each has handed out 20,000 IDs or a refusal stops one (a fence: the fix) for good;
+ * resolves with how many of their IDs are equal. Every wait has a deadline: 60 s.
  */
-async function mintTogether(a: EmbeddedIdSource, b: EmbeddedIdSource, atLeast = 20_000): Promise<number> {
-  const [first, second] = [new Set<bigint>(), new Set<bigint>()];
-  const end = Date.now() + 60_000;
-  while (Date.now() < end && (first.size < atLeast || second.size < atLeast)) {
-    for (const [s, ids] of [
-      [a, first],
-      [b, second],
-    ] as const) {
-      for (let k = 0; k < 256; k++) {
-        const id = s.tryNextId();
-        if (id === undefined) break;
-        ids.add(id);
-      }
-    }
-    await new Promise((r) => setImmediate(r));
-  }
-  let common = 0;
-  for (const id of second) if (first.has(id)) common++;
-  console.log(`minted together: ${first.size} and ${second.size} IDs, ${common} equal`);
-  return common;
+async function mintedEqual(a: EmbeddedIdSource, b: EmbeddedIdSource): Promise<number> {
+  const m = await mintTogether(a, b, { atLeast: 20_000, withinMs: 60_000 });
+  console.log(`minted together: ${m.first} and ${m.second} IDs, ${m.common} equal`);
+  return m.common;
 }
 
 async function audit(file: string): Promise<{ code: number | null; violations: string[]; stdout: string }> {
@@ -235,7 +219,7 @@ describe('idgen audit after case 1: a borrower etcd restored after its loan move
     // The adopter on the borrower's worker of code 5 (as in loan-restore.spec.ts): the slot both mint under.
     const worker = borrower.status().worker as number;
     const a = await adopter(d, 'case1-adopter', worker);
-    const common = await mintTogether(borrower, a);
+    const common = await mintedEqual(borrower, a);
     expect(common).toBeGreaterThan(0);
     await Promise.all([borrower.close(), a.close()]);
     const r = await audit(d.file);
@@ -300,7 +284,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     await onlyFree(d.etcdOf(3), worker);
     const second = source(d.etcdOf(3), 3, 'case2-unfixed-r3', d.registry);
     expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintTogether(d.first, second)).toBeGreaterThan(0);
+    expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
     await Promise.all([d.first.close(), second.close()]);
     const r = await audit(d.file);
     expect(r.code).toBe(1);
@@ -344,7 +328,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
     await onlyFree(d.etcdOf(3), worker);
     const second = source(d.etcdOf(3), 3, 'case5-unfixed-r3', d.other);
     expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintTogether(d.first, second)).toBeGreaterThan(0);
+    expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
     await Promise.all([d.first.close(), second.close()]);
     const r = await audit(d.file);
     expect(r.code).toBe(1);

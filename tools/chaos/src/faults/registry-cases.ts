@@ -23,7 +23,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { startEtcd, type EtcdServer } from '@idgen/testing';
+import { mintTogether, startEtcd, type EtcdServer } from '@idgen/testing';
 import { ETCD_PREFIX } from '../fault-context.js';
 import { auditConfig, runAudit, type AuditOutcome, type AuditRegion } from './audit.js';
 import { cliLine, runOperatorCli, type CliRun } from './double-loan.js';
@@ -115,27 +115,6 @@ async function onlyFree(url: string, worker: number): Promise<void> {
   for (let w = 0; w <= DEFAULT_LAYOUT.maxWorker; w++)
     if (w !== worker)
       await putKey(url, `${ETCD_PREFIX}/regions/${SPARE}/workers/${w}`, '{"nodeId":"busy","kind":"embedded"}', true);
-}
-
-/** Both mint until each has {@link MINT_TARGET} IDs or `ms` pass; the count of IDs both handed out. */
-async function mintTogether(a: EmbeddedIdSource, b: EmbeddedIdSource, ms: number): Promise<[number, number, number]> {
-  const [x, y] = [new Set<bigint>(), new Set<bigint>()];
-  const end = Date.now() + ms;
-  while (Date.now() < end && (x.size < MINT_TARGET || y.size < MINT_TARGET)) {
-    for (const [s, ids] of [
-      [a, x],
-      [b, y],
-    ] as const)
-      for (let k = 0; k < 256; k++) {
-        const id = s.tryNextId();
-        if (id === undefined) break;
-        ids.add(id);
-      }
-    await new Promise((r) => setImmediate(r));
-  }
-  let common = 0;
-  for (const id of y) if (x.has(id)) common++;
-  return [x.size, y.size, common];
 }
 
 /** Runs one registry case: the deployment, the operator's steps, the holders, the audit. */
@@ -405,9 +384,10 @@ const CASE_STEPS: Readonly<Record<RegistryCase, (d: CaseDeployment) => Promise<C
 async function caseVerdict(d: CaseDeployment, c: RegistryCase, x: CaseStep, t0: number): Promise<RegistryCaseOutcome> {
   const { first, second } = x;
   let counts: [number, number, number] = [0, 0, 0];
-  if (second !== undefined && second.status().worker !== undefined && first.status().worker !== undefined)
-    counts = await mintTogether(first, second, d.o.overlapMs);
-  else counts = [first.tryNextId() === undefined ? 0 : 1, second?.tryNextId() === undefined ? 0 : 1, 0];
+  if (second !== undefined && second.status().worker !== undefined && first.status().worker !== undefined) {
+    const m = await mintTogether(first, second, { atLeast: MINT_TARGET, withinMs: d.o.overlapMs });
+    counts = [m.first, m.second, m.common];
+  } else counts = [first.tryNextId() === undefined ? 0 : 1, second?.tryNextId() === undefined ? 0 : 1, 0];
   await d.closeSources();
   // Case 1's runbook step after a restore: the registry decides each mirrored loan; a dead one is sealed.
   if (c === 'loan-restore' && x.refused)
