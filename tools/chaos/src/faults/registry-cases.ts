@@ -25,7 +25,15 @@ import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { mintTogether, startEtcd, type EtcdServer } from '@idgen/testing';
 import { ETCD_PREFIX } from '../fault-context.js';
-import { auditConfig, runAudit, type AuditOutcome, type AuditRegion } from './audit.js';
+import {
+  auditConfig,
+  auditNotes,
+  drSafetyViolation,
+  holdersBreaches,
+  runAudit,
+  type AuditOutcome,
+  type AuditRegion,
+} from './audit.js';
 import { cliLine, runOperatorCli, type CliRun } from './double-loan.js';
 
 /** The registry cases (issue 31's cases 1, 2 and 5). */
@@ -430,21 +438,13 @@ export function judgeRegistryCase(d: RegistryCaseOutcome): {
     `the step: ${d.refused ? 'refused' : 'accepted'}: ${d.refusal}`,
     `${d.first.name}: ${d.first.ids.toLocaleString('en-US')} IDs; ${d.second.name}: ${d.second.ids.toLocaleString('en-US')} IDs`,
     `IDs handed out by both: ${d.common.toLocaleString('en-US')}`,
-    ...d.audit.lines,
-    `audit deployment file: ${d.auditFile}`,
-    `took ${(d.tookMs / 1000).toFixed(1)} s`,
+    ...auditNotes(d.audit, d.auditFile, d.tookMs),
   ];
-  const unsafe: string[] = [];
-  if (d.common > 0)
-    unsafe.push(`${d.common.toLocaleString('en-US')} ID(s) handed out by both ${d.first.name} and ${d.second.name}`);
-  if (!d.audit.ok) unsafe.push(`the audit is not clean (${d.audit.lines[0] ?? ''})`);
+  const unsafe = holdersBreaches(d.common, d.first.name, d.second.name, d.audit);
   if (!d.refused) unsafe.push(`the step was accepted (${d.refusal})`);
   return {
     notes,
-    safetyViolation:
-      unsafe.length === 0
-        ? undefined
-        : `disaster recovery (${d.registryCase}, issue 31 case ${ISSUE_CASE[d.registryCase]}) broke the deployment's invariant: ${unsafe.join('; ')}`,
+    safetyViolation: drSafetyViolation(d.registryCase, ISSUE_CASE[d.registryCase], unsafe),
     expectationMissed: undefined,
   };
 }
