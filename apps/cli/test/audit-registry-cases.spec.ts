@@ -116,6 +116,8 @@ async function deployment(name: string, codes: readonly number[]) {
   return { file, dir: dir.path, registry, etcdOf, io };
 }
 
+type Deployment = Awaited<ReturnType<typeof deployment>>;
+
 /**
  * An embedded source on `etcd` for region `region`: its own code's `workers`, or, with a registry, a borrower whose
  * home range 0-0 is full (it claims under the spare code lent to its region).
@@ -171,6 +173,35 @@ async function mintedEqual(a: EmbeddedIdSource, b: EmbeddedIdSource): Promise<nu
   const m = await mintTogether(a, b, { atLeast: 20_000, withinMs: 60_000 });
   console.log(`minted together: ${m.first} and ${m.second} IDs, ${m.common} equal`);
   return m.common;
+}
+
+/** Code 5 lent to region 2 through the registry, and region 2's borrower (`NAME-r2`) ready under it (on 5/0). */
+async function lentToRegion2(d: Deployment, name: string) {
+  const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
+  await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
+  const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
+  await first.ready();
+  return { reg, first };
+}
+
+/**
+ * Without the fix, once code 5 is lent to region 3 too (through `registry`): region 3's borrower (`NAME-r3`) lands on
+ * the slot region 2's borrower holds, both mint equal IDs, and the audit names both, the slot and the ms, exit 1.
+ */
+async function expectDoubleHoldAudited(
+  d: Deployment & { first: EmbeddedIdSource },
+  registry: EtcdServer,
+  name: string,
+): Promise<void> {
+  const worker = d.first.status().worker as number;
+  await onlyFree(d.etcdOf(3), worker);
+  const second = source(d.etcdOf(3), 3, `${name}-r3`, registry);
+  expect(await readyOrError(second)).toBeUndefined();
+  expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
+  await Promise.all([d.first.close(), second.close()]);
+  const r = await audit(d.file);
+  expect(r.code).toBe(1);
+  expect(r.violations).toContainEqual(expect.stringMatching(overlapLine(worker, `${name}-r2`, `${name}-r3`)));
 }
 
 async function audit(file: string): Promise<{ code: number | null; violations: string[]; stdout: string }> {
@@ -268,10 +299,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     const d = await deployment(name, [2, 3]);
     const backup = join(d.dir, 'registry.db');
     await d.registry.snapshot(backup);
-    const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-    await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
-    const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
-    await first.ready();
+    const { reg, first } = await lentToRegion2(d, name);
     await d.registry.restore(backup); // same token and URL: the registry knows no loan of code 5
     return { ...d, first, reg };
   }
@@ -280,17 +308,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     const d = await rewound('case2-unfixed');
     mockWithoutFix.on = true;
     await lendSpareCode(d.io(3), 5, 3);
-    const worker = d.first.status().worker as number;
-    await onlyFree(d.etcdOf(3), worker);
-    const second = source(d.etcdOf(3), 3, 'case2-unfixed-r3', d.registry);
-    expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
-    await Promise.all([d.first.close(), second.close()]);
-    const r = await audit(d.file);
-    expect(r.code).toBe(1);
-    expect(r.violations).toContainEqual(
-      expect.stringMatching(overlapLine(worker, 'case2-unfixed-r2', 'case2-unfixed-r3')),
-    );
+    await expectDoubleHoldAudited(d, d.registry, 'case2-unfixed');
   });
 
   it("with the fix: the lend to region 3 exits 4 (the registry's history went back), and the audit stays clean", async () => {
@@ -310,10 +328,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
   /** Regions 2 and 3 follow the registry; code 5 lent to region 2, whose borrower mints on 5/0; a second registry. */
   async function split(name: string) {
     const d = await deployment(name, [2, 3]);
-    const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-    await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
-    const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
-    await first.ready();
+    const { first } = await lentToRegion2(d, name);
     const other = await startEtcd(); // region 3's operator cannot reach the registry and names another one
     return { ...d, first, other };
   }
@@ -324,17 +339,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
     const io = d.io(3, d.other);
     await initRegistry(io.registry);
     await lendSpareCode(io, 5, 3);
-    const worker = d.first.status().worker as number;
-    await onlyFree(d.etcdOf(3), worker);
-    const second = source(d.etcdOf(3), 3, 'case5-unfixed-r3', d.other);
-    expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
-    await Promise.all([d.first.close(), second.close()]);
-    const r = await audit(d.file);
-    expect(r.code).toBe(1);
-    expect(r.violations).toContainEqual(
-      expect.stringMatching(overlapLine(worker, 'case5-unfixed-r2', 'case5-unfixed-r3')),
-    );
+    await expectDoubleHoldAudited(d, d.other, 'case5-unfixed');
   });
 
   it('with the fix: the lend through the other registry exits 4, and the audit stays clean', async () => {
