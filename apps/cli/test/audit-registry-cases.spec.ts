@@ -17,7 +17,7 @@
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { initRegistry, lendSpareCode } from '@idgen/lease/operator';
-import { cleanupAll, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
+import { cleanupAll, mintTogether, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -127,6 +127,8 @@ async function deployment(name: string, codes: readonly number[]) {
   return { file, dir: dir.path, registry, etcdOf, io };
 }
 
+type Deployment = Awaited<ReturnType<typeof deployment>>;
+
 /**
  * An embedded source on `etcd` for region `region`: its own code's `workers`, or, with a registry, a borrower whose
  * home range 0-0 is full (it claims under the spare code lent to its region).
@@ -175,34 +177,54 @@ async function readyOrError(s: EmbeddedIdSource): Promise<Error | undefined> {
 }
 
 /**
- * Both sources mint at once until each has handed out `atLeast` IDs or a refusal stops one (a fence: the fix) for
- * good; resolves with how many of their IDs are equal. Every wait has a deadline: 60 s.
+ * Both sources mint at once until each has handed out 20,000 IDs or a refusal stops one (a fence: the fix) for good;
+ * resolves with how many of their IDs are equal. Every wait has a deadline: 60 s.
  */
-async function mintTogether(a: EmbeddedIdSource, b: EmbeddedIdSource, atLeast = 20_000): Promise<number> {
-  const [first, second] = [new Set<bigint>(), new Set<bigint>()];
-  const end = Date.now() + 60_000;
-  while (Date.now() < end && (first.size < atLeast || second.size < atLeast)) {
-    for (const [s, ids] of [
-      [a, first],
-      [b, second],
-    ] as const) {
-      for (let k = 0; k < 256; k++) {
-        const id = s.tryNextId();
-        if (id === undefined) break;
-        ids.add(id);
-      }
-    }
-    await new Promise((r) => setImmediate(r));
-  }
-  let common = 0;
-  for (const id of second) if (first.has(id)) common++;
-  console.log(`minted together: ${first.size} and ${second.size} IDs, ${common} equal`);
-  return common;
+async function mintedEqual(a: EmbeddedIdSource, b: EmbeddedIdSource): Promise<number> {
+  const m = await mintTogether(a, b, { atLeast: 20_000, withinMs: 60_000 });
+  console.log(`minted together: ${m.first} and ${m.second} IDs, ${m.common} equal`);
+  return m.common;
+}
+
+/** Code 5 lent to region 2 through the registry, and region 2's borrower (`NAME-r2`) ready under it (on 5/0). */
+async function lentToRegion2(d: Deployment, name: string) {
+  const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
+  await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
+  const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
+  await first.ready();
+  return { reg, first };
+}
+
+/**
+ * Without the fix, once code 5 is lent to region 3 too (through `registry`): region 3's borrower (`NAME-r3`) lands on
+ * the slot region 2's borrower holds, both mint equal IDs, and the audit names both, the slot and the ms, exit 1.
+ */
+async function expectDoubleHoldAudited(
+  d: Deployment & { first: EmbeddedIdSource },
+  registry: EtcdServer,
+  name: string,
+): Promise<void> {
+  const worker = d.first.status().worker as number;
+  await onlyFree(d.etcdOf(3), worker);
+  const second = source(d.etcdOf(3), 3, `${name}-r3`, registry);
+  expect(await readyOrError(second)).toBeUndefined();
+  expect(await mintedEqual(d.first, second)).toBeGreaterThan(0);
+  await Promise.all([d.first.close(), second.close()]);
+  const r = await audit(d.file);
+  expect(r.code).toBe(1);
+  expect(r.violations).toContainEqual(expect.stringMatching(overlapLine(worker, `${name}-r2`, `${name}-r3`)));
 }
 
 async function audit(file: string): Promise<{ code: number | null; violations: string[]; stdout: string }> {
   const r = await idgen(['audit', '--config', file, '--timeout-ms', '10000']);
   return { code: r.code, violations: r.stdout.split('\n').filter((l) => l.startsWith('VIOLATION')), stdout: r.stdout };
+}
+
+/** The audit over `file` finds nothing: no violation, exit 0 (no false alarm after a refused step). */
+async function expectCleanAudit(file: string): Promise<void> {
+  const r = await audit(file);
+  expect(r.violations).toEqual([]);
+  expect(r.code).toBe(0);
 }
 
 /** The overlap line the audit must print: slot 5/`worker`, both holders by node ID, and the milliseconds. */
@@ -246,7 +268,7 @@ describe('idgen audit after case 1: a borrower etcd restored after its loan move
     // The adopter on the borrower's worker of code 5 (as in loan-restore.spec.ts): the slot both mint under.
     const worker = borrower.status().worker as number;
     const a = await adopter(d, 'case1-adopter', worker);
-    const common = await mintTogether(borrower, a);
+    const common = await mintedEqual(borrower, a);
     expect(common).toBeGreaterThan(0);
     await Promise.all([borrower.close(), a.close()]);
     const r = await audit(d.file);
@@ -283,9 +305,7 @@ describe('idgen audit after case 1: a borrower etcd restored after its loan move
     ]);
     expect(restored.code).toBe(0);
     expect(restored.stderr).toMatch(/spare code 5 lent here: sealed \(reclaimed\)/);
-    const r = await audit(d.file);
-    expect(r.violations).toEqual([]);
-    expect(r.code).toBe(0);
+    await expectCleanAudit(d.file);
   });
 });
 
@@ -295,10 +315,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     const d = await deployment(name, [2, 3]);
     const backup = join(d.dir, 'registry.db');
     await d.registry.snapshot(backup);
-    const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-    await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
-    const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
-    await first.ready();
+    const { reg, first } = await lentToRegion2(d, name);
     await d.registry.restore(backup); // same token and URL: the registry knows no loan of code 5
     return { ...d, first, reg };
   }
@@ -307,17 +324,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     const d = await rewound('case2-unfixed');
     mockWithoutFix.on = true;
     await lendSpareCode(d.io(3), 5, 3);
-    const worker = d.first.status().worker as number;
-    await onlyFree(d.etcdOf(3), worker);
-    const second = source(d.etcdOf(3), 3, 'case2-unfixed-r3', d.registry);
-    expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintTogether(d.first, second)).toBeGreaterThan(0);
-    await Promise.all([d.first.close(), second.close()]);
-    const r = await audit(d.file);
-    expect(r.code).toBe(1);
-    expect(r.violations).toContainEqual(
-      expect.stringMatching(overlapLine(worker, 'case2-unfixed-r2', 'case2-unfixed-r3')),
-    );
+    await expectDoubleHoldAudited(d, d.registry, 'case2-unfixed');
   });
 
   it("with the fix: the lend to region 3 exits 4 (the registry's history went back), and the audit stays clean", async () => {
@@ -327,9 +334,7 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
     expect(lend.stderr).toMatch(/its history went back/);
     expect(d.first.nextIdsSync(1000)).toHaveLength(1000); // the live loan's borrower mints on
     await d.first.close();
-    const r = await audit(d.file);
-    expect(r.violations).toEqual([]);
-    expect(r.code).toBe(0);
+    await expectCleanAudit(d.file);
   });
 });
 
@@ -337,10 +342,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
   /** Regions 2 and 3 follow the registry; code 5 lent to region 2, whose borrower mints on 5/0; a second registry. */
   async function split(name: string) {
     const d = await deployment(name, [2, 3]);
-    const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-    await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
-    const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
-    await first.ready();
+    const { first } = await lentToRegion2(d, name);
     const other = await startEtcd(); // region 3's operator cannot reach the registry and names another one
     return { ...d, first, other };
   }
@@ -351,17 +353,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
     const io = d.io(3, d.other);
     await initRegistry(io.registry);
     await lendSpareCode(io, 5, 3);
-    const worker = d.first.status().worker as number;
-    await onlyFree(d.etcdOf(3), worker);
-    const second = source(d.etcdOf(3), 3, 'case5-unfixed-r3', d.other);
-    expect(await readyOrError(second)).toBeUndefined();
-    expect(await mintTogether(d.first, second)).toBeGreaterThan(0);
-    await Promise.all([d.first.close(), second.close()]);
-    const r = await audit(d.file);
-    expect(r.code).toBe(1);
-    expect(r.violations).toContainEqual(
-      expect.stringMatching(overlapLine(worker, 'case5-unfixed-r2', 'case5-unfixed-r3')),
-    );
+    await expectDoubleHoldAudited(d, d.other, 'case5-unfixed');
   });
 
   it('with the fix: the lend through the other registry exits 4, and the audit stays clean', async () => {
@@ -375,8 +367,6 @@ describe('idgen audit after case 5: two registries during a split', () => {
     expect(lend).toMatchObject({ code: 4, stdout: '' });
     expect(d.first.nextIdsSync(1000)).toHaveLength(1000);
     await d.first.close();
-    const r = await audit(d.file);
-    expect(r.violations).toEqual([]);
-    expect(r.code).toBe(0);
+    await expectCleanAudit(d.file);
   });
 });

@@ -76,18 +76,23 @@ export class IdForms {
    * so an unknown form, or `keyed` without a key, rejects without taking an ID.
    */
   nextInForm(options: object | undefined, mint: () => Promise<bigint>): Promise<bigint | string> {
-    const form = formOf(options);
-    if (form === undefined) return mint();
-    try {
-      this.check(form);
-    } catch (e) {
-      return Promise.reject(e as Error);
-    }
-    return mint().then((id) => this.format(id, form));
+    return this.inForm(options, mint, (id, form) => this.format(id, form));
   }
 
   /** {@link IdForms.nextInForm} for a call's many IDs (`nextIds`): each in the form asked for, none taken for a wrong one. */
   manyInForm(options: object | undefined, mint: () => Promise<bigint[]>): Promise<(bigint | string)[]> {
+    return this.inForm(options, mint, (ids, form) => ids.map((id) => this.format(id, form)));
+  }
+
+  /**
+   * The dispatch both share: what `mint` gives as it is when the options name no form; else the form checked first
+   * (a rejection, nothing minted, when it is wrong), then what `mint` gives in that form.
+   */
+  private inForm<T, F>(
+    options: object | undefined,
+    mint: () => Promise<T>,
+    inForm: (minted: T, form: IdForm) => F,
+  ): Promise<T | F> {
     const form = formOf(options);
     if (form === undefined) return mint();
     try {
@@ -95,7 +100,7 @@ export class IdForms {
     } catch (e) {
       return Promise.reject(e as Error);
     }
-    return mint().then((ids) => ids.map((id) => this.format(id, form)));
+    return mint().then((minted) => inForm(minted, form));
   }
 
   private keyedForm(): KeyedForm {

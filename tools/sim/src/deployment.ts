@@ -1,10 +1,11 @@
-import { createEtcdClient, createEtcdLease, type ClockSource, type WorkerLease } from '@idgen/lease';
+import { createEtcdClient, createEtcdLease, type ClockSource, type LeaseTarget, type WorkerLease } from '@idgen/lease';
 import { initRegion, markRegionRestored } from '@idgen/lease/operator';
 import { GuardedMinter } from '@idgen/clock-guard';
 import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
-import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
+import type { WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
 import { SimNet, installSimNet, type NetRandom } from './sim-transport.js';
+import { MintLog, askIds, guardTarget, leaseTimings } from './sim-node.js';
 
 /**
  * One simulated deployment: a region's etcd model, nodes running the real `@idgen/lease` etcd lease and the real
@@ -188,97 +189,187 @@ export async function runScenario(s: Scenario, ticker: Ticker, seed: number): Pr
   net.addCluster(CLUSTER, model, s.members);
   const uninstallNet = installSimNet(net);
   try {
-    return await run(s, ticker, net, model);
+    return await new DeploymentRun(s, ticker, net, model).run();
   } finally {
     uninstallNet();
     model.close();
   }
 }
 
-async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): Promise<RunReport> {
-  const t0 = ticker.now;
-  // Callers ask every HOT_ASK_MS while something just changed (a fault, its end, a slot taken or lost, an answer
-  // lost): the moments two holders can overlap, for the longest TTL plus a margin after it. Otherwise every
-  // COLD_ASK_MS: a steady deployment needs sampling, not every millisecond (the callers' timer was most of the
-  // simulator's timer work).
-  const hotForMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000 + 5_000;
-  let hotUntil = -Infinity;
-  /** A hash of every slot taken (when, by whom, which): two interleavings differ in it. */
-  let trace = 0x811c9dc5;
-  let askTimer: ReturnType<typeof setTimeout> | undefined;
-  let asking = true;
-  const askIn = (ms: number): void => {
-    if (askTimer !== undefined) clearTimeout(askTimer);
-    askTimer = asking ? setTimeout(onAsk, ms) : undefined;
-  };
-  const onAsk = (): void => {
-    askTimer = undefined;
-    mintTick();
-    askIn(ticker.now - t0 < hotUntil ? HOT_ASK_MS : COLD_ASK_MS);
-  };
-  const heat = (): void => {
-    const cold = ticker.now - t0 >= hotUntil;
-    hotUntil = ticker.now - t0 + hotForMs;
-    // At once, not at the next cold ask: a clock step is visible only until the guard's own check.
-    if (cold) askIn(0);
-  };
-  const violations: Violation[] = [];
-  const seen = new Map<bigint, string>();
-  let minted = 0;
-  let snapshot: ModelSnapshot | undefined;
-  let newClusters = 0;
-  const nodes: SimNode[] = [];
-  const timeoutMs = 3000;
+/** The operator's view of the region's etcd, as `idgen region init|restored` build it. */
+interface OperatorIo {
+  readonly client: ReturnType<typeof createEtcdClient>;
+  readonly prefix: string;
+  readonly timeoutMs: number;
+  readonly layout: typeof DEFAULT_LAYOUT;
+}
 
-  const operatorClient = createEtcdClient({ endpoints: net.endpoints('op', CLUSTER), tls: undefined, auth: undefined });
-  const io = { client: operatorClient, prefix: PREFIX, timeoutMs, layout: DEFAULT_LAYOUT };
-  // `idgen region init`, re-run by the operator after a lost answer (it is idempotent), up to a few times.
-  const pinned = s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: s.ttlCeilingSeconds };
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await settle(ticker, initRegion(io, REGION, pinned));
-      break;
-    } catch (e) {
-      if (attempt >= 5) throw e;
+/** An ID as the checker names it: region/worker/ms/sequence. */
+function describeId(id: bigint): string {
+  const f = decodeId(id);
+  return `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
+}
+
+/**
+ * A node's clocks on the process's fake clock. A process that busy-waits on its clock (the guard waits out a
+ * rollback of up to 10 ms that way) spends real time doing it; the fake clock stands still within one synchronous
+ * stretch, so such a wait would never end. Every SPIN_READS reads at one fake instant, this node's clocks move on by
+ * 1 ms of their own (deterministic).
+ */
+function spinningClock(): ClockSource & { wallOffset: number } {
+  let spunMs = 0;
+  let lastInstant = Number.NaN;
+  let reads = 0;
+  const spin = (): void => {
+    const instant = performance.now();
+    if (instant !== lastInstant) {
+      lastInstant = instant;
+      reads = 0;
+    } else if (++reads >= SPIN_READS) {
+      spunMs++;
+      reads = 0;
     }
-  }
-  // The operator's backup right after `region init`: what a `restore` goes back to until a `snapshot` fault takes a
-  // newer one (issue 31's case 3: a backup older than the tenure of the holder the disaster lost).
-  snapshot = model.snapshot();
-  const ttlOf = (index: number): number => s.nodeTtlSeconds?.[index % s.nodeTtlSeconds.length] ?? s.ttlSeconds;
-  // The operator's `region restored` is told the default TTL (the runbook's DR path); the real code raises it to the
-  // pinned ceiling.
-  const restoreTtlMs = s.ttlSeconds * 1000;
+  };
+  const clock = {
+    wallOffset: 0,
+    nowMs(): number {
+      spin();
+      return Date.now() + clock.wallOffset + spunMs;
+    },
+    monoMs(): number {
+      spin();
+      return performance.now() + spunMs;
+    },
+  };
+  return clock;
+}
 
-  const startNode = (index: number): SimNode => {
-    const proc = `n${index}`;
-    // A process that busy-waits on its clock (the guard waits out a rollback of up to 10 ms that way) spends real
-    // time doing it; the fake clock stands still within one synchronous stretch, so such a wait would never end.
-    // Every SPIN_READS reads at one fake instant, this node's clocks move on by 1 ms of their own (deterministic).
-    let spunMs = 0;
-    let lastInstant = Number.NaN;
-    let reads = 0;
-    const spin = (): void => {
-      const instant = performance.now();
-      if (instant !== lastInstant) {
-        lastInstant = instant;
-        reads = 0;
-      } else if (++reads >= SPIN_READS) {
-        spunMs++;
-        reads = 0;
+/**
+ * One run of a {@link Scenario}: the operator's setup, the nodes, the callers and their checker, the fault schedule
+ * and the teardown. A seed replays a run only while every random draw and every timer comes in the same order, so
+ * the methods keep the order of the steps exactly (a timer set earlier or later changes every later interleaving).
+ */
+class DeploymentRun {
+  private readonly t0: number;
+  /**
+   * Callers ask every HOT_ASK_MS while something just changed (a fault, its end, a slot taken or lost, an answer
+   * lost): the moments two holders can overlap, for the longest TTL plus a margin after it. Otherwise every
+   * COLD_ASK_MS: a steady deployment needs sampling, not every millisecond (the callers' timer was most of the
+   * simulator's timer work).
+   */
+  private readonly hotForMs: number;
+  private hotUntil = -Infinity;
+  /** A hash of every slot taken (when, by whom, which): two interleavings differ in it. */
+  private trace = 0x811c9dc5;
+  private askTimer: ReturnType<typeof setTimeout> | undefined;
+  private asking = true;
+  private readonly violations: Violation[] = [];
+  private readonly ids = new MintLog<bigint>();
+  private minted = 0;
+  /** What a `restore` goes back to: the backup after `region init`, then the last `snapshot` fault's. */
+  private snapshot: ModelSnapshot | undefined;
+  private newClusters = 0;
+  private readonly nodes: SimNode[] = [];
+  private nextIndex: number;
+  private readonly operatorClient: ReturnType<typeof createEtcdClient>;
+  private readonly io: OperatorIo;
+
+  constructor(
+    private readonly s: Scenario,
+    private readonly ticker: Ticker,
+    private readonly net: SimNet,
+    private readonly model: EtcdModel,
+  ) {
+    this.t0 = ticker.now;
+    this.hotForMs = Math.max(s.ttlSeconds, ...(s.nodeTtlSeconds ?? []), s.ttlCeilingSeconds ?? 0) * 1000 + 5_000;
+    this.nextIndex = s.nodes;
+    this.operatorClient = createEtcdClient({
+      endpoints: net.endpoints('op', CLUSTER),
+      tls: undefined,
+      auth: undefined,
+    });
+    this.io = { client: this.operatorClient, prefix: PREFIX, timeoutMs: 3000, layout: DEFAULT_LAYOUT };
+  }
+
+  async run(): Promise<RunReport> {
+    await this.setup();
+    const { elapsed, applied } = await this.runSchedule();
+    await this.teardown();
+    return {
+      minted: this.minted,
+      violations: this.violations,
+      simulatedMs: elapsed,
+      faults: applied,
+      lostAnswers: this.net.lostAnswers,
+      trace: this.trace,
+    };
+  }
+
+  /** The operator's `region init` and backup, the nodes, and the callers' first ask. */
+  private async setup(): Promise<void> {
+    // `idgen region init`, re-run by the operator after a lost answer (it is idempotent), up to a few times.
+    const pinned = this.s.ttlCeilingSeconds === undefined ? {} : { ttlCeilingSeconds: this.s.ttlCeilingSeconds };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await settle(this.ticker, initRegion(this.io, REGION, pinned));
+        break;
+      } catch (e) {
+        if (attempt >= 5) throw e;
       }
-    };
-    const clock = {
-      wallOffset: 0,
-      nowMs(): number {
-        spin();
-        return Date.now() + clock.wallOffset + spunMs;
-      },
-      monoMs(): number {
-        spin();
-        return performance.now() + spunMs;
-      },
-    };
+    }
+    // The operator's backup right after `region init`: what a `restore` goes back to until a `snapshot` fault takes
+    // a newer one (issue 31's case 3: a backup older than the tenure of the holder the disaster lost).
+    this.snapshot = this.model.snapshot();
+    for (let i = 0; i < this.s.nodes; i++) this.nodes.push(this.startNode(i));
+    this.askIn(0);
+  }
+
+  /** The faults at their moments, in steps of 50 simulated ms, until the end or the first violation. */
+  private async runSchedule(): Promise<{ elapsed: number; applied: number }> {
+    const faults = [...this.s.faults].sort((a, b) => a.atMs - b.atMs);
+    let fi = 0;
+    let elapsed = 0;
+    const step = 50;
+    let lostAnswers = 0;
+    while (elapsed < this.s.durationMs && this.violations.length === 0) {
+      while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed) {
+        this.heat();
+        await this.applyFault((faults[fi++] as TimedFault).fault);
+      }
+      if (this.net.lostAnswers !== lostAnswers) {
+        lostAnswers = this.net.lostAnswers;
+        this.heat();
+      }
+      await this.ticker.tickAsync(step);
+      elapsed += step;
+    }
+    return { elapsed, applied: fi };
+  }
+
+  /** The callers stop, every live node releases its slot, the guards and the operator's client close. */
+  private async teardown(): Promise<void> {
+    this.asking = false;
+    this.askIn(0);
+    for (const n of this.nodes)
+      if (!n.crashed)
+        await settle(
+          this.ticker,
+          n.lease.release().catch(() => undefined),
+          10_000,
+        );
+    for (const n of this.nodes) n.guard.close();
+    this.operatorClient.close();
+  }
+
+  /** Node `index`'s own lease TTL (`nodeTtlSeconds` cycled), else the scenario's. */
+  private ttlOf(index: number): number {
+    return this.s.nodeTtlSeconds?.[index % this.s.nodeTtlSeconds.length] ?? this.s.ttlSeconds;
+  }
+
+  /** Node `index`: the real guard, driven by the real etcd lease, on its own clocks; its lease started. */
+  private startNode(index: number): SimNode {
+    const proc = `n${index}`;
+    const clock = spinningClock();
     const guard = new GuardedMinter({ region: REGION, clock, checkIntervalMs: 250 });
     const node: SimNode = {
       index,
@@ -291,234 +382,211 @@ async function run(s: Scenario, ticker: Ticker, net: SimNet, model: EtcdModel): 
       assignment: undefined,
       crashed: false,
     };
-    // The lease drives the real guard; the checker listens to what it promised.
-    const target = {
-      assign(a: WorkerAssignment): void {
-        heat();
-        trace = fnv(trace, `${ticker.now - t0}:${proc}:${a.worker}`);
-        node.assignment = a;
-        node.ceiling = a.ceilingMs;
-        node.deadline = a.deadlineMonoMs;
-        guard.assign(a);
-      },
-      extend(e: LeaseExtension): void {
-        node.ceiling = Math.max(node.ceiling, e.ceilingMs);
-        node.deadline = Math.max(node.deadline, e.deadlineMonoMs);
-        guard.extend(e);
-      },
-      unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
-        heat();
-        node.assignment = undefined;
-        guard.unassign(reason, message);
-      },
-      lastMintedMs: () => guard.lastMintedMs(),
-    };
     const lease = createEtcdLease(
       {
-        endpoints: net.endpoints(proc, CLUSTER),
+        endpoints: this.net.endpoints(proc, CLUSTER),
         region: REGION,
         nodeId: proc,
-        workers: { first: 0, last: s.workers - 1 },
+        workers: { first: 0, last: this.s.workers - 1 },
         waitForFreeSlot: true,
-        ttlSeconds: ttlOf(index),
-        // A short TTL needs quick keep-alives (@idgen/testing's QUICK_LEASE_SETTINGS); longer ones the defaults.
-        ...(ttlOf(index) <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
-        requestTimeoutMs: 1500,
-        backoff: { initialMs: 50, maxMs: 400 },
+        ...leaseTimings(this.ttlOf(index)),
         clock,
       },
-      target,
+      this.leaseTarget(node),
     );
     (node as { lease: WorkerLease }).lease = lease;
     lease.start().catch(() => undefined);
     return node;
-  };
+  }
 
-  for (let i = 0; i < s.nodes; i++) nodes.push(startNode(i));
-  let nextIndex = s.nodes;
+  /** The lease drives the real guard; the callers ask hot while a slot is taken or lost, and the trace hashes it. */
+  private leaseTarget(node: SimNode): LeaseTarget {
+    return guardTarget(node, node.guard, {
+      assigned: (a) => {
+        this.heat();
+        this.trace = fnv(this.trace, `${this.ticker.now - this.t0}:${node.proc}:${a.worker}`);
+        node.assignment = a;
+      },
+      unassigned: () => {
+        this.heat();
+        node.assignment = undefined;
+      },
+    });
+  }
 
-  // Callers: every node is asked for three IDs at every ask (HOT_ASK_MS or COLD_ASK_MS). One ask is one synchronous moment (the
-  // node's clocks do not move within it), so the deadline, lease and ceiling checks are made once per ask, on its
-  // highest ID; the duplicate check on every ID, keyed by the ID itself (it is region, worker, ms and sequence).
-  const describe = (id: bigint): string => {
-    const f = decodeId(id);
-    return `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
-  };
-  const mintTick = (): void => {
-    const atMs = ticker.now - t0;
-    for (const n of nodes) {
-      if (n.crashed || net.isPaused(n.proc)) continue;
+  /** The callers' next ask in `ms` (none once they stopped asking). */
+  private askIn(ms: number): void {
+    if (this.askTimer !== undefined) clearTimeout(this.askTimer);
+    this.askTimer = this.asking ? setTimeout(() => this.onAsk(), ms) : undefined;
+  }
+
+  private onAsk(): void {
+    this.askTimer = undefined;
+    this.mintTick();
+    this.askIn(this.ticker.now - this.t0 < this.hotUntil ? HOT_ASK_MS : COLD_ASK_MS);
+  }
+
+  /** Something changed: callers ask every HOT_ASK_MS for the next `hotForMs`. */
+  private heat(): void {
+    const cold = this.ticker.now - this.t0 >= this.hotUntil;
+    this.hotUntil = this.ticker.now - this.t0 + this.hotForMs;
+    // At once, not at the next cold ask: a clock step is visible only until the guard's own check.
+    if (cold) this.askIn(0);
+  }
+
+  /**
+   * One ask of the callers: every node is asked for three IDs. One ask is one synchronous moment (the node's clocks
+   * do not move within it), so the deadline, lease and ceiling checks are made once per ask, on its highest ID; the
+   * duplicate check on every ID, keyed by the ID itself (it is region, worker, ms and sequence).
+   */
+  private mintTick(): void {
+    const atMs = this.ticker.now - this.t0;
+    for (const n of this.nodes) {
+      if (n.crashed || this.net.isPaused(n.proc)) continue;
       let last: bigint | undefined;
-      for (let k = 0; k < 3; k++) {
-        let id: bigint;
-        try {
-          id = n.guard.next();
-        } catch {
-          break;
-        }
-        minted++;
+      askIds(n.guard, 3, (id) => {
+        this.minted++;
         last = id;
-        const prior = seen.get(id);
-        if (prior !== undefined)
-          violations.push({ kind: 'duplicate', atMs, message: `${describe(id)} minted by ${prior} and by ${n.proc}` });
-        else seen.set(id, n.proc);
-      }
-      if (last !== undefined) check(n, last, atMs);
+        const duplicate = this.ids.duplicate(id, n.proc, describeId);
+        if (duplicate !== undefined) this.violations.push({ kind: 'duplicate', atMs, message: duplicate });
+      });
+      if (last !== undefined) this.check(n, last, atMs);
     }
-  };
-  const check = (n: SimNode, id: bigint, atMs: number): void => {
+  }
+
+  /** The per-holder checks of an ask's highest ID: within the wall ceiling, before the deadline, on a live lease. */
+  private check(n: SimNode, id: bigint, atMs: number): void {
     // The ceiling is Unix ms; the ID's timestamp field counts from the layout's epoch.
     const unixMs = DEFAULT_LAYOUT.unixMsOf(id);
     if (unixMs > n.ceiling)
-      violations.push({
+      this.violations.push({
         kind: 'above-ceiling',
         atMs,
-        message: `${n.proc} minted ${describe(id)} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
+        message: `${n.proc} minted ${describeId(id)} at Unix ms ${unixMs}, above its wall ceiling ${n.ceiling}`,
       });
     const mono = n.clock.monoMs();
     if (mono >= n.deadline)
-      violations.push({
+      this.violations.push({
         kind: 'after-deadline',
         atMs,
-        message: `${n.proc} minted ${describe(id)} after its holder's deadline (${n.deadline - mono} ms)`,
+        message: `${n.proc} minted ${describeId(id)} after its holder's deadline (${n.deadline - mono} ms)`,
       });
     const leaseId = n.lease.snapshot().leaseId;
-    if (leaseId !== undefined && model.leaseEnded(leaseId))
-      violations.push({
+    if (leaseId !== undefined && this.model.leaseEnded(leaseId))
+      this.violations.push({
         kind: 'after-lease',
         atMs,
-        message: `${n.proc} minted ${describe(id)} after etcd ended its lease ${leaseId}`,
+        message: `${n.proc} minted ${describeId(id)} after etcd ended its lease ${leaseId}`,
       });
-  };
-  askIn(0);
+  }
 
-  const apply = async (f: Fault): Promise<void> => {
-    const node = 'node' in f ? nodes[f.node % nodes.length] : undefined;
+  /** Undoes a fault after `ms`, the callers hot again from that moment. */
+  private undoAfter(ms: number, undo: () => void): void {
+    setTimeout(() => {
+      this.heat();
+      undo();
+    }, ms);
+  }
+
+  /** Injects one fault of the schedule. */
+  private async applyFault(f: Fault): Promise<void> {
+    const node = 'node' in f ? this.nodes[f.node % this.nodes.length] : undefined;
     switch (f.kind) {
       case 'cut':
         if (node === undefined) return;
-        net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-        setTimeout(() => {
-          heat();
-          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
-        }, f.seconds * 1000);
+        this.net.setLink(node.proc, CLUSTER, { kind: 'cut' });
+        this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }));
         return;
       case 'lose-answer':
-        if (node !== undefined) net.loseNextWriteAnswer(node.proc);
+        if (node !== undefined) this.net.loseNextWriteAnswer(node.proc);
         return;
       case 'member-down':
-        net.setMemberDown(CLUSTER, f.member % s.members, true);
-        setTimeout(() => {
-          heat();
-          net.setMemberDown(CLUSTER, f.member % s.members, false);
-        }, f.seconds * 1000);
+        this.net.setMemberDown(CLUSTER, f.member % this.s.members, true);
+        this.undoAfter(f.seconds * 1000, () => this.net.setMemberDown(CLUSTER, f.member % this.s.members, false));
         return;
       case 'slow':
         if (node === undefined) return;
-        net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
-        setTimeout(() => {
-          heat();
-          net.setLink(node.proc, CLUSTER, { kind: 'ok' });
-        }, f.seconds * 1000);
+        this.net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
+        this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }));
         return;
       case 'clock-step':
         if (node !== undefined) node.clock.wallOffset += f.ms;
         return;
       case 'pause':
         if (node === undefined) return;
-        net.pause(node.proc);
-        setTimeout(() => {
-          heat();
-          net.resume(node.proc);
-        }, f.seconds * 1000);
+        this.net.pause(node.proc);
+        this.undoAfter(f.seconds * 1000, () => this.net.resume(node.proc));
         return;
       case 'snapshot':
-        snapshot = model.snapshot();
+        this.snapshot = this.model.snapshot();
         return;
-      case 'rewind': {
-        // A snapshot now and a restore from it `seconds` later: the quick snapshot restore of the second review.
-        const taken = model.snapshot();
-        setTimeout(() => {
-          snapshot = taken;
-          void apply({
-            kind: 'restore',
-            newCluster: f.newCluster,
-            operator: f.operator,
-            ...(f.lost === undefined ? {} : { lost: f.lost }),
-          });
-        }, f.seconds * 1000);
-        return;
-      }
+      case 'rewind':
+        return this.rewind(f);
       case 'restore':
-        if (snapshot === undefined) return;
-        model.restore(snapshot, f.newCluster ? String(20_000_000_000_000_000n + BigInt(++newClusters)) : undefined);
-        net.restarted(CLUSTER);
-        if (f.lost !== undefined) {
-          // The host lost is one holding a slot (losing a spare is a crash): the f.lost-th holder, or any node.
-          const holders = nodes.filter((n) => !n.crashed && n.assignment !== undefined);
-          const pool = holders.length > 0 ? holders : nodes;
-          const lost = pool[f.lost % pool.length] as SimNode;
-          net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
-          setTimeout(() => {
-            heat();
-            net.setLink(lost.proc, CLUSTER, { kind: 'ok' });
-          }, LOST_HOST_MS);
-        }
-        // The runbook: after a restore, `idgen region restored` before nodes are trusted again.
-        if (f.operator) void markRegionRestored(io, REGION, { ttlMs: restoreTtlMs }).catch(() => undefined);
-        return;
-      case 'crash': {
-        if (node === undefined || node.crashed) return;
-        // The process is gone: it mints nothing more and never speaks to etcd again; a new process takes its place.
-        node.crashed = true;
-        net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-        nodes[nodes.indexOf(node)] = startNode(nextIndex++);
-        return;
-      }
+        return this.restore(f);
+      case 'crash':
+        return this.crash(node);
       case 'compact':
-        // An operator's compaction at the current revision; etcd refuses one at or below the last (nothing new was
-        // written since), which the operator would see and shrug off.
-        try {
-          model.compact({ revision: String(model.currentRevision) });
-        } catch {
-          // refused: already compacted at this revision
-        }
-        return;
+        return this.compact();
       case 'freeze':
         return new Promise<void>(() => {
           const spin = (): void => queueMicrotask(spin);
           spin();
         });
     }
-  };
-
-  const faults = [...s.faults].sort((a, b) => a.atMs - b.atMs);
-  let fi = 0;
-  let elapsed = 0;
-  const step = 50;
-  let lostAnswers = 0;
-  while (elapsed < s.durationMs && violations.length === 0) {
-    while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed) {
-      heat();
-      await apply((faults[fi++] as TimedFault).fault);
-    }
-    if (net.lostAnswers !== lostAnswers) {
-      lostAnswers = net.lostAnswers;
-      heat();
-    }
-    await ticker.tickAsync(step);
-    elapsed += step;
   }
-  asking = false;
-  askIn(0);
-  for (const n of nodes)
-    if (!n.crashed)
-      await settle(
-        ticker,
-        n.lease.release().catch(() => undefined),
-        10_000,
-      );
-  for (const n of nodes) n.guard.close();
-  operatorClient.close();
-  return { minted, violations, simulatedMs: elapsed, faults: fi, lostAnswers: net.lostAnswers, trace };
+
+  /** A snapshot now and a restore from it `seconds` later: the quick snapshot restore of the second review. */
+  private rewind(f: Extract<Fault, { kind: 'rewind' }>): void {
+    const taken = this.model.snapshot();
+    setTimeout(() => {
+      this.snapshot = taken;
+      void this.applyFault({
+        kind: 'restore',
+        newCluster: f.newCluster,
+        operator: f.operator,
+        ...(f.lost === undefined ? {} : { lost: f.lost }),
+      });
+    }, f.seconds * 1000);
+  }
+
+  /** etcd restored from the last snapshot; a host lost with it; the operator's `region restored` if the fault says. */
+  private restore(f: Extract<Fault, { kind: 'restore' }>): void {
+    if (this.snapshot === undefined) return;
+    const newClusterId = f.newCluster ? String(20_000_000_000_000_000n + BigInt(++this.newClusters)) : undefined;
+    this.model.restore(this.snapshot, newClusterId);
+    this.net.restarted(CLUSTER);
+    if (f.lost !== undefined) {
+      // The host lost is one holding a slot (losing a spare is a crash): the f.lost-th holder, or any node.
+      const holders = this.nodes.filter((n) => !n.crashed && n.assignment !== undefined);
+      const pool = holders.length > 0 ? holders : this.nodes;
+      const lost = pool[f.lost % pool.length] as SimNode;
+      this.net.setLink(lost.proc, CLUSTER, { kind: 'cut' });
+      this.undoAfter(LOST_HOST_MS, () => this.net.setLink(lost.proc, CLUSTER, { kind: 'ok' }));
+    }
+    // The runbook: after a restore, `idgen region restored` before nodes are trusted again. It is told the default
+    // TTL (the runbook's DR path); the real code raises it to the pinned ceiling.
+    if (f.operator)
+      void markRegionRestored(this.io, REGION, { ttlMs: this.s.ttlSeconds * 1000 }).catch(() => undefined);
+  }
+
+  /** The process is gone: it mints nothing more and never speaks to etcd again; a new process takes its place. */
+  private crash(node: SimNode | undefined): void {
+    if (node === undefined || node.crashed) return;
+    node.crashed = true;
+    this.net.setLink(node.proc, CLUSTER, { kind: 'cut' });
+    this.nodes[this.nodes.indexOf(node)] = this.startNode(this.nextIndex++);
+  }
+
+  /**
+   * An operator's compaction at the current revision; etcd refuses one at or below the last (nothing new was written
+   * since), which the operator would see and shrug off.
+   */
+  private compact(): void {
+    try {
+      this.model.compact({ revision: String(this.model.currentRevision) });
+    } catch {
+      // refused: already compacted at this revision
+    }
+  }
 }

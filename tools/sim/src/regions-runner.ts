@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { simulatedProcess } from './runner.js';
+import { simulatedProcess, withNetSeed } from './runner.js';
 import {
   runRegionsScenario,
   type RegionsEvent,
@@ -171,9 +171,8 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
 /** A deployment's shape and schedule: stories and free events. */
 export function regionsArb(durationMs: number): fc.Arbitrary<{ scenario: RegionsScenario; netSeed: number }> {
   const timed = fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), event: regionsEventArb });
-  return fc.record({
-    netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
-    scenario: fc
+  return withNetSeed(
+    fc
       .record({
         regions: fc.integer({ min: 2, max: 5 }),
         workers: fc.integer({ min: 1, max: 2 }),
@@ -185,5 +184,5 @@ export function regionsArb(durationMs: number): fc.Arbitrary<{ scenario: Regions
         free: fc.array(timed, { maxLength: 12 }),
       })
       .map(({ stories, free, ...rest }) => ({ ...rest, events: [...stories.flat(), ...free] })),
-  });
+  );
 }

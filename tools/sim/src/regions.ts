@@ -3,10 +3,10 @@ import type { TenureWitness, TenureWitnessEntry, TenureWitnessRecord } from '@id
 import { auditDeployment, regionViewOf, type EtcdKeyValue, type Finding } from '@idgen/lease/records';
 import { GuardedMinter } from '@idgen/clock-guard';
 import { decodeId } from '@idgen/core';
-import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
 import type { EtcdModel } from './etcd-model.js';
 import { Clusters } from './clusters.js';
 import { SimNet, installSimNet } from './sim-transport.js';
+import { MintLog, askIds, guardTarget, leaseTimings } from './sim-node.js';
 
 import { seeded, type Ticker } from './deployment.js';
 import { RegistryOperator, SIM_LAYOUT, type OperatorStep, type StepOutcome } from './registry-ops.js';
@@ -107,7 +107,6 @@ export interface RegionsOptions {
 export const PREFIX = '/idgen';
 /** The deployment's TTL ceiling (`idgen region init`'s default). */
 export const TTL_CEILING_SECONDS = 6;
-const REQUEST_TIMEOUT_MS = 1500;
 
 interface RegionNode {
   readonly proc: string;
@@ -181,7 +180,7 @@ export async function runRegionsScenario(
 /** One run of a {@link RegionsScenario}: the nodes, the callers, the operator, the checker. */
 class RegionsRun {
   private readonly violations: RegionsViolation[] = [];
-  private readonly seen = new Map<string, string>();
+  private readonly ids = new MintLog<string>();
   /** Per slot (`code/worker`), per holder (`proc lease`): the lowest and highest ms it minted in. */
   private readonly holders = new Map<string, Map<string, { from: number; to: number }>>();
   private readonly nodes: RegionNode[] = [];
@@ -290,22 +289,6 @@ class RegionsRun {
       deadline: -Infinity,
       crashed: false,
     };
-    const target = {
-      assign(a: WorkerAssignment): void {
-        node.ceiling = a.ceilingMs;
-        node.deadline = a.deadlineMonoMs;
-        guard.assign(a);
-      },
-      extend(e: LeaseExtension): void {
-        node.ceiling = Math.max(node.ceiling, e.ceilingMs);
-        node.deadline = Math.max(node.deadline, e.deadlineMonoMs);
-        guard.extend(e);
-      },
-      unassign(reason: 'lease' | 'draining' | 'not-assigned', message: string): void {
-        guard.unassign(reason, message);
-      },
-      lastMintedMs: () => guard.lastMintedMs(),
-    };
     node.lease = createEtcdLease(
       {
         endpoints: this.net.endpoints(proc, cluster),
@@ -316,15 +299,12 @@ class RegionsRun {
         registry: { endpoints: this.net.endpoints(proc, 'reg') },
         workers: { first: 0, last: wholeCode ? SIM_LAYOUT.maxWorker : this.s.workers - 1 },
         waitForFreeSlot: true,
-        ttlSeconds: ttl,
-        ...(ttl <= 3 ? { keepAliveIntervalMs: 400, keepAliveTimeoutMs: 300, fenceMarginMs: 500 } : {}),
-        requestTimeoutMs: REQUEST_TIMEOUT_MS,
-        backoff: { initialMs: 50, maxMs: 400 },
+        ...leaseTimings(ttl),
         clock,
         layout: SIM_LAYOUT,
         tenureWitness: this.journal.forNode(proc),
       },
-      target,
+      guardTarget(node, guard),
     );
     node.lease.start().catch(() => undefined);
     return node;
@@ -334,13 +314,7 @@ class RegionsRun {
     const atMs = this.ticker.now - this.t0;
     for (const n of this.nodes) {
       if (n.crashed || this.net.isPaused(n.proc)) continue;
-      for (let k = 0; k < 2; k++) {
-        let id: bigint;
-        try {
-          id = n.guard.next();
-        } catch {
-          break;
-        }
+      askIds(n.guard, 2, (id) => {
         this.minted++;
         const f = decodeId(id, SIM_LAYOUT);
         // The unix ms the audit speaks in (the ID carries ms since the layout's epoch).
@@ -350,10 +324,8 @@ class RegionsRun {
         const key = `${slot}/${f.timestampMs}/${f.sequence}`;
         const leaseId = n.lease.snapshot().leaseId ?? '?';
         const holder = `${n.proc} lease ${leaseId}`;
-        const prior = this.seen.get(key);
-        if (prior !== undefined)
-          this.violations.push({ kind: 'duplicate', atMs, message: `${key} minted by ${prior} and by ${holder}` });
-        else this.seen.set(key, holder);
+        const duplicate = this.ids.duplicate(key, holder, (k) => k);
+        if (duplicate !== undefined) this.violations.push({ kind: 'duplicate', atMs, message: duplicate });
         const bySlot = this.holders.get(slot) ?? new Map<string, { from: number; to: number }>();
         this.holders.set(slot, bySlot);
         const span = bySlot.get(holder);
@@ -377,7 +349,7 @@ class RegionsRun {
             atMs,
             message: `${n.proc} minted ${key} after etcd ${n.cluster} ended its lease ${leaseId}`,
           });
-      }
+      });
     }
   }
 

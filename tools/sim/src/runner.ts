@@ -114,11 +114,18 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   fc.record({ kind: fc.constant('compact' as const) }),
 );
 
+/**
+ * A schedule and the seed of the network that runs it: what a fast-check run of either scenario draws (the seed
+ * first, so a schedule replays the same draws from its path).
+ */
+export function withNetSeed<S>(scenario: fc.Arbitrary<S>): fc.Arbitrary<{ scenario: S; netSeed: number }> {
+  return fc.record({ netSeed: fc.integer({ min: 0, max: 0x7fffffff }), scenario });
+}
+
 /** A scenario: a deployment's shape and a schedule of faults over `minutes` of simulated time. */
 export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenario; netSeed: number }> {
-  return fc.record({
-    netSeed: fc.integer({ min: 0, max: 0x7fffffff }),
-    scenario: fc
+  return withNetSeed(
+    fc
       .record({
         nodes: fc.integer({ min: 2, max: 5 }),
         workers: fc.integer({ min: 1, max: 3 }),
@@ -136,5 +143,5 @@ export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenar
         // The default TTL (what the operator types for `region restored`) is the shortest; the ceiling the longest.
         return { ...r, ttlSeconds: Math.min(...r.nodeTtlSeconds), ttlCeilingSeconds: Math.max(...r.nodeTtlSeconds) };
       }),
-  });
+  );
 }

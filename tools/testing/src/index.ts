@@ -16,6 +16,8 @@ export {
 } from './etcd.js';
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdClusterOptions, StartEtcdOptions } from './etcd.js';
 export { findOnPath } from './find-on-path.js';
+export { mintTogether } from './mint-together.js';
+export type { IdTaker, MintedTogether } from './mint-together.js';
 export { shieldFromOutsideLoad } from './priority.js';
 export { freePort, tempDir, tempDirSync } from './net.js';
 export { createRandom } from './random.js';

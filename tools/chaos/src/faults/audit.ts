@@ -125,3 +125,26 @@ export async function runAudit(o: RunAuditOptions): Promise<AuditOutcome> {
   const witnesses = await readTenureWitnesses(o.journals ?? []);
   return judgeFindings(views, auditDeployment(views, witnesses), unreachable);
 }
+
+/**
+ * What a disaster-recovery case's two holders and its audit broke of the deployment's invariant (docs/design.md): IDs
+ * both handed out, and an audit that is not clean. Empty when neither.
+ */
+export function holdersBreaches(common: number, first: string, second: string, audit: AuditOutcome): string[] {
+  const unsafe: string[] = [];
+  if (common > 0) unsafe.push(`${common.toLocaleString('en-US')} ID(s) handed out by both ${first} and ${second}`);
+  if (!audit.ok) unsafe.push(`the audit is not clean (${audit.lines[0] ?? ''})`);
+  return unsafe;
+}
+
+/** The notes a disaster-recovery case ends with: the audit's report, its deployment file, how long the case took. */
+export function auditNotes(audit: AuditOutcome, auditFile: string, tookMs: number): string[] {
+  return [...audit.lines, `audit deployment file: ${auditFile}`, `took ${(tookMs / 1000).toFixed(1)} s`];
+}
+
+/** The safety violation of disaster-recovery case `name` (issue 31's case `issueCase`), or none when nothing broke. */
+export function drSafetyViolation(name: string, issueCase: number, unsafe: readonly string[]): string | undefined {
+  return unsafe.length === 0
+    ? undefined
+    : `disaster recovery (${name}, issue 31 case ${issueCase}) broke the deployment's invariant: ${unsafe.join('; ')}`;
+}

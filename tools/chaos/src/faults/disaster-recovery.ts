@@ -28,7 +28,15 @@ import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { freePort, serverLaunchArgs, spawnProcess, startEtcd, type EtcdServer } from '@idgen/testing';
 import { ETCD_PREFIX, type FaultHandler } from '../fault-context.js';
-import { auditConfig, runAudit, type AuditOutcome, type AuditRegion } from './audit.js';
+import {
+  auditConfig,
+  auditNotes,
+  drSafetyViolation,
+  holdersBreaches,
+  runAudit,
+  type AuditOutcome,
+  type AuditRegion,
+} from './audit.js';
 import { cliLine, runOperatorCli, type CliRun } from './double-loan.js';
 import { commonIds, finish, idsOf, pull, readyOrExit, becameReady, type StandaloneNode } from './standalone.js';
 import { REGISTRY_CASES, judgeRegistryCase, runRegistryCase, type RegistryCase } from './registry-cases.js';
@@ -274,23 +282,15 @@ export function judgeDisasterRecovery(d: DisasterRecoveryOutcome): DisasterRecov
     count(d.a),
     count(d.b),
     `IDs handed out by both: ${common.count.toLocaleString('en-US')}${common.count > 0 ? ` (e.g. ${common.examples.join(', ')})` : ''}`,
-    ...d.audit.lines,
-    `audit deployment file: ${d.auditFile}`,
-    `took ${(d.tookMs / 1000).toFixed(1)} s`,
+    ...auditNotes(d.audit, d.auditFile, d.tookMs),
   ];
-  const unsafe: string[] = [];
-  if (common.count > 0)
-    unsafe.push(`${common.count.toLocaleString('en-US')} ID(s) handed out by both ${d.a.name} and ${d.b.name}`);
-  if (!d.audit.ok) unsafe.push(`the audit is not clean (${d.audit.lines[0] ?? ''})`);
+  const unsafe = holdersBreaches(common.count, d.a.name, d.b.name, d.audit);
   const missed: string[] = [];
   if (d.init.code !== 0) missed.push(`region init of the old etcd failed (${cliLine(d.init)})`);
   if (!d.a.ready) missed.push(`${d.a.name} never became ready on the old etcd`);
   return {
     notes,
-    safetyViolation:
-      unsafe.length === 0
-        ? undefined
-        : `disaster recovery (${d.drCase}, issue 31 case ${d.drCase === 'lost-holder' ? 3 : 4}) broke the deployment's invariant: ${unsafe.join('; ')}`,
+    safetyViolation: drSafetyViolation(d.drCase, d.drCase === 'lost-holder' ? 3 : 4, unsafe),
     expectationMissed: missed.length === 0 ? undefined : missed.join('; '),
   };
 }
