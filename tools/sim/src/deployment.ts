@@ -5,7 +5,7 @@ import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
 import type { WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
 import { SimNet, installSimNet, type NetRandom } from './sim-transport.js';
-import { MintLog, askIds, guardTarget, leaseTimings } from './sim-node.js';
+import { MintLog, askIds, guardTarget, leaseTimings, spinningClock } from './sim-node.js';
 
 /**
  * One simulated deployment: a region's etcd model, nodes running the real `@idgen/lease` etcd lease and the real
@@ -116,8 +116,6 @@ export interface Ticker {
 const REGION = 1;
 const CLUSTER = 'r1';
 const PREFIX = '/idgen';
-/** Clock reads at one fake instant that count as 1 ms of a node's busy-wait. */
-const SPIN_READS = 1000;
 /** Callers' ask interval (simulated ms) while something just changed, and otherwise. */
 const HOT_ASK_MS = 5;
 const COLD_ASK_MS = 50;
@@ -208,40 +206,6 @@ interface OperatorIo {
 function describeId(id: bigint): string {
   const f = decodeId(id);
   return `${f.region}/${f.worker}/${f.timestampMs}/${f.sequence}`;
-}
-
-/**
- * A node's clocks on the process's fake clock. A process that busy-waits on its clock (the guard waits out a
- * rollback of up to 10 ms that way) spends real time doing it; the fake clock stands still within one synchronous
- * stretch, so such a wait would never end. Every SPIN_READS reads at one fake instant, this node's clocks move on by
- * 1 ms of their own (deterministic).
- */
-function spinningClock(): ClockSource & { wallOffset: number } {
-  let spunMs = 0;
-  let lastInstant = Number.NaN;
-  let reads = 0;
-  const spin = (): void => {
-    const instant = performance.now();
-    if (instant !== lastInstant) {
-      lastInstant = instant;
-      reads = 0;
-    } else if (++reads >= SPIN_READS) {
-      spunMs++;
-      reads = 0;
-    }
-  };
-  const clock = {
-    wallOffset: 0,
-    nowMs(): number {
-      spin();
-      return Date.now() + clock.wallOffset + spunMs;
-    },
-    monoMs(): number {
-      spin();
-      return performance.now() + spunMs;
-    },
-  };
-  return clock;
 }
 
 /**

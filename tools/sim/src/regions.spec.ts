@@ -100,6 +100,21 @@ describe('the deployment simulator', () => {
     expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
   }, 180_000);
 
+  test('seed 511701289: a node whose clock stepped back 11 ms busy-waits it out on a clock that moves (it stalled the run)', async () => {
+    const lines: string[] = [];
+    const r = await explore({
+      seed: 511701289,
+      budgetMs: 60_000,
+      simMs: 60_000,
+      simulation: { kind: 'regions', audit: true },
+      path: '6:1:2',
+      out: (l) => lines.push(l),
+    });
+    // Before the deployment's nodes had the spinning clock: "stuck at +18060 ms: simulated time stopped".
+    expect(lines.filter((l) => l.includes('VIOLATION') || l.startsWith('  '))).toEqual([]);
+    expect(r.code).toBe(0);
+  }, 180_000);
+
   test('seed 100, the audit\'s false alarm the simulator found on main (README, "Findings"), replays clean', async () => {
     const lines: string[] = [];
     const r = await explore({

@@ -1,6 +1,6 @@
 import type { GuardedMinter } from '@idgen/clock-guard';
 import type { LeaseTarget } from '@idgen/lease';
-import type { LeaseExtension, WorkerAssignment } from '@idgen/core';
+import type { ClockSource, LeaseExtension, WorkerAssignment } from '@idgen/core';
 
 /**
  * What one region's run (./deployment.ts) and the whole deployment's (./regions.ts) share about a simulated node:
@@ -96,3 +96,41 @@ export class MintLog<K> {
     return `${name(key)} minted by ${prior} and by ${holder}`;
   }
 }
+
+/** Clock reads at one fake instant that count as 1 ms of a node's busy-wait. */
+const SPIN_READS = 1000;
+
+/**
+ * A node's clocks on the process's fake clock. A process that busy-waits on its clock (the guard waits out a
+ * rollback of up to 10 ms that way) spends real time doing it; the fake clock stands still within one synchronous
+ * stretch, so such a wait would never end. Every SPIN_READS reads at one fake instant, this node's clocks move on by
+ * 1 ms of their own (deterministic).
+ */
+export function spinningClock(): ClockSource & { wallOffset: number } {
+  let spunMs = 0;
+  let lastInstant = Number.NaN;
+  let reads = 0;
+  const spin = (): void => {
+    const instant = performance.now();
+    if (instant !== lastInstant) {
+      lastInstant = instant;
+      reads = 0;
+    } else if (++reads >= SPIN_READS) {
+      spunMs++;
+      reads = 0;
+    }
+  };
+  const clock = {
+    wallOffset: 0,
+    nowMs(): number {
+      spin();
+      return Date.now() + clock.wallOffset + spunMs;
+    },
+    monoMs(): number {
+      spin();
+      return performance.now() + spunMs;
+    },
+  };
+  return clock;
+}
+

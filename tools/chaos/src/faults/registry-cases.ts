@@ -216,7 +216,8 @@ class CaseDeployment {
         '--lease-ttl-ceiling',
         String(this.o.leaseTtlSeconds),
       ]);
-    await this.cli(['spare', 'init', ...this.reg()]);
+    // The shortest loan term the borrowers' TTL allows (four of it): case 1's adopt waits the term out (§7).
+    await this.cli(['spare', 'init', ...this.reg(), '--loan-term', String(4 * this.o.leaseTtlSeconds)]);
     for (const e of [er, es])
       await putKey(e.clientUrl, `${ETCD_PREFIX}/layout`, JSON.stringify(DEFAULT_LAYOUT.toRecord()));
     // Region R's home slot 0 is held (a borrower with home range 0-0 then claims under the spare code).
@@ -348,7 +349,10 @@ async function twoRegistries(d: CaseDeployment): Promise<CaseStep> {
   // Region S's operator initialises the other registry on its own (spare init with region S alone).
   const alone = join(o.dir, `reg-${o.index}-alone.json`);
   await writeFile(alone, auditConfig([d.regions[1] as AuditRegion]));
-  await d.cli(['spare', 'init', '--registry', at.clientUrl, '--config', alone], false);
+  await d.cli(
+    ['spare', 'init', '--registry', at.clientUrl, '--config', alone, '--loan-term', String(4 * o.leaseTtlSeconds)],
+    false,
+  );
   return secondLend(d, first, at);
 }
 
