@@ -6,6 +6,7 @@ import type { SlotHolder } from './errors.js';
 import { SessionLostError, checkSession, checkTrustedSince, ended, slotOf } from './lease-session.js';
 import type { ClaimedSlot, LeaseHost, Session } from './lease-session.js';
 import { confirmLoan, regionEtcd } from './loan-confirmation.js';
+import type { LoanVerdict } from './loan-confirmation.js';
 import { describeWorkerHolder, leaseKeys, parseLastMsRecord } from './records.js';
 import type { WorkerRecord } from './records.js';
 import { claimSlot } from './slot-transactions.js';
@@ -216,14 +217,7 @@ export class SlotClaimer {
     // A held loan whose mirror moved on (reclaiming) is asked about as claimed: the registry says where it went.
     if (held !== undefined && !loans.some((e) => e.key === held.entry.key)) loans.push(held.entry);
     for (const e of loans) {
-      const verdict = await confirmLoan(
-        registry,
-        regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
-        e,
-        cfg.region,
-        cfg.layout.maxRegion,
-        { nowMs: cfg.clock.nowMs(), ttlMs: cfg.ttlMs },
-      );
+      const verdict = await this.askRegistry(registry, e);
       if (verdict.kind === 'confirmed') {
         this.termMs = verdict.termMs;
         const until = await this.renew(registry, verdict.entry, verdict.termMs);
@@ -237,6 +231,19 @@ export class SlotClaimer {
         );
       }
     }
+  }
+
+  /** What the registry says now of one loan this region's etcd mirrors (./loan-confirmation.ts). */
+  private askRegistry(registry: RegistryIo, e: SpareCodeEntry): Promise<LoanVerdict> {
+    const { cfg } = this.host;
+    return confirmLoan(
+      registry,
+      regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
+      e,
+      cfg.region,
+      cfg.layout.maxRegion,
+      { nowMs: cfg.clock.nowMs(), ttlMs: cfg.ttlMs },
+    );
   }
 
   /** Renews a confirmed loan whose last renewal is a quarter term old; returns the term's end as now known. */
@@ -254,14 +261,7 @@ export class SlotClaimer {
   /** {@link ClaimVerdict} of one loan of this region. */
   private async confirmForClaim(registry: RegistryIo, e: SpareCodeEntry): Promise<ClaimVerdict> {
     const { cfg } = this.host;
-    const verdict = await confirmLoan(
-      registry,
-      regionEtcd(this.host.client(), cfg.prefix, cfg.requestTimeoutMs),
-      e,
-      cfg.region,
-      cfg.layout.maxRegion,
-      { nowMs: cfg.clock.nowMs(), ttlMs: cfg.ttlMs },
-    );
+    const verdict = await this.askRegistry(registry, e);
     if (verdict.kind !== 'confirmed') return { kind: 'refused', why: verdict.why };
     const untilMs = await this.renew(registry, verdict.entry, verdict.termMs);
     const left = untilMs === undefined ? Number.POSITIVE_INFINITY : untilMs - cfg.clock.nowMs();

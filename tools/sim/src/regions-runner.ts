@@ -146,6 +146,21 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
         ]),
       ),
+    // Cases 1 and 2 together (the simulator's own find): the registry and a borrower's etcd each restored to while the
+    // loan stood, after its reclaim and adoption, each follow-up perhaps skipped.
+    fc
+      .tuple(at, gaps(7), spare, region, fc.boolean(), then, fc.constantFrom('none' as const, 'reconcile' as const))
+      .map(([t, g, code, a, fresh, after, registryAfter]) =>
+        spaced(t, g, [
+          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          s('snapshot', { cluster: 100 }),
+          s('snapshot', { cluster: a }),
+          s('reclaim', { code, from: a, registry: 0, deployment: 'all' }),
+          s('adopt', { code, registry: 0, deployment: 'all' }),
+          s('restore', { cluster: 100, newCluster: false, then: registryAfter, ttlSeconds: 6 }),
+          s('restore', { cluster: a, newCluster: fresh, then: after, ttlSeconds: 6 }),
+        ]),
+      ),
     // Case 4: a restore onto a new cluster while the old one still runs.
     fc
       .tuple(at, gaps(1), region, fc.constantFrom('retire' as const, 'stopped' as const, 'none' as const))
