@@ -218,11 +218,17 @@ function addRegionVerbs(program: Command, verb: VerbRunner): void {
       .option(
         '--old-etcd-stopped',
         'the code is live in another cluster of --config: state that every member of it is stopped (docs/runbook.md)',
+      )
+      .option(
+        '--sole-cluster',
+        'no deployment file yet: state that no other etcd cluster of the deployment serves this code (an etcd not bound\n' +
+          'yet needs --config or this)',
       ),
   )
     .addHelpText(
       'after',
-      '\nExample:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379 --config deployment.json',
+      '\nExamples:\n  $ idgen region init --region 2 --etcd https://etcd.region-2:2379 --config deployment.json\n' +
+        '  $ idgen region init --region 2 --etcd https://etcd.region-2:2379 --sole-cluster   # a first deployment, no file yet',
     )
     .action(verb<RegionInitFlags>('region init', runRegionInit));
   addRegistryOptions(

@@ -20,6 +20,8 @@ export interface RegionInitFlags extends SpareFlags {
   retireEtcd?: string;
   /** The operator's statement that every member of that cluster is stopped. */
   oldEtcdStopped?: boolean;
+  /** The operator's statement that no other cluster of the deployment serves the code (no deployment file yet). */
+  soleCluster?: boolean;
 }
 
 /**
@@ -39,6 +41,8 @@ export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): P
   );
   if (flags.retireEtcd !== undefined && flags.oldEtcdStopped === true)
     throw usageError('give either --retire-etcd or --old-etcd-stopped, not both');
+  if (flags.soleCluster === true && flags.config !== undefined)
+    throw usageError('give either --config or --sole-cluster, not both: the file names the other clusters');
   if ((flags.retireEtcd !== undefined || flags.oldEtcdStopped === true) && flags.config === undefined)
     throw usageError('--retire-etcd and --old-etcd-stopped need --config: the deployment file names the live cluster');
   const init = (io: SpareIo, retire?: SpareIo) => {
@@ -48,6 +52,8 @@ export async function runRegionInit(flags: RegionInitFlags, ctx: VerbContext): P
       ...(io.deployment === undefined ? {} : { deployment: io.deployment }),
       ...(retire === undefined ? {} : { retire }),
       oldClusterStopped: flags.oldEtcdStopped === true,
+      noDeploymentFile: flags.config === undefined,
+      soleCluster: flags.soleCluster === true,
     });
   };
   const retireAt = flags.retireEtcd;

@@ -99,6 +99,7 @@ async function deployment(name: string, codes: readonly number[]) {
     await ok([
       'region',
       'init',
+      '--sole-cluster',
       '--region',
       String(c),
       '--etcd',

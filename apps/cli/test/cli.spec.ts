@@ -40,7 +40,7 @@ interface LeasesJson {
 beforeAll(async () => {
   etcd = await startEtcd();
   // The region's etcd is bound to its code before its first node.
-  const init = await idgen(['region', 'init', '--region', String(REGION), '--etcd', etcd.clientUrl]);
+  const init = await idgen(['region', 'init', '--sole-cluster', '--region', String(REGION), '--etcd', etcd.clientUrl]);
   expect(init).toMatchObject({ code: 0, stderr: '' });
   [nodeA, nodeB] = await Promise.all([
     startNode(etcd.clientUrl, { region: REGION, worker: 3, nodeId: 'node-a', ttlSeconds: TTL_SECONDS }),

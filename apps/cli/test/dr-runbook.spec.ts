@@ -56,6 +56,7 @@ async function region(name: string, ceiling: number): Promise<{ etcd: EtcdServer
   const init = await idgen([
     'region',
     'init',
+    '--sole-cluster',
     '--region',
     String(REGION),
     '--etcd',

@@ -30,16 +30,16 @@ interface ShowJson {
 describe('idgen region', () => {
   it('init binds once (again: nothing written), refuses another code; show prints the binding', async () => {
     const two = ['--etcd', regionTwo];
-    expect((await idgen(['region', 'init', ...two])).code).toBe(2); // no --region
-    expect((await idgen(['region', 'init', '--region', '8', ...two])).code).toBe(2);
+    expect((await idgen(['region', 'init', '--sole-cluster', ...two])).code).toBe(2); // no --region
+    expect((await idgen(['region', 'init', '--sole-cluster', '--region', '8', ...two])).code).toBe(2);
 
-    const init = await idgen(['region', 'init', '--region', '2', ...two]);
+    const init = await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...two]);
     expect(init).toMatchObject({ code: 0, stderr: '' });
     expect(init.stdout).toMatch(
       /^region 2: this etcd \(cluster \d+\) is now bound to region code 2; lease TTL ceiling 6 s\n$/,
     );
 
-    const again = await idgen(['region', 'init', '--region', '2', ...two]);
+    const again = await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...two]);
     expect(again).toMatchObject({ code: 0, stderr: '' });
     expect(again.stdout).toMatch(
       /^region 2: already bound \(cluster \d+, since \S+\); nothing written; lease TTL ceiling 6 s\n$/,
@@ -47,13 +47,14 @@ describe('idgen region', () => {
     const againJson = await idgenJson<{ changed: boolean; record: { code: number } }>([
       'region',
       'init',
+      '--sole-cluster',
       '--region',
       '2',
       ...two,
     ]);
     expect(againJson).toMatchObject({ code: 0, json: { changed: false, record: { code: 2 } } });
 
-    const other = await idgen(['region', 'init', '--region', '3', ...two]);
+    const other = await idgen(['region', 'init', '--sole-cluster', '--region', '3', ...two]);
     expect(other).toMatchObject({ code: 1, stdout: '' });
     expect(other.stderr).toMatch(
       /^idgen region init: this etcd is already bound to region 2 \(\/idgen\/region, since \S+\): one etcd serves one region code\n$/,
@@ -71,6 +72,19 @@ describe('idgen region', () => {
     });
   });
 
+  it('an etcd not bound yet needs --config or --sole-cluster: with neither, exit 1 and nothing written', async () => {
+    // Typed under pressure, a fresh etcd bound to a code another cluster still serves mints that code's IDs twice
+    // (issue 31 case 4): the step checks the deployment file's clusters, or the operator states there are none.
+    const bare = await idgen(['region', 'init', '--region', '4', '--etcd', unbound]);
+    expect(bare).toMatchObject({ code: 1, stdout: '' });
+    expect(bare.stderr).toMatch(
+      /^idgen region init: this etcd is not bound yet and no deployment file was given: give --config <deployment\.json>.*or state --sole-cluster when no other etcd cluster of the deployment serves region 4/,
+    );
+    const both = await idgen(['region', 'init', '--region', '4', '--etcd', unbound, '--sole-cluster', '--config', 'x.json']);
+    expect(both.code).toBe(2);
+    expect((await idgen(['region', 'show', '--etcd', unbound])).code).toBe(1); // still unbound
+  });
+
   it('show exits 1 on an etcd never bound', async () => {
     const r = await idgen(['region', 'show', '--etcd', unbound]);
     expect(r).toMatchObject({ code: 1, stdout: '' });
@@ -80,7 +94,7 @@ describe('idgen region', () => {
   });
 
   it("spare lend to region 3 against region 2's etcd exits 1: the loan belongs in region 3's etcd", async () => {
-    expect((await idgen(['region', 'init', '--region', '2', '--etcd', regionTwo])).code).toBe(0);
+    expect((await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', regionTwo])).code).toBe(0);
     // The registry (here region 2's etcd) is never asked: the binding refuses first.
     const deployment = join(tempDirSync('cli-region').path, 'deployment.json');
     writeFileSync(deployment, JSON.stringify({ regions: [{ name: 'r2', etcd: [regionTwo] }] }));
@@ -110,7 +124,7 @@ describe('idgen region', () => {
 
   it('restored marks every slot unclean as of now (never lowering a record) and rebinds; another code exits 1', async () => {
     const etcd = ['--etcd', restored];
-    expect((await idgen(['region', 'init', '--region', '2', ...etcd])).code).toBe(0);
+    expect((await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...etcd])).code).toBe(0);
     const kv = new Etcd3({ hosts: [restored] });
     try {
       const ahead = Date.now() + 3_600_000;

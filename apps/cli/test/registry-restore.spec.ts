@@ -65,8 +65,8 @@ describe('docs/runbook.md "Restoring the registry", as written', () => {
       if (r.code !== 0) throw new Error(`idgen ${args.join(' ')} exited ${String(r.code)}: ${r.stderr}`);
     };
     // Before: two regions bound, the registry initialised, a backup of it, then code 5 lent to region 2.
-    await ok(['region', 'init', '--region', '2', '--etcd', regionTwo.clientUrl]);
-    await ok(['region', 'init', '--region', '3', '--etcd', regionThree.clientUrl]);
+    await ok(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', regionTwo.clientUrl]);
+    await ok(['region', 'init', '--sole-cluster', '--region', '3', '--etcd', regionThree.clientUrl]);
     await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', deployment]);
     const backup = join(dir, 'registry.db');
     await registry.snapshot(backup);

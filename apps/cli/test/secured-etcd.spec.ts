@@ -32,7 +32,7 @@ describe('etcd with client TLS (--client-cert-auth)', () => {
     expect(leases.code).toBe(0);
     expect(leases.json.slots).toEqual([]);
     // idgen region init and show take the same flags.
-    expect(await idgen(['region', 'init', '--region', '2', ...tls])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...tls])).toMatchObject({ code: 0 });
     expect((await idgen(['region', 'show', ...tls])).stdout).toMatch(/^region 2: bound \S+ in cluster \d+$/m);
   });
 
@@ -79,7 +79,7 @@ describe('etcd with authentication (a read-only operator role on the prefix)', (
     expect(layout.json).toMatchObject(DEFAULT_LAYOUT.toRecord());
     expect((await idgen(['leases', ...auth])).code).toBe(0);
     // Binding the region's etcd is a write: refused to the read-only role, saying which key it writes.
-    const init = await idgen(['region', 'init', '--region', '2', ...auth]);
+    const init = await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...auth]);
     expect(init.code).toBe(1);
     expect(init.stderr).toMatch(/^idgen region init: etcd denied it .*writes \{prefix\}\/region/m);
   });

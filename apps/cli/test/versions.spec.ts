@@ -25,7 +25,7 @@ interface StatusJson {
 
 beforeAll(async () => {
   etcd = await startEtcd();
-  const init = await idgen(['region', 'init', '--region', String(REGION), '--etcd', etcd.clientUrl]);
+  const init = await idgen(['region', 'init', '--sole-cluster', '--region', String(REGION), '--etcd', etcd.clientUrl]);
   expect(init).toMatchObject({ code: 0, stderr: '' });
   // A rollout under way: two nodes on the new commit, one left on the old.
   nodes = await Promise.all(

@@ -27,6 +27,14 @@ export interface InitRegionOptions {
   readonly retire?: RetireIo;
   /** The operator states that every member of the live cluster is stopped (`--old-etcd-stopped`). */
   readonly oldClusterStopped?: boolean;
+  /**
+   * No deployment file was given (the CLI without `--config`): binding an etcd not bound yet then needs `soleCluster`,
+   * the operator's statement that no other cluster of the deployment serves the code (`--sole-cluster`: a deployment's
+   * first etcds, before any deployment file exists; docs/design.md §8, "One live cluster per code"). A library caller
+   * binding test or simulated etcds leaves both off.
+   */
+  readonly noDeploymentFile?: boolean;
+  readonly soleCluster?: boolean;
 }
 
 /** What {@link initRegion} did. */
@@ -88,6 +96,12 @@ async function bindRegion(
   let record: RegionBindingRecord = { code, clusterId, at: new Date(clock()).toISOString() };
   let oldCluster: InitRegionReport['oldCluster'];
   if (found === undefined) {
+    if (o.noDeploymentFile === true && o.soleCluster !== true)
+      throw new RegionBindingError(
+        `this etcd is not bound yet and no deployment file was given: give --config <deployment.json>, so every region's ` +
+          `etcd is read first and a code another cluster still serves is refused, or state --sole-cluster when no ` +
+          `other etcd cluster of the deployment serves region ${code} (docs/runbook.md, "Binding a region's etcd")`,
+      );
     const live = await liveElsewhere(io, code, clusterId, o.deployment ?? []);
     const [oldest] = live;
     if (oldest !== undefined) {

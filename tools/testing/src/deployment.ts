@@ -383,6 +383,7 @@ async function startRegion(ctx: DeploymentContext, code: number, members: number
     ctx.cliMain,
     'region',
     'init',
+    '--sole-cluster',
     '--region',
     String(code),
     ...etcdFlags(prefix, region, 'root'),

@@ -181,6 +181,7 @@ export async function runDisasterRecovery(
     const init = await cli([
       'region',
       'init',
+      '--sole-cluster',
       '--region',
       String(o.region),
       '--etcd',

@@ -159,16 +159,11 @@ export async function runDoubleLoan(o: DoubleLoanOptions): Promise<DoubleLoanOut
     );
     const cli = (args: readonly string[]): Promise<CliRun> => runOperatorCli(o.cliMain, args, o.timeoutMs);
     const timeout = ['--timeout-ms', '5000'];
-    let otherInit: CliRun | undefined = await cli([
-      'region',
-      'init',
-      '--region',
-      String(o.otherRegion),
-      '--etcd',
-      otherEtcd.clientUrl,
-      ...timeout,
-    ]);
-    if (unknownToCli(otherInit)) otherInit = undefined; // a CLI before the region binding: nothing to bind
+    const bind = ['region', 'init', '--region', String(o.otherRegion), '--etcd', otherEtcd.clientUrl, ...timeout];
+    let otherInit: CliRun | undefined = await cli([...bind, '--sole-cluster']);
+    // A CLI before --sole-cluster binds without it; one before the region binding has nothing to bind.
+    if (unknownToCli(otherInit, /sole-cluster/)) otherInit = await cli(bind);
+    if (unknownToCli(otherInit)) otherInit = undefined;
     // The deployment file (both regions' etcds) that lend and reclaim read before they write, and the registry's
     // deployment ID (idgen spare init, run again harmlessly). A CLI before them knows neither: both are left out.
     const deploymentFile = join(o.dir, `double-loan-code-${o.code}-deployment.json`);

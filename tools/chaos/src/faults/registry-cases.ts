@@ -209,6 +209,7 @@ class CaseDeployment {
       await this.cli([
         'region',
         'init',
+        '--sole-cluster',
         '--region',
         String(code),
         '--etcd',
