@@ -308,12 +308,12 @@ function addSpareVerbs(program: Command, verb: VerbRunner): void {
         'once per deployment, before the first lend: writes {registry-prefix}/spare-registry/deployment (a random ID;\n' +
           "run again it changes nothing), then records the registry (its etcd's cluster ID, prefix and that ID) and its\n" +
           "revision in every region's etcd of --config. From then on a region refuses any other registry (exit 4).\n" +
-          "--loan-term pins how far each borrower's renewal carries a loan (docs/design.md §7, \"Loan terms\"): adopt waits\n" +
+          '--loan-term pins how far each borrower\'s renewal carries a loan (docs/design.md §7, "Loan terms"): adopt waits\n' +
           'that long after a reclaim, and a borrowed slot outlives an unreachable registry by at most that.',
       )
       .option(
         '--loan-term <seconds>',
-        'the deployment\'s loan term, pinned once: at least four times the longest TTL of a borrower',
+        "the deployment's loan term, pinned once: at least four times the longest TTL of a borrower",
         '600',
       ),
   )

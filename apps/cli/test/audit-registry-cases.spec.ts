@@ -44,7 +44,9 @@ jest.mock('../../../packages/lease/src/loan-confirmation', () => {
   return {
     ...real,
     confirmLoan: (...args: unknown[]) =>
-      mockWithoutFix.on ? Promise.resolve(mockConfirmed(args[2] as { record: { code: number } })) : real.confirmLoan(...args),
+      mockWithoutFix.on
+        ? Promise.resolve(mockConfirmed(args[2] as { record: { code: number } }))
+        : real.confirmLoan(...args),
   };
 });
 jest.mock('../../../packages/lease/src/registry-guard', () => {

@@ -289,7 +289,10 @@ describe('idgen whois', () => {
     ]);
     expect(j).toMatchObject({
       code: 0,
-      json: { region: 2, tenures: [{ nodeId: 'orders-embedded-1', kind: 'embedded', end: expect.stringMatching(/^(open|fenced)$/) }] },
+      json: {
+        region: 2,
+        tenures: [{ nodeId: 'orders-embedded-1', kind: 'embedded', end: expect.stringMatching(/^(open|fenced)$/) }],
+      },
     });
   });
 

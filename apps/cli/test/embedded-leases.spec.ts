@@ -22,7 +22,9 @@ interface LeasesJson {
 beforeAll(async () => {
   etcd = await startEtcd();
   // The region's etcd is bound to its code before its first holder.
-  expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', etcd.clientUrl])).toMatchObject({ code: 0 });
+  expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', etcd.clientUrl])).toMatchObject({
+    code: 0,
+  });
   source = createEmbeddedIdSource({
     etcd: { endpoints: [etcd.clientUrl] },
     region: 2,

@@ -51,7 +51,9 @@ describe('deploy/etcd/roles.sh', () => {
     }
     etcdctl(url, ['auth', 'enable']);
     // The region's etcd is bound to its code before its first node, as etcd's root.
-    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...auth('root')])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', ...auth('root')])).toMatchObject({
+      code: 0,
+    });
     // The registry (this etcd too) gets its deployment ID once, as the spare-code admin (idgen spare init).
     expect(await idgen(['spare', 'init', ...registryAuth(users.spare), ...deployment(users.spare)])).toMatchObject({
       code: 0,

@@ -80,7 +80,17 @@ describe('idgen region', () => {
     expect(bare.stderr).toMatch(
       /^idgen region init: this etcd is not bound yet and no deployment file was given: give --config <deployment\.json>.*or state --sole-cluster when no other etcd cluster of the deployment serves region 4/,
     );
-    const both = await idgen(['region', 'init', '--region', '4', '--etcd', unbound, '--sole-cluster', '--config', 'x.json']);
+    const both = await idgen([
+      'region',
+      'init',
+      '--region',
+      '4',
+      '--etcd',
+      unbound,
+      '--sole-cluster',
+      '--config',
+      'x.json',
+    ]);
     expect(both.code).toBe(2);
     expect((await idgen(['region', 'show', '--etcd', unbound])).code).toBe(1); // still unbound
   });

@@ -91,7 +91,9 @@ describe('idgen spare, across two etcd clusters', () => {
     const fresh = ['--etcd', newRegion, '--registry', registry, '--config', deployment];
     // Before the first lend: an uninitialised registry is refused (exit 4); idgen spare init gives it its deployment
     // ID and records it in every region's etcd.
-    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '3', '--etcd', regionThree])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '3', '--etcd', regionThree])).toMatchObject({
+      code: 0,
+    });
     const uninitialised = await idgen([
       'spare',
       'lend',
@@ -145,7 +147,9 @@ describe('idgen spare, across two etcd clusters', () => {
     const unbound = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
     expect(unbound.code).toBe(1);
     expect(unbound.stderr).toMatch(/^idgen spare lend: this etcd was never bound to a region code/m);
-    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', regionTwo])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', regionTwo])).toMatchObject({
+      code: 0,
+    });
     const notSpare = await idgen(['spare', 'lend', '2', '--to-region', '2', ...two]);
     expect(notSpare.code).toBe(1);
     expect(notSpare.stderr).toMatch(/^idgen spare lend: region code 2 is not a spare code \(spare codes: 5, 6, 7/m);
@@ -269,7 +273,9 @@ describe('idgen spare, across two etcd clusters', () => {
     const onLender = await idgen(['spare', 'adopt', '5', '--handover', file, ...two]);
     expect(onLender.code).toBe(1);
     expect(onLender.stderr).toMatch(/^idgen spare adopt: this etcd serves region 2 \(\/idgen\/region\), not region 5/m);
-    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '5', '--etcd', newRegion])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '5', '--etcd', newRegion])).toMatchObject({
+      code: 0,
+    });
     expect((await idgen(['spare', 'adopt', '6', '--handover', file, ...fresh])).code).toBe(2);
     const bad = join(dir, 'bad.json');
     writeFileSync(bad, '{"format":"something else"}');
@@ -361,7 +367,17 @@ describe('idgen spare, across two etcd clusters', () => {
         await timed(['spare', 'reclaim', '6', '--handover', join(dir, 'never.json'), '--etcd', regionTwo, ...flags]);
         const handover = join(dir, 'code-5.json');
         expect(
-          await idgen(['region', 'init', '--sole-cluster', '--region', '5', '--etcd', regionThree, '--etcd-prefix', '/other']),
+          await idgen([
+            'region',
+            'init',
+            '--sole-cluster',
+            '--region',
+            '5',
+            '--etcd',
+            regionThree,
+            '--etcd-prefix',
+            '/other',
+          ]),
         ).toMatchObject({ code: 0 });
         await timed([
           'spare',
@@ -394,7 +410,9 @@ describe('idgen spare, across two etcd clusters', () => {
 
   it('a read-only operator cannot lend: exit 1 saying which keys need a writing role', async () => {
     const url = (await startEtcd()).clientUrl;
-    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', url])).toMatchObject({ code: 0 });
+    expect(await idgen(['region', 'init', '--sole-cluster', '--region', '2', '--etcd', url])).toMatchObject({
+      code: 0,
+    });
     // A registry of its own (its prefix), initialised while the etcd has no auth yet.
     const plain = join(dir, 'ro-plain.json');
     writeFileSync(plain, JSON.stringify({ regions: [{ name: 'r2', etcd: [url] }] }));

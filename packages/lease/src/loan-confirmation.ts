@@ -72,7 +72,8 @@ export async function confirmLoan(
       return { kind: 'unconfirmed', why: `the registry has no record of code ${code} (restored to before the loan?)` };
     const below = revisionBelow(reg.modRevision, mirrorRevision);
     // A code is lent once (./spare-codes.ts): a `lent` record past the mirror's revision is the same loan, renewed.
-    if (!below && reg.record.state === 'lent' && reg.record.lentTo === home) return judgeTerm(reg, loanTermOf(now.record), term);
+    if (!below && reg.record.state === 'lent' && reg.record.lentTo === home)
+      return judgeTerm(reg, loanTermOf(now.record), term);
     if (below)
       return {
         kind: 'unconfirmed',

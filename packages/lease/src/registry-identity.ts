@@ -100,7 +100,10 @@ export function parseRegistryDeployment(key: string, raw: string): RegistryDeplo
   const o = parseJsonObject(key, raw);
   const reconciledAt = o['reconciledAt'];
   const loanTermMs = o['loanTermMs'];
-  if (loanTermMs !== undefined && (typeof loanTermMs !== 'number' || !Number.isSafeInteger(loanTermMs) || loanTermMs < 1000))
+  if (
+    loanTermMs !== undefined &&
+    (typeof loanTermMs !== 'number' || !Number.isSafeInteger(loanTermMs) || loanTermMs < 1000)
+  )
     throw new CorruptRecordError(key, 'field loanTermMs is not a whole number of milliseconds of at least 1000', raw);
   return {
     deploymentId: str(o, 'deploymentId', key, raw),

@@ -513,8 +513,7 @@ export const HANDOVER_NODE_ID = 'spare-handover';
  * it is held, or when the layout differs. Adopting the same handover again changes nothing.
  */
 export async function adoptSpareCode(
-  io: Io &
-    WithRegistry & { layout: Layout; now?: () => number; onTermWait?: (ms: number, until: string) => void },
+  io: Io & WithRegistry & { layout: Layout; now?: () => number; onTermWait?: (ms: number, until: string) => void },
   handover: Handover,
 ): Promise<{ record: SpareCodeRecord; written: number; changed: boolean }> {
   const code = handover.code;

@@ -160,7 +160,9 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     // Before loan terms: claimed, and about half the IDs equal (the simulator's find: tools/sim/README.md).
     expect({ claimed: r.claimed, common: r.common }).toEqual({ claimed: false, common: 0 });
     expect(r.started).toBeInstanceOf(NoFreeWorkerError);
-    expect((r.started as Error).message).toMatch(/spare code 5: loan not confirmed by the registry \(the loan of code 5 ended at .*not renewed/);
+    expect((r.started as Error).message).toMatch(
+      /spare code 5: loan not confirmed by the registry \(the loan of code 5 ended at .*not renewed/,
+    );
   });
 
   it('new token: idgen region restored asks the registry, seals the dead loan (reclaimed), and no borrower claims under it', async () => {

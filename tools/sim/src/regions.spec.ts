@@ -114,7 +114,7 @@ describe('the deployment simulator', () => {
     expect(second).toEqual(first);
   }, 180_000);
 
-  test('the registry and a borrower\'s etcd both restored to a reclaimed, adopted loan: its term ended, no claim under it', async () => {
+  test("the registry and a borrower's etcd both restored to a reclaimed, adopted loan: its term ended, no claim under it", async () => {
     const r = await runRegionsSimulated(bothRewound, 11);
     const outcome = (kind: string): boolean[] =>
       r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);

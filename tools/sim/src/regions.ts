@@ -324,7 +324,8 @@ class RegionsRun {
         const span = bySlot.get(holder);
         if (span === undefined) bySlot.set(holder, { from: ms, to: ms });
         else span.to = Math.max(span.to, ms);
-        if (ms > n.ceiling) // both Unix ms (the ceiling is the guard's, on the node's wall clock)
+        if (ms > n.ceiling)
+          // both Unix ms (the ceiling is the guard's, on the node's wall clock)
           this.violations.push({
             kind: 'above-ceiling',
             atMs,

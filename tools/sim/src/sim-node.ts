@@ -133,4 +133,3 @@ export function spinningClock(): ClockSource & { wallOffset: number } {
   };
   return clock;
 }
-
