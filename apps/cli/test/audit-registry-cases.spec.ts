@@ -109,7 +109,7 @@ async function deployment(name: string, codes: readonly number[]) {
       '--lease-ttl-ceiling',
       String(TTL_S),
     ]);
-  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file, '--loan-term', String(4 * TTL_S)]);
+  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file, '--loan-term', String(8 * TTL_S)]);
   // The layout record, as a region's first node writes it (a region whose borrower never claims has none otherwise).
   for (const r of regions) await kv(r).put('/idgen/layout').value(JSON.stringify(DEFAULT_LAYOUT.toRecord()));
   const etcdOf = (code: number): EtcdServer => regions[codes.indexOf(code)] as EtcdServer;

@@ -111,11 +111,12 @@ describe('idgen spare, across two etcd clusters', () => {
     expect(uninitialised.stderr).toMatch(
       /^idgen spare lend: the spare-code registry .* has no deployment ID .*idgen spare init/m,
     );
-    // The loan term: four of the borrower's 2 s TTL, the shortest it may borrow under (docs/design.md §7).
-    const init = await idgen(['spare', 'init', '--registry', registry, '--config', deployment, '--loan-term', '8']);
+    // The loan term: four of the TTL ceiling (6 s), longer than the start of region 2's home node and the borrower
+    // after the lend on a busy machine (no borrower renews it before then; docs/design.md §7, "Loan terms").
+    const init = await idgen(['spare', 'init', '--registry', registry, '--config', deployment, '--loan-term', '24']);
     expect(init).toMatchObject({ code: 0 });
     expect(init.stdout).toMatch(
-      /^spare-code registry: deployment [0-9a-f-]+ \(etcd cluster \d+, prefix \/idgen, loan term 8 s\); recorded in 3 region\(s\) at revision \d+$/m,
+      /^spare-code registry: deployment [0-9a-f-]+ \(etcd cluster \d+, prefix \/idgen, loan term 24 s\); recorded in 3 region\(s\) at revision \d+$/m,
     );
     expect((await idgen(['spare', 'init', '--registry', registry, '--config', deployment])).stdout).toMatch(
       /already initialised/,

@@ -153,6 +153,7 @@ async function regionInit(etcdUrl: string, region: number): Promise<void> {
       'idgen',
       'region',
       'init',
+      '--sole-cluster',
       '--region',
       String(region),
       '--etcd',

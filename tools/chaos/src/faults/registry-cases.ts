@@ -217,8 +217,9 @@ class CaseDeployment {
         '--lease-ttl-ceiling',
         String(this.o.leaseTtlSeconds),
       ]);
-    // The shortest loan term the borrowers' TTL allows (four of it): case 1's adopt waits the term out (§7).
-    await this.cli(['spare', 'init', ...this.reg(), '--loan-term', String(4 * this.o.leaseTtlSeconds)]);
+    // A loan term of eight of the borrowers' TTL (four is the shortest they may borrow under): case 1's adopt waits the
+    // term out, and a loan no borrower renews yet outlasts the first borrower's start on a busy machine (§7).
+    await this.cli(['spare', 'init', ...this.reg(), '--loan-term', String(8 * this.o.leaseTtlSeconds)]);
     for (const e of [er, es])
       await putKey(e.clientUrl, `${ETCD_PREFIX}/layout`, JSON.stringify(DEFAULT_LAYOUT.toRecord()));
     // Region R's home slot 0 is held (a borrower with home range 0-0 then claims under the spare code).
@@ -351,7 +352,7 @@ async function twoRegistries(d: CaseDeployment): Promise<CaseStep> {
   const alone = join(o.dir, `reg-${o.index}-alone.json`);
   await writeFile(alone, auditConfig([d.regions[1] as AuditRegion]));
   await d.cli(
-    ['spare', 'init', '--registry', at.clientUrl, '--config', alone, '--loan-term', String(4 * o.leaseTtlSeconds)],
+    ['spare', 'init', '--registry', at.clientUrl, '--config', alone, '--loan-term', String(8 * o.leaseTtlSeconds)],
     false,
   );
   return secondLend(d, first, at);
