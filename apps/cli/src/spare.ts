@@ -288,11 +288,19 @@ export async function runSpareLend(code: string, flags: LendFlags, ctx: VerbCont
   if (flags.toRegion === undefined) throw usageError('--to-region is required');
   const c = codeArg(code);
   const to = integerOption('--to-region', flags.toRegion, 0, DEFAULT_LAYOUT.maxRegion);
-  const { record, changed } = await withRegistry(flags, 'lend', (io) =>
+  const { record, changed, usableFromMs } = await withRegistry(flags, 'lend', (io) =>
     lendSpareCode({ ...io, now: ctx.nowMs }, c, to),
   );
-  if (flags.json) ctx.io.out(JSON.stringify({ record, changed }));
-  else ctx.io.out(`spare code ${c}: ${describeRecord(record)}${changed ? '' : ' (already so: nothing written)'}`);
+  const usableFrom = usableFromMs === undefined ? undefined : new Date(usableFromMs).toISOString();
+  if (flags.json) ctx.io.out(JSON.stringify({ record, changed, usableFrom }));
+  else {
+    ctx.io.out(`spare code ${c}: ${describeRecord(record)}${changed ? '' : ' (already so: nothing written)'}`);
+    if (usableFromMs !== undefined && usableFromMs > ctx.nowMs())
+      ctx.io.out(
+        `borrowers may first claim under it from ${usableFrom} (a loan term and a quarter after the lend: ` +
+          'docs/runbook.md, "Lending a spare region code")',
+      );
+  }
   return EXIT_OK;
 }
 

@@ -16,8 +16,8 @@
 // audit over the same deployment file must stay clean (no false alarm).
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { initRegistry, lendSpareCode } from '@idgen/lease/operator';
-import { cleanupAll, mintTogether, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
+import { DEFAULT_LOAN_TERM_MS, initRegistry, lendSpareCode } from '@idgen/lease/operator';
+import { cleanupAll, lentEarlierClock, mintTogether, startEtcd, tempDir, type EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -62,6 +62,8 @@ jest.mock('../../../packages/lease/src/registry-guard', () => {
 });
 
 const TTL_S = 3;
+/** Eight TTLs: a holder's renewal may lag five TTLs on a busy machine before it gives its slot back. */
+const LOAN_TERM_S = 8 * TTL_S;
 const sources: EmbeddedIdSource[] = [];
 const clients: Etcd3[] = [];
 
@@ -109,7 +111,7 @@ async function deployment(name: string, codes: readonly number[]) {
       '--lease-ttl-ceiling',
       String(TTL_S),
     ]);
-  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file, '--loan-term', String(8 * TTL_S)]);
+  await ok(['spare', 'init', '--registry', registry.clientUrl, '--config', file, '--loan-term', String(LOAN_TERM_S)]);
   // The layout record, as a region's first node writes it (a region whose borrower never claims has none otherwise).
   for (const r of regions) await kv(r).put('/idgen/layout').value(JSON.stringify(DEFAULT_LAYOUT.toRecord()));
   const etcdOf = (code: number): EtcdServer => regions[codes.indexOf(code)] as EtcdServer;
@@ -189,10 +191,18 @@ async function mintedEqual(a: EmbeddedIdSource, b: EmbeddedIdSource): Promise<nu
   return m.common;
 }
 
+/**
+ * Code 5 lent to region 2 (`idgen spare lend`'s function) a loan term and a quarter ago: its first-claim wait is over
+ * (docs/design.md §7, "Loan terms"; the CLI's lend and its wait in real time: spare.spec.ts).
+ */
+async function lendEarlier(d: Deployment): Promise<void> {
+  await lendSpareCode({ ...d.io(2), now: lentEarlierClock(LOAN_TERM_S * 1000) }, 5, 2);
+}
+
 /** Code 5 lent to region 2 through the registry, and region 2's borrower (`NAME-r2`) ready under it (on 5/0). */
 async function lentToRegion2(d: Deployment, name: string) {
   const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-  await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', d.etcdOf(2).clientUrl, ...reg]);
+  await lendEarlier(d);
   const first = source(d.etcdOf(2), 2, `${name}-r2`, d.registry);
   await first.ready();
   return { reg, first };
@@ -246,7 +256,7 @@ describe('idgen audit after case 1: a borrower etcd restored after its loan move
     const d = await deployment(name, [2, 5]);
     const two = d.etcdOf(2);
     const reg = ['--registry', d.registry.clientUrl, '--config', d.file];
-    await ok(['spare', 'lend', '5', '--to-region', '2', '--etcd', two.clientUrl, ...reg]);
+    await lendEarlier(d);
     const snapshot = join(d.dir, 'two.db');
     await two.snapshot(snapshot);
     const handover = join(d.dir, 'handover.json');
@@ -326,7 +336,9 @@ describe('idgen audit after case 2: the registry restored from a backup, then th
   it('without the fix (the registry check bypassed): code 5 lent to region 3 too, both borrowers mint equal IDs; the audit names both, exit 1', async () => {
     const d = await rewound('case2-unfixed');
     mockWithoutFix.on = true;
-    await lendSpareCode(d.io(3), 5, 3);
+    // Made a term and a quarter ago: the first-claim wait, which would also keep region 3 off the slot until region
+    // 2's borrower gave it back, is bypassed too.
+    await lendSpareCode({ ...d.io(3), now: lentEarlierClock(LOAN_TERM_S * 1000) }, 5, 3);
     await expectDoubleHoldAudited(d, d.registry, 'case2-unfixed');
   });
 
@@ -355,7 +367,7 @@ describe('idgen audit after case 5: two registries during a split', () => {
     mockWithoutFix.on = true;
     const io = d.io(3, d.other);
     await initRegistry(io.registry);
-    await lendSpareCode(io, 5, 3);
+    await lendSpareCode({ ...io, now: lentEarlierClock(DEFAULT_LOAN_TERM_MS) }, 5, 3); // its first-claim wait bypassed too
     await expectDoubleHoldAudited(d, d.other, 'case5-unfixed');
   });
 

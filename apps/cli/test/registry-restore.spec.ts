@@ -108,10 +108,12 @@ describe('docs/runbook.md "Restoring the registry", as written', () => {
     expect(r5.code).toBe(0);
     expect(r5.stdout).toMatch(/^5\s+lent\s+2\s+0\s+\S+\s+lent to region 2$/m);
     const r6 = await run(again);
-    expect(r6).toMatchObject({
-      code: 0,
-      stdout: 'spare code 5: lent, lent to region 2 (already so: nothing written)\n',
-    });
+    expect(r6.code).toBe(0);
+    // The record reconcile wrote anew holds new claims back a loan term and a quarter (docs/design.md §7): the
+    // registry it rebuilt cannot know of a loan a region left out of the deployment file still holds.
+    expect(r6.stdout).toMatch(
+      /^spare code 5: lent, lent to region 2 \(already so: nothing written\)\nborrowers may first claim under it from \S+Z \(/,
+    );
     const r7 = await run(other);
     expect(r7).toMatchObject({ code: 4, stdout: '' });
     expect(r7.stderr).toMatch(

@@ -157,9 +157,19 @@ describe('idgen spare, across two etcd clusters', () => {
     const nobody = await idgen(['spare', 'list', '--etcd', 'http://127.0.0.1:9', '--timeout-ms', '1500']);
     expect(nobody.code).toBe(3);
 
+    // Region 2's one home slot is taken.
+    await startLease(regionTwo, { workers: '0-0' }, target());
     const lent = await idgen(['spare', 'lend', '5', '--to-region', '2', ...two]);
-    expect(lent).toMatchObject({ code: 0, stdout: 'spare code 5: lent, lent to region 2\n' });
-    const again = await idgenJson<{ changed: boolean; record: Record<string, unknown> }>([
+    // A new loan: its borrowers first claim a term (24 s here) and a quarter after the lend (docs/design.md §7).
+    const lentAt = Date.now();
+    expect(lent.code).toBe(0);
+    const firstClaims =
+      /^spare code 5: lent, lent to region 2\nborrowers may first claim under it from (\S+Z) \(a loan term and a quarter after the lend: docs\/runbook.md, "Lending a spare region code"\)\n$/.exec(
+        lent.stdout,
+      );
+    const usableFromMs = Date.parse(firstClaims?.[1] ?? '');
+    expect(usableFromMs - lentAt).toBeGreaterThan(24_000);
+    const again = await idgenJson<{ changed: boolean; record: Record<string, unknown>; usableFrom: string }>([
       'spare',
       'lend',
       '5',
@@ -168,16 +178,23 @@ describe('idgen spare, across two etcd clusters', () => {
       ...two,
     ]);
     expect(again.json).toMatchObject({ changed: false, record: { code: 5, state: 'lent', lentTo: 2 } });
+    expect(Date.parse(again.json.usableFrom)).toBe(usableFromMs);
 
-    // Region 2's one home slot is taken; an embedded borrower claims under code 5.
-    await startLease(regionTwo, { workers: '0-0' }, target());
-    const borrower = target();
-    // It confirms the loan in the registry before its claim (docs/design.md §7).
-    await startLease(
-      regionTwo,
-      { workers: '0-0', kind: 'embedded', borrowSpare: true, registry: { endpoints: [registry] } },
-      borrower,
+    // An embedded borrower confirms the loan in the registry before its claim (docs/design.md §7): refused until
+    // then (the 30 s since the lend hold one lease start), then it claims under code 5.
+    const borrow = {
+      workers: '0-0',
+      kind: 'embedded' as const,
+      borrowSpare: true,
+      registry: { endpoints: [registry] },
+    };
+    const beforeFirstClaims = await startLease(regionTwo, borrow, target()).catch((e: unknown) => e);
+    expect(String(beforeFirstClaims)).toMatch(
+      /spare code 5: loan not confirmed by the registry \(a new loan: first claims from/,
     );
+    await new Promise((r) => setTimeout(r, Math.max(0, usableFromMs - Date.now()) + 50));
+    const borrower = target();
+    await startLease(regionTwo, borrow, borrower);
     expect(borrower.assignment?.region).toBe(5);
     const worker = borrower.assignment?.worker ?? -1;
 

@@ -1,6 +1,13 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { beginReclaim, heldSlotsUnder, initRegistry, lendSpareCode } from '@idgen/lease/operator';
-import { QUICK_LEASE_SETTINGS, bindRegion, cleanupAll, startEtcd, type EtcdServer } from '@idgen/testing';
+import { DEFAULT_LOAN_TERM_MS, beginReclaim, heldSlotsUnder, initRegistry, lendSpareCode } from '@idgen/lease/operator';
+import {
+  QUICK_LEASE_SETTINGS,
+  bindRegion,
+  cleanupAll,
+  lentEarlierClock,
+  startEtcd,
+  type EtcdServer,
+} from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { IdsUnavailableError, createEmbeddedIdSource, type EmbeddedIdSource } from '../src/index.js';
 
@@ -50,7 +57,8 @@ it('a full range borrows under a code lent to the region: its IDs carry the code
   expect(DEFAULT_LAYOUT.decompose(own.nextIdSync()).region).toBe(2);
 
   await initRegistry(registry); // idgen spare init, once for the deployment
-  await lendSpareCode(io, 5, 2);
+  // Lent a loan term and a quarter ago (the default term's): its first-claim wait is over (docs/design.md §7).
+  await lendSpareCode({ ...io, now: lentEarlierClock(DEFAULT_LOAN_TERM_MS) }, 5, 2);
   const borrower = source(prefix, true);
   await borrower.ready();
   const id = borrower.nextIdSync();

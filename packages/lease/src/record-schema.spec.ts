@@ -2,7 +2,7 @@ import { CorruptRecordError, UnreadableSchemaError } from './errors.js';
 import { RECORD_SCHEMA_READ, parseLastMsRecord, parseLayoutRecord, parseServingNode } from './records.js';
 import { parseRegionBinding } from './region-binding.js';
 import { DEFAULT_LOAN_TERM_MS, loanTermOf, parseRegistryDeployment } from './registry-identity.js';
-import { parseRegistryRecord } from './spare-registry.js';
+import { newLoanTimes, parseRegistryRecord } from './spare-registry.js';
 import { parseSpareCodeRecord } from './spare-codes.js';
 import { parseTenureRecord } from './tenure-ledger.js';
 
@@ -90,6 +90,28 @@ it.each([
 it.each(['soon', -1, 1.5, null])('a registry record whose untilMs is %p is garbage, named', (untilMs) => {
   const raw = JSON.stringify({ code: 5, state: 'lent', lentTo: 2, at: '2026-12-02T00:00:00Z', untilMs });
   expect(() => parseRegistryRecord('/idgen/spare-registry/5', raw)).toThrow(/field untilMs is not a millisecond/);
+});
+
+// docs/design.md §7 "A new loan's first claim waits": the time a new loan may first be claimed under.
+it.each([
+  [{ usableFromMs: 1_800_000_000_000 }, 1_800_000_000_000],
+  [{}, undefined],
+])('a registry record with %p may first be claimed under from %p', (extra, usableFrom) => {
+  const raw = JSON.stringify({ code: 5, state: 'lent', lentTo: 2, at: '2026-12-02T00:00:00Z', ...extra });
+  expect(parseRegistryRecord('/idgen/spare-registry/5', raw).usableFromMs).toBe(usableFrom);
+});
+
+it.each(['soon', -1, 1.5, null])('a registry record whose usableFromMs is %p is garbage, named', (usableFromMs) => {
+  const raw = JSON.stringify({ code: 5, state: 'lent', lentTo: 2, at: '2026-12-02T00:00:00Z', usableFromMs });
+  expect(() => parseRegistryRecord('/idgen/spare-registry/5', raw)).toThrow(
+    /field usableFromMs is not a millisecond timestamp/,
+  );
+});
+
+it('a new loan waits a term, a quarter term and the clock bound, and its first term runs a term past that', () => {
+  expect(newLoanTimes(1_000_000, 600_000, 10)).toEqual({ usableFromMs: 1_750_010, untilMs: 2_350_010 });
+  // A term of four TTLs of 3 s: the quarter is one TTL, rounded up to the millisecond.
+  expect(newLoanTimes(0, 12_001, 10)).toEqual({ usableFromMs: 15_012, untilMs: 27_013 });
 });
 
 it.each([

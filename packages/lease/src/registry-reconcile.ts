@@ -1,4 +1,5 @@
 import type { Layout } from '@idgen/core';
+import { LEASE_DEFAULTS } from './config.js';
 import { deadlineIn, withTimeout } from './etcd-client.js';
 import { readRegionView } from './registry-guard.js';
 import {
@@ -12,7 +13,7 @@ import {
 import type { DeploymentRegistry, RegionEtcd, RegionRegistryView } from './registry-identity.js';
 import { sealDeadLoan, spareKeys } from './spare-codes.js';
 import type { SpareCodeEntry, SpareCodeRecord } from './spare-codes.js';
-import { casRegistryCode, listRegistryCodes } from './spare-registry.js';
+import { casRegistryCode, listRegistryCodes, newLoanTimes } from './spare-registry.js';
 import type { RegistryIo, RegistryState, SpareRegistryEntry, SpareRegistryRecord } from './spare-registry.js';
 import { regionBindingKey, parseRegionBinding } from './region-binding.js';
 
@@ -173,10 +174,17 @@ export async function reconcileRegistry(io: {
     let entry = before;
     // A loan not yet adopted gets a whole term from now (docs/design.md §7, "Loan terms"): a renewal the rewound
     // registry lost may have carried it that far, so adopt waits at least as long as it would have.
-    const untilMs = nowMs + loanTermOf(registryNow.record);
+    const termMs = loanTermOf(registryNow.record);
+    const untilMs = nowMs + termMs;
+    // A `lent` record the registry lost is written anew: its first claims wait as a lend's do (newLoanTimes), since
+    // the deployment file may leave out a region that still holds an older loan of the code the registry forgot.
+    const recreated =
+      before === undefined && want.state === 'lent'
+        ? newLoanTimes(nowMs, termMs, LEASE_DEFAULTS.clockBoundMs)
+        : { untilMs };
     const next: Omit<SpareRegistryRecord, 'trail'> | undefined =
       before === undefined || rank(want.state) > rank(before.record.state)
-        ? { ...want, ...(want.state === 'adopted' ? {} : { untilMs }) }
+        ? { ...want, ...(want.state === 'adopted' ? {} : recreated) }
         : before.record.state !== 'adopted' && (before.record.untilMs ?? 0) < untilMs
           ? { ...withoutTrail(before.record), untilMs }
           : undefined;

@@ -264,9 +264,18 @@ export class SlotClaimer {
     const verdict = await this.askRegistry(registry, e);
     if (verdict.kind !== 'confirmed') return { kind: 'refused', why: verdict.why };
     const untilMs = await this.renew(registry, verdict.entry, verdict.termMs);
-    const left = untilMs === undefined ? Number.POSITIVE_INFINITY : untilMs - cfg.clock.nowMs();
+    const now = cfg.clock.nowMs();
+    const left = untilMs === undefined ? Number.POSITIVE_INFINITY : untilMs - now;
     if (left < 2 * cfg.ttlMs)
       return { kind: 'refused', why: `its term has ${Math.round(left)} ms left, under two TTLs, and was not renewed` };
+    const usableFrom = verdict.entry.record.usableFromMs;
+    if (usableFrom !== undefined && now < usableFrom)
+      return {
+        kind: 'refused',
+        why:
+          `a new loan: first claims from ${new Date(usableFrom).toISOString()}, ${Math.round(usableFrom - now)} ms from ` +
+          'now (a loan of the code a rewound registry forgot has ended by then)',
+      };
     return { kind: 'confirmed', termMs: verdict.termMs, untilMs };
   }
 

@@ -26,7 +26,7 @@ import { guardRegistryStep } from './registry-guard.js';
 import { loanTermOf } from './registry-identity.js';
 import { readTtlCeiling } from './ttl-ceiling.js';
 import type { WithDeployment } from './registry-guard.js';
-import { casRegistryCode, describeRegistry, readRegistryCode, renewLoanTerm } from './spare-registry.js';
+import { casRegistryCode, describeRegistry, newLoanTimes, readRegistryCode, renewLoanTerm } from './spare-registry.js';
 import type {
   RegistryHandover,
   RegistryIdentity,
@@ -120,6 +120,14 @@ function registrySays(entry: SpareRegistryEntry, what: string): SpareCodeError {
   );
 }
 
+/** What a lend did: the mirror, whether it wrote it, and from when its borrowers may first claim (a new loan). */
+export interface LendResult {
+  readonly record: SpareCodeRecord;
+  readonly changed: boolean;
+  /** From this wall-clock millisecond on, borrowers may claim under the loan (absent: at once). */
+  readonly usableFromMs?: number;
+}
+
 /**
  * `idgen spare lend`: decided in the registry first (created only if absent: a code is lent once, deployment-wide),
  * then mirrored into the borrowing region's etcd (`lent`, with the registry's mod revision). The same loan again
@@ -130,7 +138,7 @@ export async function lendSpareCode(
   io: Io & WithRegistry & { layout: Layout; now?: () => number },
   code: number,
   toRegion: number,
-): Promise<{ record: SpareCodeRecord; changed: boolean }> {
+): Promise<LendResult> {
   if (toRegion < 0 || toRegion > io.layout.maxRegion)
     throw new SpareCodeError(`region ${toRegion} is not a region code 0-${io.layout.maxRegion}`);
   // A loan is recorded in the borrowing region's own etcd, never another's (docs/design.md §5, region binding).
@@ -163,14 +171,17 @@ export async function lendSpareCode(
   const nowMs = (io.now ?? Date.now)();
   const at = new Date(nowMs).toISOString();
   // The loan's term (docs/design.md §7, "Loan terms"): its borrowers renew it while it stands.
-  const untilMs = nowMs + loanTermOf(guard.now.record);
+  const termMs = loanTermOf(guard.now.record);
+  const untilMs = nowMs + termMs;
   // 1. The registry: free → lent to toRegion (create if absent); lent to toRegion already: go on (a mirror to finish).
   let reg = await readRegistryCode(io.registry, code, io.layout.maxRegion);
   if (reg === undefined) {
+    // A record the registry does not have may be one it forgot (restored to before a loan): first claims wait.
+    const times = newLoanTimes(nowMs, termMs, LEASE_DEFAULTS.clockBoundMs);
     const cas = await casRegistryCode(
       io.registry,
       undefined,
-      { code, state: 'lent', lentTo: toRegion, at, untilMs },
+      { code, state: 'lent', lentTo: toRegion, at, ...times },
       io.layout.maxRegion,
     );
     reg = cas.entry;
@@ -182,12 +193,13 @@ export async function lendSpareCode(
   await checkOneRegistry(io, reg);
   // The same loan again renews a term that ended unrenewed (no borrower ran for a term) or that it never had (a loan
   // lent before terms): the guard above read every region of the deployment, so the loan is the deployment's.
-  if (reg.record.untilMs === undefined || reg.record.untilMs < untilMs - loanTermOf(guard.now.record) / 2)
+  if (reg.record.untilMs === undefined || reg.record.untilMs < untilMs - termMs / 2)
     reg = (await renewLoanTerm(io.registry, reg, untilMs)) ?? reg;
+  const usable = reg.record.usableFromMs === undefined ? {} : { usableFromMs: reg.record.usableFromMs };
   // 2. The mirror in the borrowing region's etcd.
   if (existing !== undefined) {
     await guard.noteSeen(io.now);
-    return { record: existing.record, changed: false };
+    return { record: existing.record, changed: false, ...usable };
   }
   const key = spareKeys.code(io.prefix, code);
   const record: SpareCodeRecord = {
@@ -210,7 +222,7 @@ export async function lendSpareCode(
   if (!res.succeeded)
     throw new SpareCodeError(`${key} was written by someone else meanwhile; look again (idgen spare list)`);
   await guard.noteSeen(io.now);
-  return { record, changed: true };
+  return { record, changed: true, ...usable };
 }
 
 /**

@@ -53,8 +53,33 @@ export interface SpareRegistryRecord {
    * Absent: a loan lent before terms existed (its first renewal gives it one).
    */
   readonly untilMs?: number;
+  /**
+   * A loan the registry wrote without remembering it before (a lend that created the record, or a reconcile that
+   * recreated it): the wall-clock millisecond from which its borrowers may claim under it (docs/design.md §7, "Loan
+   * terms"). Any loan of the code a rewound registry forgot has ended by then, renewed or not: {@link newLoanTimes}.
+   * Kept through renewals. Absent: claims at once (a loan lent before this field).
+   */
+  readonly usableFromMs?: number;
   readonly at: string;
   readonly trail: readonly RegistryTrailEntry[];
+}
+
+/**
+ * The times of a loan the registry writes without remembering it (docs/design.md §7, "Loan terms"): a registry
+ * restored to before a lend has no record of it, so a lend (or reconcile) of the code then cannot tell a free code
+ * from one a borrower the deployment file leaves out still holds. That borrower cannot renew a loan the registry no
+ * longer has, so it gives its slots back by the end of its last term: at most `termMs` after the registry forgot.
+ * Its TTL is at most a quarter term (a confirmation needs four TTLs of term), which bounds what its clock may hold
+ * past that; so the new loan's first claim waits a term, a quarter term and the clock bound. Its term runs a whole
+ * term past that, so the wait does not depend on a borrower renewing it meanwhile.
+ */
+export function newLoanTimes(
+  nowMs: number,
+  termMs: number,
+  clockBoundMs: number,
+): { usableFromMs: number; untilMs: number } {
+  const usableFromMs = nowMs + termMs + Math.ceil(termMs / 4) + clockBoundMs;
+  return { usableFromMs, untilMs: usableFromMs + termMs };
 }
 
 /** A registry record as read, with its mod revision (what the next step compares, and what a mirror records). */
@@ -152,6 +177,9 @@ export function parseRegistryRecord(key: string, raw: string, maxRegion = 7): Sp
   const untilMs = o['untilMs'];
   if (untilMs !== undefined && (!isInt(untilMs) || untilMs < 0))
     throw new CorruptRecordError(key, 'field untilMs is not a millisecond timestamp', raw);
+  const usableFromMs = o['usableFromMs'];
+  if (usableFromMs !== undefined && (!isInt(usableFromMs) || usableFromMs < 0))
+    throw new CorruptRecordError(key, 'field usableFromMs is not a millisecond timestamp', raw);
   const trail = Array.isArray(o['trail'])
     ? (o['trail'] as Record<string, unknown>[])
         .filter((t) => typeof t === 'object' && t !== null && STATES.includes(t['state'] as RegistryState))
@@ -168,6 +196,7 @@ export function parseRegistryRecord(key: string, raw: string, maxRegion = 7): Sp
     ...(handover === undefined ? {} : { handover }),
     ...(adoptedBy === undefined ? {} : { adoptedBy }),
     ...(untilMs === undefined ? {} : { untilMs }),
+    ...(usableFromMs === undefined ? {} : { usableFromMs }),
     at: typeof o['at'] === 'string' ? o['at'] : '',
     trail,
   };

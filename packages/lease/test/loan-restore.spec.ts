@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
-import { bindRegion, cleanupAll, startEtcd, tempDir } from '@idgen/testing';
+import { bindRegion, cleanupAll, createTcpProxy, lentEarlierClock, startEtcd, tempDir } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from '../src/config.js';
@@ -85,7 +85,7 @@ async function deadLoan(name: string) {
   // with home range 0-0 finds it full, before and after the restore.
   const homeLease = kvTwo.lease(600, { autoKeepAlive: false });
   await homeLease.put(`${prefix}/regions/2/workers/0`).value('{"nodeId":"home","kind":"service"}');
-  await lendSpareCode(ioTwo, 5, 2);
+  await lendSpareCode({ ...ioTwo, now: lentEarlierClock(LOAN_TERM_MS) }, 5, 2); // its first-claim wait over
   const dir = await tempDir('idgen-loan-snapshot');
   const snapshot = join(dir.path, 'two.db');
   await two.snapshot(snapshot);
@@ -199,7 +199,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
     await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
-    await lendSpareCode(ioTwo, 5, 2);
+    await lendSpareCode({ ...ioTwo, now: lentEarlierClock(LOAN_TERM_MS) }, 5, 2); // its first-claim wait over
     const borrow = {
       workers: '0-0',
       kind: 'embedded' as const,
@@ -246,7 +246,8 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     await registryEtcd.snapshot(snapshot);
     const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
     await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
-    await lendSpareCode(ioTwo, 5, 2); // no deployment file: region 3's etcd never hears of the registry
+    // No deployment file: region 3's etcd never hears of the registry. Lent a term and a quarter ago (its wait over).
+    await lendSpareCode({ ...ioTwo, now: lentEarlierClock(LOAN_TERM_MS) }, 5, 2);
     const held = new RecordingTarget('held');
     const borrow = {
       workers: '0-0',
@@ -266,6 +267,71 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     expect(back.message).toMatch(/spare code 5: the loan moved on \(the registry says code 5 is lent to region 3/);
     const end = Date.now() + 10_000;
     while ((await heldSlotsUnder(ioTwo, 5)).length > 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 50));
+    expect(await heldSlotsUnder(ioTwo, 5)).toEqual([]);
+  });
+
+  it("the same, with the holder cut off the registry: the new loan's first claim waits until the forgotten loan's holder gave its slot back", async () => {
+    // The simulator's find (tools/sim/README.md, "Found on main, closed"): the holder cannot hear that its loan moved
+    // on, so it keeps its slot until its term ends; before a new loan's first claims waited a term and a quarter
+    // (newLoanTimes), region 3's borrower claimed code 5 at once beside it.
+    const prefix = uniquePrefix('loan-registry-forgot');
+    const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
+    await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
+    await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
+    const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
+    const kvThree = new Etcd3({ hosts: [three.clientUrl] });
+    const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    const toRegistry = await createTcpProxy({ target: new URL(registryEtcd.clientUrl).host });
+    cleanups.push(() => {
+      kvTwo.close();
+      kvThree.close();
+      kvRegistry.close();
+      return toRegistry.close();
+    });
+    const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
+    await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
+    const dir = await tempDir('idgen-registry-snapshot');
+    const snapshot = join(dir.path, 'registry.db');
+    await registryEtcd.snapshot(snapshot);
+    const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
+    await track(createEtcdLease(leaseOptions(two, prefix, { workers: '0-0' }), new RecordingTarget('home'))).start();
+    await lendSpareCode({ ...ioTwo, now: lentEarlierClock(LOAN_TERM_MS) }, 5, 2);
+    const borrow = { workers: '0-0', kind: 'embedded' as const, borrowSpare: true };
+    const held = new RecordingTarget('held');
+    const registryViaProxy = { endpoints: [`http://${toRegistry.address}`], prefix };
+    await track(createEtcdLease(leaseOptions(two, prefix, { ...borrow, registry: registryViaProxy }), held)).start();
+    expect(held.assignment?.region).toBe(5);
+    // Region 2 cut off the registry; the registry restored to before the loan; code 5 lent to region 3, with no
+    // deployment file naming region 2 (nothing but the registry could say that region 2 borrows it).
+    toRegistry.cut();
+    await registryEtcd.restore(snapshot);
+    const kvRestored = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    cleanups.push(() => kvRestored.close());
+    const ioThree = { ...ioTwo, client: kvThree, registry: { ...registry, client: kvRestored } };
+    const lent = await lendSpareCode(ioThree, 5, 3);
+    const usableFromMs = lent.usableFromMs ?? 0;
+    expect(usableFromMs).toBeGreaterThan(Date.now());
+    // Region 3's borrower (its home slot held) is refused until then.
+    const borrowThree = { ...borrow, region: 3, registry: { endpoints: [registryEtcd.clientUrl], prefix } };
+    await track(
+      createEtcdLease(leaseOptions(three, prefix, { workers: '0-0', region: 3 }), new RecordingTarget('home3')),
+    ).start();
+    const early = await track(createEtcdLease(leaseOptions(three, prefix, borrowThree), new RecordingTarget('early')))
+      .start()
+      .catch((e: unknown) => e);
+    expect(early).toBeInstanceOf(NoFreeWorkerError);
+    expect((early as Error).message).toMatch(
+      /spare code 5: loan not confirmed by the registry \(a new loan: first claims from/,
+    );
+    // Region 2's holder gives its slot back at its term's end, unheard by the registry, before that time.
+    const back = await held.waitFor((e) => e.kind === 'unassign', LOAN_TERM_MS + 10_000, 'the slot given back');
+    expect(back.message).toMatch(/spare code 5: the loan's term ends at .*unrenewed: the borrowed slot is given back/);
+    expect(back.wall).toBeLessThan(usableFromMs);
+    // From then on, region 3's borrowers claim under code 5, and region 2 holds nothing under it.
+    await new Promise((r) => setTimeout(r, Math.max(0, usableFromMs - Date.now()) + 50));
+    const late = new RecordingTarget('late');
+    await track(createEtcdLease(leaseOptions(three, prefix, borrowThree), late)).start();
+    expect(late.assignment?.region).toBe(5);
     expect(await heldSlotsUnder(ioTwo, 5)).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { DEFAULT_LAYOUT } from '@idgen/core';
-import { bindRegion } from '@idgen/testing';
+import { bindRegion, lentEarlierClock } from '@idgen/testing';
 import type { Etcd3 } from 'etcd3';
 import { STEADY_LEASE_SETTINGS, useLeaseHarness } from './etcd-harness.test-helper.js';
 import { createEtcdLease } from '../src/etcd-lease.js';
@@ -52,6 +52,14 @@ const bind = async (prefix: string, code: number): Promise<void> => {
   await bindRegion(harness.current().etcd, code, prefix);
   await initRegistry(io(prefix).registry, { loanTermMs: LOAN_TERM_MS });
 };
+/**
+ * `io(prefix)` for a lend whose first-claim wait (a term and a quarter: docs/design.md §7, "Loan terms") is over: the
+ * operator's clock set that far back. The wait itself: "a new loan's borrowers claim …" below.
+ */
+const lentEarlier = (prefix: string, registryPrefix = prefix) => ({
+  ...io(prefix, registryPrefix),
+  now: lentEarlierClock(LOAN_TERM_MS),
+});
 /** The registry a borrower confirms its loans in (docs/design.md §7): this etcd, under `prefix`. */
 const reg = (prefix: string) => ({ endpoints: [harness.current().etcd.clientUrl], prefix });
 
@@ -227,7 +235,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
       .start()
       .catch((e: unknown) => e);
     expect(other).toBeInstanceOf(NoFreeWorkerError);
-    await lendSpareCode(io(prefix), 5, 2);
+    await lendSpareCode(lentEarlier(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
       options(prefix, {
@@ -250,11 +258,68 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(plain).toBeInstanceOf(NoFreeWorkerError);
   });
 
+  it("a new loan's borrowers claim under it a term and a quarter after the lend, not before (a registry may have forgotten an older loan)", async () => {
+    // An operator's clock a minute ahead: the loan's first claims are due 90 s from now (a term of 24 s, a quarter
+    // term and the clock bound past the lend's own time), whatever this machine's speed.
+    const prefix = uniquePrefix('first-claim');
+    await bind(prefix, 2);
+    await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
+    const aheadMs = 60_000;
+    const lendAt = Date.now() + aheadMs;
+    const lent = await lendSpareCode({ ...io(prefix), now: () => Date.now() + aheadMs }, 5, 2);
+    const usableFromMs = lent.usableFromMs ?? 0;
+    expect(usableFromMs - lendAt).toBeGreaterThanOrEqual(LOAN_TERM_MS + LOAN_TERM_MS / 4 + 10);
+    expect(usableFromMs - Date.now()).toBeLessThanOrEqual(aheadMs + LOAN_TERM_MS + LOAN_TERM_MS / 4 + 10);
+    // The registry's record carries it, and a term that runs a whole term past it (the wait needs no renewal).
+    expect((await readRegistryCode(io(prefix).registry, 5, DEFAULT_LAYOUT.maxRegion))?.record).toMatchObject({
+      state: 'lent',
+      usableFromMs,
+      untilMs: usableFromMs + LOAN_TERM_MS,
+    });
+    const borrower = (t: RecordingTarget) =>
+      lease(
+        options(prefix, {
+          workers: '0-0',
+          borrowSpare: true,
+          kind: 'embedded',
+          registry: reg(prefix),
+          ...STEADY_LEASE_SETTINGS,
+        }),
+        t,
+      );
+    const early = new RecordingTarget('early');
+    const refused = await borrower(early)
+      .start()
+      .catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(NoFreeWorkerError);
+    expect((refused as NoFreeWorkerError).refused.join('\n')).toMatch(
+      /spare code 5: loan not confirmed by the registry \(a new loan: first claims from .*Z, \d+ ms from now/,
+    );
+    expect(early.of('assign')).toHaveLength(0);
+    // The same lend made a term and a quarter ago (lentEarlierClock): its borrowers claim at once.
+    const past = uniquePrefix('first-claim-past');
+    await bind(past, 2);
+    await lease(options(past, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home-past')).start();
+    expect((await lendSpareCode(lentEarlier(past), 5, 2)).usableFromMs).toBeLessThan(Date.now());
+    const b = new RecordingTarget('borrower-past');
+    await lease(
+      options(past, {
+        workers: '0-0',
+        borrowSpare: true,
+        kind: 'embedded',
+        registry: reg(past),
+        ...STEADY_LEASE_SETTINGS,
+      }),
+      b,
+    ).start();
+    expect(b.assignment?.region).toBe(5);
+  });
+
   it('reclaiming stops new claims at once and holders give their slot back (released) at the next refresh', async () => {
     const prefix = uniquePrefix('reclaim');
     await bind(prefix, 2);
     await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
-    await lendSpareCode(io(prefix), 5, 2);
+    await lendSpareCode(lentEarlier(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     await lease(
       options(prefix, {
@@ -331,7 +396,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     const prefix = uniquePrefix('adopt');
     await bind(prefix, 2);
     await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
-    await lendSpareCode(io(prefix), 5, 2);
+    await lendSpareCode(lentEarlier(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
     // The borrower gives its slot back at its next refresh after the reclaim: refreshes 2.5 s apart (not 1 s) leave
     // the export below its window to find the slot still held on a loaded machine (a CI run lost that race once).

@@ -2,7 +2,7 @@ import { performance } from 'node:perf_hooks';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { createGuardedMinter, systemClock } from '@idgen/clock-guard';
 import type { ClockSource, GuardedMinter } from '@idgen/clock-guard';
-import { bindRegion, cleanupAll, createTcpProxy, startEtcd } from '@idgen/testing';
+import { bindRegion, cleanupAll, createTcpProxy, lentEarlierClock, startEtcd } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import type { EtcdLeaseOptions } from '../src/config.js';
@@ -124,7 +124,7 @@ describe('a spare code across two etcd clusters: lend, borrow, reclaim, adopt', 
     );
     cleanups.push(() => home.release());
     await home.start();
-    await lendSpareCode(two, 5, 2);
+    await lendSpareCode({ ...two, now: lentEarlierClock(LOAN_TERM_MS) }, 5, 2); // its first-claim wait over
 
     // Two borrowers: one on true time, one whose wall clock runs AHEAD_MS ahead and reaches etcd through a proxy.
     const proxy = await createTcpProxy({ target: new URL(regionTwo.clientUrl).host });

@@ -4,13 +4,14 @@
 // it); and K + 8 tenures on one slot keep the record at K entries with `compacted` counting the rest.
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import type { Etcd3 } from 'etcd3';
+import { lentEarlierClock } from '@idgen/testing';
 import { STEADY_LEASE_SETTINGS, useLeaseHarness } from './etcd-harness.test-helper.js';
 import { leaseKeys, parseLastMsRecord } from '../src/records.js';
 import { RecordingTarget, uniquePrefix } from '../src/recording-target.test-helper.js';
 import { beginReclaim, heldSlotsUnder, lendSpareCode } from '../src/spare-codes.js';
 import { TENURE_KEEP, parseTenureRecord } from '../src/tenure-ledger.js';
 import type { TenureRecord } from '../src/tenure-ledger.js';
-import { initRegistry } from '../src/registry-identity.js';
+import { DEFAULT_LOAN_TERM_MS, initRegistry } from '../src/registry-identity.js';
 
 jest.setTimeout(180_000);
 
@@ -199,7 +200,8 @@ describe('the tenure record', () => {
     await own.start();
     const io = { client: kv, prefix, timeoutMs: 2000, layout: DEFAULT_LAYOUT };
     await initRegistry({ client: kv, prefix, timeoutMs: 2000 });
-    await lendSpareCode({ ...io, registry: { client: kv, prefix, timeoutMs: 2000 } }, 5, 2);
+    const lentEarlier = lentEarlierClock(DEFAULT_LOAN_TERM_MS); // its first-claim wait over
+    await lendSpareCode({ ...io, registry: { client: kv, prefix, timeoutMs: 2000 }, now: lentEarlier }, 5, 2);
     const target = new RecordingTarget('borrower');
     const registry = { endpoints: [harness.current().etcd.clientUrl], prefix };
     const b = lease(

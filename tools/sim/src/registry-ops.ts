@@ -100,10 +100,12 @@ export interface OperatorHooks {
 }
 
 /**
- * The simulated deployment's loan term (`idgen spare init --loan-term 24`): the shortest the TTL ceiling (6 s) allows,
- * so that a reclaim's adopt, which waits the term out, still lands inside a one-minute schedule.
+ * The simulated deployment's loan term (`idgen spare init --loan-term 12`): four of the shortest node TTLs' largest
+ * (3 s), so that a new loan's first claim (a term and a quarter after the lend) and a reclaim's adopt (the term and the
+ * TTL ceiling after the reclaim) both land inside a one-minute schedule. Nodes with a 6 s TTL never borrow under it
+ * (a confirmation needs four TTLs of term): they are the refusal the stories keep.
  */
-const LOAN_TERM_MS = 24_000;
+const LOAN_TERM_MS = 12_000;
 
 /** Runs {@link OperatorStep}s against a deployment's clusters, one after another. */
 export class RegistryOperator {

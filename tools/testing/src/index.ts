@@ -16,6 +16,7 @@ export {
 } from './etcd.js';
 export type { EtcdCluster, EtcdMember, EtcdServer, StartEtcdClusterOptions, StartEtcdOptions } from './etcd.js';
 export { findOnPath } from './find-on-path.js';
+export { lentEarlierClock } from './loan-clock.js';
 export { mintTogether } from './mint-together.js';
 export type { IdTaker, MintedTogether } from './mint-together.js';
 export { shieldFromOutsideLoad } from './priority.js';

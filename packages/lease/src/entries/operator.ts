@@ -17,7 +17,14 @@ export {
   sealDeadLoan,
   spareCodesOf,
 } from '../spare-codes.js';
-export type { Handover, HandoverWorker, SpareCodeEntry, SpareCodeState, WithRegistry } from '../spare-codes.js';
+export type {
+  Handover,
+  HandoverWorker,
+  LendResult,
+  SpareCodeEntry,
+  SpareCodeState,
+  WithRegistry,
+} from '../spare-codes.js';
 export { SpareRegistryCallError, describeRegistry, listRegistryCodes } from '../spare-registry.js';
 export type {
   RegistryAdopter,

@@ -21,6 +21,7 @@
  */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT } from '@idgen/core';
 import { mintTogether, startEtcd, type EtcdServer } from '@idgen/testing';
@@ -243,12 +244,18 @@ class CaseDeployment {
     return ['--registry', at.clientUrl, '--config', this.auditFile];
   }
 
-  /** `idgen spare lend 5 --to-region TO` on `e`, through the registry `at`. */
-  lend(to: number, e: EtcdServer, at?: EtcdServer, must = true): Promise<CliRun> {
-    return this.cli(
+  /**
+   * `idgen spare lend 5 --to-region TO` on `e`, through the registry `at`. A setup lend (`must`) then waits, as the
+   * runbook says, until the time the CLI printed for the loan's first claims (a loan term and a quarter: docs/design.md
+   * §7, "Loan terms").
+   */
+  async lend(to: number, e: EtcdServer, at?: EtcdServer, must = true): Promise<CliRun> {
+    const run = await this.cli(
       ['spare', 'lend', String(SPARE), '--to-region', String(to), '--etcd', e.clientUrl, ...this.reg(at)],
       must,
     );
+    if (must) await sleep(Math.max(0, firstClaimsAt(run) - Date.now()));
+    return run;
   }
 
   /** An embedded holder of `region` on `e` (a borrower through `borrowFrom`'s registry when given), not yet ready. */
@@ -271,6 +278,19 @@ class CaseDeployment {
   async closeSources(): Promise<void> {
     await Promise.all(this.sources.splice(0).map((x) => x.close().catch(() => undefined)));
   }
+}
+
+/**
+ * When a lend's borrowers may first claim, as `idgen spare lend` printed it ("borrowers may first claim under it from
+ * ISO"); now when it printed none (a loan claimable at once). A time more than an hour away is refused: not a term.
+ */
+export function firstClaimsAt(run: CliRun): number {
+  const m = /^borrowers may first claim under it from (\S+Z) /m.exec(run.stdout.join('\n'));
+  if (m === null) return Date.now();
+  const at = Date.parse(m[1] as string);
+  if (!Number.isFinite(at) || at - Date.now() > 3_600_000)
+    throw new Error(`idgen spare lend printed a first-claim time that is not one: ${m[0]}`);
+  return at;
 }
 
 /** Why `src` never became ready, or undefined when it did. */
