@@ -204,16 +204,9 @@ export class SlotClaimer {
 
   /** One round of {@link tendLoans}: confirm each loan, renew the confirmed, give a held slot back on a dead one. */
   private async tend(s: Session, held: HeldLoan | undefined): Promise<void> {
-    const { cfg } = this.host;
     const registry = this.registryIo();
     if (registry === undefined) return;
-    const { entries } = await readSpareCodesLeniently({
-      client: this.host.client(),
-      prefix: cfg.prefix,
-      timeoutMs: cfg.requestTimeoutMs,
-      layout: cfg.layout,
-    });
-    const loans = lentTo(entries, cfg.region);
+    const { loans } = await this.mirroredLoans();
     // A held loan whose mirror moved on (reclaiming) is asked about as claimed: the registry says where it went.
     if (held !== undefined && !loans.some((e) => e.key === held.entry.key)) loans.push(held.entry);
     for (const e of loans) {
@@ -279,6 +272,18 @@ export class SlotClaimer {
     return { kind: 'confirmed', termMs: verdict.termMs, untilMs };
   }
 
+  /** The loans this region's etcd mirrors as lent to it, and the spare-code records it could not read (skipped). */
+  private async mirroredLoans(): Promise<{ loans: SpareCodeEntry[]; unreadable: readonly unknown[] }> {
+    const { cfg } = this.host;
+    const { entries, unreadable } = await readSpareCodesLeniently({
+      client: this.host.client(),
+      prefix: cfg.prefix,
+      timeoutMs: cfg.requestTimeoutMs,
+      layout: cfg.layout,
+    });
+    return { loans: lentTo(entries, cfg.region), unreadable };
+  }
+
   /** The registry's connection (made at first use), for a borrower; `undefined` without one. */
   private registryIo(): RegistryIo | undefined {
     const { cfg } = this.host;
@@ -309,15 +314,10 @@ export class SlotClaimer {
     refused: string[],
   ): Promise<{ guard: SpareGuard; slots: { region: number; worker: number }[] }[]> {
     const { cfg } = this.host;
-    const { entries, unreadable } = await readSpareCodesLeniently({
-      client: this.host.client(),
-      prefix: cfg.prefix,
-      timeoutMs: cfg.requestTimeoutMs,
-      layout: cfg.layout,
-    });
+    const { loans, unreadable } = await this.mirroredLoans();
     for (const u of unreadable) cfg.logger.error({ err: u }, 'lease: ignoring an unreadable spare-code record');
     const confirmed: { guard: SpareGuard; slots: { region: number; worker: number }[] }[] = [];
-    for (const e of lentTo(entries, cfg.region)) {
+    for (const e of loans) {
       const registry = this.registryIo();
       if (registry === undefined) break; // borrowSpare requires it (config.ts); no registry, no loan
       const verdict = await this.confirmForClaim(registry, e);

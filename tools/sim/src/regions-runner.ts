@@ -73,6 +73,7 @@ export const regionsEventArb: fc.Arbitrary<RegionsEvent> = fc.oneof(
   fc.record({ kind: fc.constant('pause' as const), proc, seconds }),
   fc.record({ kind: fc.constant('crash' as const), proc }),
   fc.record({ kind: fc.constant('wrong-node' as const), region, code: region }),
+  fc.record({ kind: fc.constant('borrower' as const), region, registry }),
   operatorStepArb,
 );
 
@@ -87,6 +88,14 @@ function spaced(at: number, gaps: readonly number[], events: readonly RegionsEve
 
 const gap = fc.integer({ min: 1, max: 8 });
 const gaps = (n: number): fc.Arbitrary<number[]> => fc.array(gap, { minLength: n, maxLength: n });
+/**
+ * The gap after a lend: up to past its first-claim wait (a loan term and a quarter, 15 s here: docs/design.md §7), so
+ * that the next step finds the loan borrowed, or not yet.
+ */
+const loanGap = fc.integer({ min: 1, max: 24 });
+/** `n` gaps, the one before each step at `afterLend` a {@link loanGap}. */
+const gapsAfterLends = (n: number, afterLend: readonly number[]): fc.Arbitrary<number[]> =>
+  fc.tuple(...Array.from({ length: n }, (_, i) => (afterLend.includes(i) ? loanGap : gap)));
 /** Another region than `a` (most of the time: sometimes the same, a wrong argument). */
 const other = (a: number, d: number): number => (d === 0 ? a : a + d);
 
@@ -102,7 +111,7 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
   return fc.oneof(
     // Case 1: a borrower's etcd restored after its loan moved on.
     fc
-      .tuple(at, gaps(5), spare, region, fc.boolean(), then, ttlArg)
+      .tuple(at, gapsAfterLends(5, [1]), spare, region, fc.boolean(), then, ttlArg)
       .map(([t, g, code, a, fresh, after, ttl]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
@@ -116,7 +125,7 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
     fc
       .tuple(
         at,
-        gaps(5),
+        gapsAfterLends(5, [2]),
         spare,
         region,
         d,
@@ -136,20 +145,30 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
       ),
     // Case 5: two registries during a split (the operator cut off the first names the second).
     fc
-      .tuple(at, gaps(5), spare, region, d, fc.boolean(), deployment, seconds)
-      .map(([t, g, code, a, b, init, dep, cut]) =>
+      .tuple(at, gapsAfterLends(6, [1]), spare, region, d, fc.boolean(), deployment, seconds, fc.boolean())
+      .map(([t, g, code, a, b, init, dep, cut, viaSecond]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
           { kind: 'cut-op', cluster: 100, seconds: cut },
           { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
           init ? s('spare-init', { registry: 1 }) : s('snapshot', { cluster: 101 }),
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
+          // That site's new borrower names the second registry (or, rightly, the first).
+          { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
         ]),
       ),
     // Cases 1 and 2 together (the simulator's own find): the registry and a borrower's etcd each restored to while the
     // loan stood, after its reclaim and adoption, each follow-up perhaps skipped.
     fc
-      .tuple(at, gaps(7), spare, region, fc.boolean(), then, fc.constantFrom('none' as const, 'reconcile' as const))
+      .tuple(
+        at,
+        gapsAfterLends(7, [1]),
+        spare,
+        region,
+        fc.boolean(),
+        then,
+        fc.constantFrom('none' as const, 'reconcile' as const),
+      )
       .map(([t, g, code, a, fresh, after, registryAfter]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
@@ -161,6 +180,26 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('restore', { cluster: a, newCluster: fresh, then: after, ttlSeconds: 6 }),
         ]),
       ),
+    // The simulator's second find: the registry and the second borrower's etcd both restored to before a loan, its
+    // borrower cut off the registry, the code lent again with no deployment file: only the first-claim wait keeps
+    // the new loan's borrowers off the slots the first one still holds.
+    fc
+      .tuple(at, spare, region, d, fc.integer({ min: 10, max: 26 }), gaps(4), fc.integer({ min: 0, max: 30 }))
+      .map(([t, code, a, b, wait, g, cut]) =>
+        spaced(
+          t,
+          [0, 1, 1, wait, ...g],
+          [
+            s('snapshot', { cluster: 100 }),
+            s('snapshot', { cluster: other(a, b) }),
+            s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+            s('restore', { cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
+            s('restore', { cluster: other(a, b), newCluster: false, then: 'none', ttlSeconds: 6 }),
+            { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+            s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: 'none' }),
+          ],
+        ),
+      ),
     // Case 4: a restore onto a new cluster while the old one still runs.
     fc
       .tuple(at, gaps(1), region, fc.constantFrom('retire' as const, 'stopped' as const, 'none' as const))
@@ -168,7 +207,7 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
     // The double loan: the same code lent to two regions, the first borrower's site perhaps cut off the registry
     // (a borrower keeps a slot it holds while the registry does not answer).
     fc
-      .tuple(at, gaps(3), spare, region, d, deployment, fc.integer({ min: 0, max: 30 }))
+      .tuple(at, gapsAfterLends(3, [1]), spare, region, d, deployment, fc.integer({ min: 0, max: 30 }))
       .map(([t, g, code, a, b, dep, cut]) =>
         spaced(t, g, [
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),

@@ -43,6 +43,11 @@ export type RegionsEvent =
   | { readonly kind: 'pause'; readonly proc: number; readonly seconds: number }
   | { readonly kind: 'crash'; readonly proc: number }
   | { readonly kind: 'wrong-node'; readonly region: number; readonly code: number }
+  /**
+   * A borrower of a region started naming registry 0 (the deployment's) or 1 (the second: an operator cut off the
+   * first during a split points a site's new nodes at the one it initialised, issue 31 case 5).
+   */
+  | { readonly kind: 'borrower'; readonly region: number; readonly registry: number }
   | OperatorStep;
 
 /** An event at a moment of the run (simulated ms from its start). */
@@ -263,8 +268,11 @@ class RegionsRun {
     for (let t = 0; !done && t < limitMs; t += 10) await this.ticker.tickAsync(10);
   }
 
-  /** A node on `cluster` with region `code`: on the region's slots, or (`wholeCode`) on any worker of the code. */
-  private startNode(cluster: string, code: number, wholeCode = false): RegionNode {
+  /**
+   * A node on `cluster` with region `code`: on the region's slots, or (`wholeCode`) on any worker of the code; it
+   * confirms its loans in `registry` (the cluster's name).
+   */
+  private startNode(cluster: string, code: number, wholeCode = false, registry = 'reg'): RegionNode {
     const index = this.nextIndex++;
     const proc = `n${index}`;
     const ttl = this.s.ttls[index % this.s.ttls.length] ?? TTL_CEILING_SECONDS;
@@ -289,7 +297,7 @@ class RegionsRun {
         nodeId: proc,
         kind: 'embedded',
         borrowSpare: true,
-        registry: { endpoints: this.net.endpoints(proc, 'reg') },
+        registry: { endpoints: this.net.endpoints(proc, registry) },
         workers: { first: 0, last: wholeCode ? SIM_LAYOUT.maxWorker : this.s.workers - 1 },
         waitForFreeSlot: true,
         ...leaseTimings(ttl),
@@ -406,6 +414,11 @@ class RegionsRun {
         // A node started with `--region` of another code than its etcd is bound to (the second review's wrong code).
         const cluster = this.clusters.current.get(e.region % this.s.regions) ?? 'r0';
         this.nodes.push(this.startNode(cluster, e.code % this.s.regions));
+        return;
+      }
+      case 'borrower': {
+        const cluster = this.clusters.current.get(e.region % this.s.regions) ?? 'r0';
+        this.nodes.push(this.startNode(cluster, e.region % this.s.regions, false, e.registry === 1 ? 'reg2' : 'reg'));
         return;
       }
       default:
