@@ -181,22 +181,30 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
         ]),
       ),
     // The simulator's second find: the registry and the second borrower's etcd both restored to before a loan, its
-    // borrower cut off the registry, the code lent again with no deployment file: only the first-claim wait keeps
-    // the new loan's borrowers off the slots the first one still holds.
+    // borrowers (claiming from 15 s after the lend) cut off the registry, the code lent again with no deployment file
+    // within seconds: only the first-claim wait keeps the new loan's borrowers off the slots the first ones hold.
     fc
-      .tuple(at, spare, region, d, fc.integer({ min: 10, max: 26 }), gaps(4), fc.integer({ min: 0, max: 30 }))
+      .tuple(
+        fc.integer({ min: 0, max: 8 }),
+        spare,
+        region,
+        fc.integer({ min: 1, max: 4 }),
+        fc.integer({ min: 14, max: 20 }),
+        fc.array(fc.integer({ min: 0, max: 2 }), { minLength: 3, maxLength: 3 }),
+        fc.integer({ min: 10, max: 30 }),
+      )
       .map(([t, code, a, b, wait, g, cut]) =>
         spaced(
           t,
-          [0, 1, 1, wait, ...g],
+          [0, 0, 1, wait, ...g],
           [
             s('snapshot', { cluster: 100 }),
-            s('snapshot', { cluster: other(a, b) }),
+            s('snapshot', { cluster: a + b }),
             s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
-            s('restore', { cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
-            s('restore', { cluster: other(a, b), newCluster: false, then: 'none', ttlSeconds: 6 }),
             { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
-            s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: 'none' }),
+            s('restore', { cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
+            s('restore', { cluster: a + b, newCluster: false, then: 'none', ttlSeconds: 6 }),
+            s('lend', { code, to: a + b, etcdOf: a + b, registry: 0, deployment: 'none' }),
           ],
         ),
       ),

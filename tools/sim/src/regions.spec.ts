@@ -73,6 +73,31 @@ const bothRewound: RegionsScenario = {
 };
 
 /**
+ * The simulator's second find on main (README, "Found on main, closed"), as a fixed schedule: code 5 lent to region 1,
+ * whose borrowers hold all its slots; the registry and region 0's etcd restored to before that lend, region 1 cut off
+ * the registry, then code 5 lent to region 0 with no deployment file. Region 1's holders keep their slots until
+ * their loan's term ends; region 0's borrowers must not claim before.
+ */
+const forgotLoan: RegionsScenario = {
+  regions: 2,
+  workers: 1,
+  extraNodes: 4,
+  ttls: [2, 3],
+  durationMs: 60_000,
+  lostAnswerPerMille: 0,
+  events: [
+    at(1, { kind: 'snapshot', cluster: 100 }),
+    at(1, { kind: 'snapshot', cluster: 0 }),
+    at(2, { kind: 'lend', code: 5, to: 1, etcdOf: 1, registry: 0, deployment: 'all' }),
+    // Region 1's borrowers claim from 17 s (a term of 12 s and a quarter after the lend).
+    at(20, { kind: 'cut-region', region: 1, cluster: 1, seconds: 30 }),
+    at(20, { kind: 'restore', cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
+    at(21, { kind: 'restore', cluster: 0, newCluster: false, then: 'none', ttlSeconds: 6 }),
+    at(22, { kind: 'lend', code: 5, to: 0, etcdOf: 0, registry: 0, deployment: 'none' }),
+  ],
+};
+
+/**
  * Runs a schedule the simulator once found (src/schedules/NAME.json: the value its seed and path drew then, kept as
  * data so that a change to the schedule generators never changes what these specs replay), watched for a stall as the
  * explorer watches every schedule, with the audit judged.
@@ -129,9 +154,22 @@ describe('the deployment simulator', () => {
     expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
   }, 180_000);
 
+  test("a lend the registry forgot, lent again with no deployment file beside the first loan's borrowers cut off the registry: the new loan's borrowers wait until those gave their slots back", async () => {
+    const r = await runRegionsSimulated(forgotLoan, 13);
+    const outcome = (kind: string): boolean[] =>
+      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    expect(outcome('lend')).toEqual([true, true]);
+    expect(outcome('restore')).toEqual([true, true]);
+    // Without the wait (the no-first-claim-wait mutant), region 0's borrowers claim code 5 at once beside region 1's.
+    expect(r.violations).toEqual([]);
+    // Both loans' borrowers minted under code 5, one after the other.
+    expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
+  }, 180_000);
+
   test('seed 311742731: a lend the registry forgot, lent again with an incomplete deployment file beside a borrower cut off the registry: no claim before the first loan has ended', async () => {
-    // Before a new loan's first claims waited a term and a quarter (newLoanTimes): "duplicates 5/1" (README, "Found on
-    // main, closed").
+    // On 247f2a2 (a 24 s term, no first-claim wait): "duplicates 5/1" (README, "Found on main, closed"). With the
+    // 12 s term since, this schedule replays clean with or without the wait: the fixed schedule above is the one
+    // that tells them apart.
     expect(await replayClean('seed-311742731-registry-forgot-loan')).toEqual({ code: 0, runs: 1, violations: [] });
   }, 180_000);
 
