@@ -168,9 +168,10 @@ export async function runRegionsScenario(
     clusters.current.set(code, `r${code}`);
   }
   clusters.add('reg');
-  // The second registry: some other etcd an operator cut off from the first may name, with its own history.
+  // The second registry: some other etcd an operator cut off from the first may name, with its own history, longer
+  // than the first's in a minute (so a region's memory of the first's revision does not refuse it: only its identity).
   const other = clusters.add('reg2');
-  for (let i = 0; i < 40; i++) other.put({ key: Buffer.from('/other/app'), value: Buffer.from(String(i)) });
+  for (let i = 0; i < 3000; i++) other.put({ key: Buffer.from('/other/app'), value: Buffer.from(String(i)) });
   clusters.add('x5');
   clusters.add('x6');
   const uninstall = installSimNet(net);
