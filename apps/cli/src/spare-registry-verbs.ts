@@ -5,7 +5,7 @@ import {
   initRegistry,
   isRegistryRefusedError,
   loanTermOf,
-  noteRegistrySeen,
+  noteRegistrySeenInAll,
   reconcileRegistry,
   type RegistryIo,
 } from '@idgen/lease/operator';
@@ -74,7 +74,7 @@ export async function runSpareInit(flags: SpareFlags & { loanTerm?: string }, ct
   const out = await withRegistryOnly(flags, 'init', (registry) =>
     withDeploymentRegions(flags.config, flags, async (regions) => {
       const { now, changed } = await initRegistry(registry, { now: ctx.nowMs, loanTermMs: loanTermMs * 1000 });
-      for (const r of regions) await noteRegistrySeen(r, now.identity, now.revision, { now: ctx.nowMs });
+      await noteRegistrySeenInAll(regions, now.identity, now.revision, { now: ctx.nowMs });
       return { now, changed, regions: regions.length };
     }),
   );

@@ -251,7 +251,9 @@ export async function readRegistrySeen(
 
 /**
  * Raises a region's memory of the registry to `revision` (never lowers it), compared on its mod revision. The same
- * registry only: a region that follows another is refused by {@link checkRegistryHistory} before this runs.
+ * registry only: a region that follows another refuses it (`other-registry`; a spare step is refused by
+ * {@link checkRegistryHistory} before this runs, and `idgen spare init` of a second registry here, as an operator cut
+ * off the first might type during a split, is refused by this). `force` (reconcile's) moves it to `identity`.
  */
 export async function noteRegistrySeen(
   io: RegionEtcd,
@@ -262,6 +264,8 @@ export async function noteRegistrySeen(
   const key = registryMetaKeys.seen(io.prefix);
   for (let attempt = 0; attempt < 5; attempt++) {
     const found = await readRegistrySeen(io);
+    if (o.force !== true && found !== undefined && !sameRegistry(found.record.registry, identity))
+      throw otherRegistry(io, found.record.registry, identity);
     if (
       o.force !== true &&
       found !== undefined &&
@@ -287,6 +291,37 @@ export async function noteRegistrySeen(
     if (res.succeeded) return;
   }
   throw new RegistryRefusedError('conflict', `${key} in ${io.name} kept changing; run the step again`);
+}
+
+/**
+ * `idgen spare init`'s record of the registry in every region of the deployment file: refused (`other-registry`) before
+ * anything is written when any of them follows another registry; then {@link noteRegistrySeen} in each.
+ */
+export async function noteRegistrySeenInAll(
+  regions: readonly RegionEtcd[],
+  identity: DeploymentRegistry,
+  revision: string,
+  o: { now?: () => number } = {},
+): Promise<void> {
+  for (const r of regions) {
+    const found = await readRegistrySeen(r);
+    if (found !== undefined && !sameRegistry(found.record.registry, identity))
+      throw otherRegistry(r, found.record.registry, identity);
+  }
+  for (const r of regions) await noteRegistrySeen(r, identity, revision, o);
+}
+
+function otherRegistry(
+  io: RegionEtcd,
+  follows: DeploymentRegistry,
+  identity: DeploymentRegistry,
+): RegistryRefusedError {
+  return new RegistryRefusedError(
+    'other-registry',
+    `${io.name} follows the spare-code registry of ${describeIdentity(follows)}, not this one ` +
+      `(${describeIdentity(identity)}): a deployment has one registry; to move it to another etcd, run "idgen ` +
+      'spare reconcile" there with the deployment file (docs/runbook.md "Restoring the registry")',
+  );
 }
 
 /** Whether two identities name the same registry. */

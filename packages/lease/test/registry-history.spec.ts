@@ -10,7 +10,12 @@ import { bindRegion, cleanupAll, startEtcd, tempDir } from '@idgen/testing';
 import type { EtcdServer } from '@idgen/testing';
 import { Etcd3 } from 'etcd3';
 import { uniquePrefix } from '../src/recording-target.test-helper.js';
-import { RegistryRefusedError, initRegistry, readRegistrySeen } from '../src/registry-identity.js';
+import {
+  RegistryRefusedError,
+  initRegistry,
+  noteRegistrySeenInAll,
+  readRegistrySeen,
+} from '../src/registry-identity.js';
 import type { RegionEtcd } from '../src/registry-identity.js';
 import { reconcileRegistry } from '../src/registry-reconcile.js';
 import { lendSpareCode, readSpareCode, spareKeys } from '../src/spare-codes.js';
@@ -172,5 +177,31 @@ describe('two registries during a split', () => {
     );
     expect(await readRegistryCode(other, 5)).toBeUndefined();
     expect(await d.kvThree.get(spareKeys.code(d.prefix, 5)).string()).toBeNull();
+  });
+
+  it("region 3's operator runs spare init on the other registry with a file of region 3 alone: refused, region 3 still follows the first", async () => {
+    // The simulator's find (tools/sim/src/regions.spec.ts, "two registries"): this init moved region 3's memory to the
+    // other registry, a lend through it then went through, and region 3's borrowers naming it minted code 5 beside
+    // region 2's.
+    const d = await deployment('two-registries-init');
+    await lendSpareCode(d.at(d.kvTwo, d.registry), 5, 2);
+    const before = await readRegistrySeen(d.regions[1] as RegionEtcd);
+    expect(before).toBeDefined();
+    const other: RegistryIo = { client: client(otherRegistryEtcd), prefix: d.prefix, timeoutMs: TIMEOUT_MS };
+    const { now } = await initRegistry(other);
+    // A region with no memory yet is listed first: nothing is written to it either (every region is read first).
+    const fresh = uniquePrefix('two-registries-fresh');
+    const unseen: RegionEtcd = { client: d.kvTwo, prefix: fresh, timeoutMs: TIMEOUT_MS, name: 'a fresh region' };
+    const e = await errorOf(noteRegistrySeenInAll([unseen, d.regions[1] as RegionEtcd], now.identity, now.revision));
+    expect(e).toBeInstanceOf(RegistryRefusedError);
+    expect((e as RegistryRefusedError).refusal).toBe('other-registry');
+    expect((e as Error).message).toMatch(
+      /^region 3's etcd follows the spare-code registry of cluster \d+, prefix \S+, deployment [0-9a-f-]+, not this one .*run "idgen spare reconcile" there/,
+    );
+    expect(await readRegistrySeen(unseen)).toBeUndefined();
+    expect((await readRegistrySeen(d.regions[1] as RegionEtcd))?.record).toEqual(before?.record);
+    // And the lend through the other registry stays refused.
+    const lend = await errorOf(lendSpareCode(d.at(d.kvThree, other, false), 5, 3));
+    expect((lend as RegistryRefusedError).refusal).toBe('other-registry');
   });
 });

@@ -151,7 +151,8 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
           { kind: 'cut-op', cluster: 100, seconds: cut },
           { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
-          init ? s('spare-init', { registry: 1 }) : s('snapshot', { cluster: 101 }),
+          // Its operator initialises the second registry with a deployment file of that site alone.
+          init ? s('spare-init', { registry: 1, only: other(a, b) }) : s('snapshot', { cluster: 101 }),
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
           // That site's new borrower names the second registry (or, rightly, the first).
           { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },

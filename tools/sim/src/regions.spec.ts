@@ -98,6 +98,30 @@ const forgotLoan: RegionsScenario = {
 };
 
 /**
+ * Issue 31 case 5, two registries during a split: code 5 lent to region 0, whose borrowers hold all its slots; region
+ * 1's operator, cut off the registry, initialises a second one with a deployment file of region 1 alone, lends code 5
+ * to region 1 through it, and starts a borrower there that names it. Region 1's etcd follows the first registry:
+ * the init, the lend and the borrower's confirmation are refused by its identity (the second's history is longer,
+ * so its revision alone would not tell). Found while making the simulator find the no-registry-identity mutant: spare
+ * init moved a region's memory to whichever registry it was given.
+ */
+const twoRegistries: RegionsScenario = {
+  regions: 2,
+  workers: 1,
+  extraNodes: 4,
+  ttls: [2, 3],
+  durationMs: 60_000,
+  lostAnswerPerMille: 0,
+  events: [
+    at(1, { kind: 'lend', code: 5, to: 0, etcdOf: 0, registry: 0, deployment: 'all' }),
+    at(20, { kind: 'cut-op', cluster: 100, seconds: 30 }),
+    at(20, { kind: 'spare-init', registry: 1, only: 1 }),
+    at(21, { kind: 'lend', code: 5, to: 1, etcdOf: 1, registry: 1, deployment: 'none' }),
+    at(22, { kind: 'borrower', region: 1, registry: 1 }),
+  ],
+};
+
+/**
  * Runs a schedule the simulator once found (src/schedules/NAME.json: the value its seed and path drew then, kept as
  * data so that a change to the schedule generators never changes what these specs replay), watched for a stall as the
  * explorer watches every schedule, with the audit judged.
@@ -163,6 +187,20 @@ describe('the deployment simulator', () => {
     // Without the wait (the no-first-claim-wait mutant), region 0's borrowers claim code 5 at once beside region 1's.
     expect(r.violations).toEqual([]);
     // Both loans' borrowers minted under code 5, one after the other.
+    expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
+  }, 180_000);
+
+  test('two registries during a split (issue 31 case 5): the lend through the second is refused, and nothing is minted twice', async () => {
+    const r = await runRegionsSimulated(twoRegistries, 17);
+    const outcome = (kind: string): boolean[] =>
+      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    // Region 1 follows the first registry: its operator's spare init of a second one is refused (before, it moved
+    // region 1's memory to the second, and the lend through it then went through: duplicates), and so is the lend.
+    // Without the identity check (the no-registry-identity mutant) both go through and region 1's borrower mints code
+    // 5 beside region 0's.
+    expect(outcome('spare-init')).toEqual([false]);
+    expect(outcome('lend')).toEqual([true, false]);
+    expect(r.violations).toEqual([]);
     expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
   }, 180_000);
 

@@ -8,6 +8,7 @@ import {
   lendSpareCode,
   markRegionRestored,
   noteRegistrySeen,
+  noteRegistrySeenInAll,
   reconcileRegistry,
   type Handover,
   type RegionEtcd,
@@ -69,7 +70,8 @@ export type OperatorStep =
   /** `idgen region init --region <code>` against any cluster. */
   | { readonly kind: 'init'; readonly cluster: number; readonly code: number }
   /** `idgen spare init --registry <registry> --config <deployment>`. */
-  | { readonly kind: 'spare-init'; readonly registry: number }
+  /** `idgen spare init`; `only`: with a deployment file that lists that region alone (case 5's operator). */
+  | { readonly kind: 'spare-init'; readonly registry: number; readonly only?: number }
   /** `idgen spare reconcile --registry <registry> --config <deployment>`. */
   | { readonly kind: 'reconcile'; readonly registry: number };
 
@@ -302,8 +304,10 @@ export class RegistryOperator {
       }
       case 'spare-init': {
         const { now } = await initRegistry(this.registry(step.registry), { now: Date.now, loanTermMs: LOAN_TERM_MS });
-        for (const r of this.deployment('all'))
-          await noteRegistrySeen(r, now.identity, now.revision, { now: Date.now });
+        const regions = this.deployment('all').filter(
+          (r) => step.only === undefined || r.name === this.regionCluster(step.only),
+        );
+        await noteRegistrySeenInAll(regions, now.identity, now.revision, { now: Date.now });
         return `registry ${now.identity.clusterId} at ${now.revision}`;
       }
       case 'reconcile': {

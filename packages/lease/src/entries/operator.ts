@@ -43,6 +43,7 @@ export {
   DEFAULT_LOAN_TERM_MS,
   isRegistryRefusedError,
   noteRegistrySeen,
+  noteRegistrySeenInAll,
   readRegistryNow,
   readRegistrySeen,
 } from '../registry-identity.js';
