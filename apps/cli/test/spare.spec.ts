@@ -338,6 +338,22 @@ describe('idgen spare, across two etcd clusters', () => {
     // Runs after the first test: code 5 is adopted in the registry, by the new region's etcd.
     const three = ['--etcd', regionThree, '--registry', registry, '--config', deployment];
     const two = ['--etcd', regionTwo, '--registry', registry, '--config', deployment];
+    // An operator who cannot reach the registry initialises another (here region 3's etcd, another prefix): every
+    // region of the file follows the first, so init exits 4 and no region's memory moves (docs/design.md §8).
+    const otherInit = await idgen([
+      'spare',
+      'init',
+      '--registry',
+      regionThree,
+      '--registry-prefix',
+      '/other-registry',
+      '--config',
+      deployment,
+    ]);
+    expect(otherInit).toMatchObject({ code: 4, stdout: '' });
+    expect(otherInit.stderr).toMatch(
+      /^idgen spare init: region r\d \(\S+\) follows the spare-code registry of cluster \d+, prefix \/idgen, deployment \S+, not this one \(cluster \d+, prefix \/other-registry/m,
+    );
     expect(await idgen(['spare', 'lend', '6', '--to-region', '2', ...two])).toMatchObject({ code: 0 });
     // Region 2's mirror of code 6 (read through the deployment file) refuses it before the registry is asked; the
     // registry would say the same (spare-registry.spec.ts).
