@@ -18,7 +18,13 @@ function recordingLogger(): BootLogger & { entries: Entry[] } {
 }
 
 let guard: GuardedMinter | undefined;
-afterEach(() => guard?.close());
+/** Every lease a test took: released before its state file's directory is removed (a holder still writing it there
+ * made the removal fail with ENOTEMPTY on a loaded machine). */
+const leases: { release(): Promise<void> }[] = [];
+afterEach(async () => {
+  await Promise.all(leases.splice(0).map((l) => l.release()));
+  guard?.close();
+});
 afterAll(() => cleanupAll());
 
 function parts(chronyLine: string) {
@@ -27,6 +33,7 @@ function parts(chronyLine: string) {
   const timeSource = createTimeSourceCheck({ mode: 'chrony', guard, chronycPath: stub.path, intervalMs: 60_000 });
   const stateFile = join(tempDirSync('boot').path, 'state.json');
   const lease = createStandaloneLease({ region: 1, workers: '3-3', nodeId: 'boot-test', stateFile }, guard);
+  leases.push(lease);
   return { stub, guard, timeSource, lease, logger: recordingLogger() };
 }
 

@@ -106,7 +106,8 @@ export function tempDirSync(prefix: string, parent: string = tmpdir()): TempDir 
 function trackDir(path: string): TempDir {
   // mkdtemp already creates the directory 0700
   const untrack = track({
-    cleanup: () => rm(path, { recursive: true, force: true }),
+    // Retried (ENOTEMPTY, EBUSY): a process stopped a moment ago may still be renaming a file into the directory.
+    cleanup: () => rm(path, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 }),
     cleanupSync: () => removeDirSync(path),
   });
   return {
