@@ -55,6 +55,23 @@ function leaseOptions(etcd: EtcdServer, prefix: string, extra: Partial<EtcdLease
   };
 }
 
+/** Region 2's and region 3's etcds (bound, with the TTL ceiling) and a registry etcd, under a fresh prefix. */
+async function regionsTwoAndThree(name: string) {
+  const prefix = uniquePrefix(name);
+  const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
+  await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
+  await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
+  const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
+  const kvThree = new Etcd3({ hosts: [three.clientUrl] });
+  const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+  cleanups.push(() => {
+    kvTwo.close();
+    kvThree.close();
+    kvRegistry.close();
+  });
+  return { prefix, two, three, registryEtcd, kvTwo, kvThree, kvRegistry };
+}
+
 function track(lease: WorkerLease): WorkerLease {
   cleanups.push(() => lease.release());
   return lease;
@@ -227,18 +244,7 @@ describe("a borrower's etcd restored after its loan moved on", () => {
   });
 
   it('the registry restored and the code lent again elsewhere: the holder of the loan it forgot gives its slot back', async () => {
-    const prefix = uniquePrefix('loan-registry-rewound');
-    const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
-    await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
-    await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
-    const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
-    const kvThree = new Etcd3({ hosts: [three.clientUrl] });
-    const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
-    cleanups.push(() => {
-      kvTwo.close();
-      kvThree.close();
-      kvRegistry.close();
-    });
+    const { prefix, two, registryEtcd, kvTwo, kvThree, kvRegistry } = await regionsTwoAndThree('loan-registry-rewound');
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
     await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const dir = await tempDir('idgen-registry-snapshot');
@@ -274,20 +280,10 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     // The simulator's find (tools/sim/README.md, "Found on main, closed"): the holder cannot hear that its loan moved
     // on, so it keeps its slot until its term ends; before a new loan's first claims waited a term and a quarter
     // (newLoanTimes), region 3's borrower claimed code 5 at once beside it.
-    const prefix = uniquePrefix('loan-registry-forgot');
-    const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
-    await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
-    await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
-    const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
-    const kvThree = new Etcd3({ hosts: [three.clientUrl] });
-    const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
+    const { prefix, two, three, registryEtcd, kvTwo, kvThree, kvRegistry } =
+      await regionsTwoAndThree('loan-registry-forgot');
     const toRegistry = await createTcpProxy({ target: new URL(registryEtcd.clientUrl).host });
-    cleanups.push(() => {
-      kvTwo.close();
-      kvThree.close();
-      kvRegistry.close();
-      return toRegistry.close();
-    });
+    cleanups.push(() => toRegistry.close());
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
     await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const dir = await tempDir('idgen-registry-snapshot');

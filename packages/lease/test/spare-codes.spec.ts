@@ -62,6 +62,15 @@ const lentEarlier = (prefix: string, registryPrefix = prefix) => ({
 });
 /** The registry a borrower confirms its loans in (docs/design.md §7): this etcd, under `prefix`. */
 const reg = (prefix: string) => ({ endpoints: [harness.current().etcd.clientUrl], prefix });
+/** A steady embedded borrower of region 2 whose home range (worker 0) is full: it claims under a code lent to 2. */
+const borrowerOptions = (prefix: string) =>
+  options(prefix, {
+    workers: '0-0',
+    borrowSpare: true,
+    kind: 'embedded',
+    registry: reg(prefix),
+    ...STEADY_LEASE_SETTINGS,
+  });
 
 describe('spare-code records: parsing', () => {
   it('reads the four states and refuses garbage naming the key and the field', () => {
@@ -237,16 +246,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     expect(other).toBeInstanceOf(NoFreeWorkerError);
     await lendSpareCode(lentEarlier(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(
-      options(prefix, {
-        workers: '0-0',
-        borrowSpare: true,
-        kind: 'embedded',
-        registry: reg(prefix),
-        ...STEADY_LEASE_SETTINGS,
-      }),
-      b,
-    ).start();
+    await lease(borrowerOptions(prefix), b).start();
     expect(b.assignment?.region).toBe(5);
     const held = await heldSlotsUnder(io(prefix), 5);
     expect(held).toHaveLength(1);
@@ -276,17 +276,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
       usableFromMs,
       untilMs: usableFromMs + LOAN_TERM_MS,
     });
-    const borrower = (t: RecordingTarget) =>
-      lease(
-        options(prefix, {
-          workers: '0-0',
-          borrowSpare: true,
-          kind: 'embedded',
-          registry: reg(prefix),
-          ...STEADY_LEASE_SETTINGS,
-        }),
-        t,
-      );
+    const borrower = (t: RecordingTarget) => lease(borrowerOptions(prefix), t);
     const early = new RecordingTarget('early');
     const refused = await borrower(early)
       .start()
@@ -302,16 +292,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(past, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home-past')).start();
     expect((await lendSpareCode(lentEarlier(past), 5, 2)).usableFromMs).toBeLessThan(Date.now());
     const b = new RecordingTarget('borrower-past');
-    await lease(
-      options(past, {
-        workers: '0-0',
-        borrowSpare: true,
-        kind: 'embedded',
-        registry: reg(past),
-        ...STEADY_LEASE_SETTINGS,
-      }),
-      b,
-    ).start();
+    await lease(borrowerOptions(past), b).start();
     expect(b.assignment?.region).toBe(5);
   });
 
@@ -321,16 +302,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     await lease(options(prefix, { workers: '0-0', ...STEADY_LEASE_SETTINGS }), new RecordingTarget('home')).start();
     await lendSpareCode(lentEarlier(prefix), 5, 2);
     const b = new RecordingTarget('borrower');
-    await lease(
-      options(prefix, {
-        workers: '0-0',
-        borrowSpare: true,
-        kind: 'embedded',
-        registry: reg(prefix),
-        ...STEADY_LEASE_SETTINGS,
-      }),
-      b,
-    ).start();
+    await lease(borrowerOptions(prefix), b).start();
     const worker = b.assignment?.worker ?? -1;
     expect(b.assignment?.region).toBe(5);
 

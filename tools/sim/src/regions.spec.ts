@@ -144,6 +144,13 @@ async function replayClean(name: string): Promise<{ code: number; runs: number; 
   return { code: r.code, runs: r.runs, violations: lines.filter((l) => l.includes('VIOLATION') || l.startsWith('  ')) };
 }
 
+/** Runs a fixed schedule; `outcome(kind)`: whether each operator step of that kind went through, in order. */
+async function runFixed(s: RegionsScenario, seed: number) {
+  const r = await runRegionsSimulated(s, seed);
+  const outcome = (kind: string): boolean[] => r.steps.filter((x) => JSON.parse(x.step).kind === kind).map((x) => x.ok);
+  return { r, outcome };
+}
+
 describe('the deployment simulator', () => {
   test('every operator step and fault of a deployment: no ID minted twice, and one seed replays it exactly', async () => {
     const first = await runRegionsSimulated(everyStep, 7);
@@ -167,9 +174,7 @@ describe('the deployment simulator', () => {
   }, 180_000);
 
   test("the registry and a borrower's etcd both restored to a reclaimed, adopted loan: its term ended, no claim under it", async () => {
-    const r = await runRegionsSimulated(bothRewound, 11);
-    const outcome = (kind: string): boolean[] =>
-      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    const { r, outcome } = await runFixed(bothRewound, 11);
     expect(outcome('adopt')).toEqual([true]);
     expect(outcome('restore')).toEqual([true, true]);
     // Without the term (confirmLoan confirming a rewound loan), region 0's borrowers claim code 5 beside the adopter.
@@ -179,9 +184,7 @@ describe('the deployment simulator', () => {
   }, 180_000);
 
   test("a lend the registry forgot, lent again with no deployment file beside the first loan's borrowers cut off the registry: the new loan's borrowers wait until those gave their slots back", async () => {
-    const r = await runRegionsSimulated(forgotLoan, 13);
-    const outcome = (kind: string): boolean[] =>
-      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    const { r, outcome } = await runFixed(forgotLoan, 13);
     expect(outcome('lend')).toEqual([true, true]);
     expect(outcome('restore')).toEqual([true, true]);
     // Without the wait (the no-first-claim-wait mutant), region 0's borrowers claim code 5 at once beside region 1's.
@@ -191,9 +194,7 @@ describe('the deployment simulator', () => {
   }, 180_000);
 
   test('two registries during a split (issue 31 case 5): the lend through the second is refused, and nothing is minted twice', async () => {
-    const r = await runRegionsSimulated(twoRegistries, 17);
-    const outcome = (kind: string): boolean[] =>
-      r.steps.filter((s) => JSON.parse(s.step).kind === kind).map((s) => s.ok);
+    const { r, outcome } = await runFixed(twoRegistries, 17);
     // Region 1 follows the first registry: its operator's spare init of a second one is refused (before, it moved
     // region 1's memory to the second, and the lend through it then went through: duplicates), and so is the lend.
     // Without the identity check (the no-registry-identity mutant) both go through and region 1's borrower mints code
