@@ -55,21 +55,21 @@ function leaseOptions(etcd: EtcdServer, prefix: string, extra: Partial<EtcdLease
   };
 }
 
-/** Region 2's and region 3's etcds (bound, with the TTL ceiling) and a registry etcd, under a fresh prefix. */
-async function regionsTwoAndThree(name: string) {
+/** Region 2's etcd and region `code`'s (bound, with the TTL ceiling) and a registry etcd, under a fresh prefix. */
+async function regionTwoAnd(code: number, name: string) {
   const prefix = uniquePrefix(name);
-  const [two, three, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
+  const [two, other, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
   await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
-  await bindRegion(three, 3, prefix, { ttlCeilingSeconds: TTL_S });
+  await bindRegion(other, code, prefix, { ttlCeilingSeconds: TTL_S });
   const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
-  const kvThree = new Etcd3({ hosts: [three.clientUrl] });
+  const kvOther = new Etcd3({ hosts: [other.clientUrl] });
   const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
   cleanups.push(() => {
     kvTwo.close();
-    kvThree.close();
+    kvOther.close();
     kvRegistry.close();
   });
-  return { prefix, two, three, registryEtcd, kvTwo, kvThree, kvRegistry };
+  return { prefix, two, other, registryEtcd, kvTwo, kvOther, kvRegistry };
 }
 
 function track(lease: WorkerLease): WorkerLease {
@@ -82,18 +82,7 @@ function track(lease: WorkerLease): WorkerLease {
  * region 2's etcd snapshotted while the loan stood; then reclaimed (no borrower held it) and adopted by the new region.
  */
 async function deadLoan(name: string) {
-  const prefix = uniquePrefix(name);
-  const [two, fresh, registryEtcd] = await Promise.all([startEtcd(), startEtcd(), startEtcd()]);
-  await bindRegion(two, 2, prefix, { ttlCeilingSeconds: TTL_S });
-  await bindRegion(fresh, 5, prefix, { ttlCeilingSeconds: TTL_S });
-  const kvTwo = new Etcd3({ hosts: [two.clientUrl] });
-  const kvNew = new Etcd3({ hosts: [fresh.clientUrl] });
-  const kvRegistry = new Etcd3({ hosts: [registryEtcd.clientUrl] });
-  cleanups.push(() => {
-    kvTwo.close();
-    kvNew.close();
-    kvRegistry.close();
-  });
+  const { prefix, two, other: fresh, registryEtcd, kvTwo, kvOther: kvNew, kvRegistry } = await regionTwoAnd(5, name);
   const registry = { client: kvRegistry, prefix, timeoutMs: 5000, name: registryEtcd.clientUrl };
   await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
   const ioTwo = { client: kvTwo, prefix, timeoutMs: 5000, layout: DEFAULT_LAYOUT, registry };
@@ -244,7 +233,8 @@ describe("a borrower's etcd restored after its loan moved on", () => {
   });
 
   it('the registry restored and the code lent again elsewhere: the holder of the loan it forgot gives its slot back', async () => {
-    const { prefix, two, registryEtcd, kvTwo, kvThree, kvRegistry } = await regionsTwoAndThree('loan-registry-rewound');
+    const r = await regionTwoAnd(3, 'loan-registry-rewound');
+    const { prefix, two, registryEtcd, kvTwo, kvOther: kvThree, kvRegistry } = r;
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };
     await initRegistry(registry, { loanTermMs: LOAN_TERM_MS });
     const dir = await tempDir('idgen-registry-snapshot');
@@ -280,8 +270,8 @@ describe("a borrower's etcd restored after its loan moved on", () => {
     // The simulator's find (tools/sim/README.md, "Found on main, closed"): the holder cannot hear that its loan moved
     // on, so it keeps its slot until its term ends; before a new loan's first claims waited a term and a quarter
     // (newLoanTimes), region 3's borrower claimed code 5 at once beside it.
-    const { prefix, two, three, registryEtcd, kvTwo, kvThree, kvRegistry } =
-      await regionsTwoAndThree('loan-registry-forgot');
+    const r = await regionTwoAnd(3, 'loan-registry-forgot');
+    const { prefix, two, other: three, registryEtcd, kvTwo, kvOther: kvThree, kvRegistry } = r;
     const toRegistry = await createTcpProxy({ target: new URL(registryEtcd.clientUrl).host });
     cleanups.push(() => toRegistry.close());
     const registry = { client: kvRegistry, prefix, timeoutMs: 5000 };

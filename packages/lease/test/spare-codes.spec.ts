@@ -374,11 +374,7 @@ describe('lend, reclaim, adopt: the transactions', () => {
     // the export below its window to find the slot still held on a loaded machine (a CI run lost that race once).
     const borrower = lease(
       options(prefix, {
-        workers: '0-0',
-        borrowSpare: true,
-        kind: 'embedded',
-        registry: reg(prefix),
-        ...STEADY_LEASE_SETTINGS,
+        ...borrowerOptions(prefix),
         ttlSeconds: 6,
         keepAliveIntervalMs: 2500,
         keepAliveTimeoutMs: 1500,
