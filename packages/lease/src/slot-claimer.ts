@@ -1,6 +1,7 @@
 import { randomInt } from 'node:crypto';
 import type { Etcd3 } from 'etcd3';
 import { createEtcdClient, deadlineIn, errorText, outcomeUnknown, sleep, withTimeout } from './etcd-client.js';
+import { keepAdoptionOnRecord } from './adoption-record.js';
 import { CorruptRecordError, NoFreeWorkerError } from './errors.js';
 import type { SlotHolder } from './errors.js';
 import { SessionLostError, checkSession, checkTrustedSince, ended, slotOf } from './lease-session.js';
@@ -11,7 +12,7 @@ import { describeWorkerHolder, leaseKeys, parseLastMsRecord } from './records.js
 import type { WorkerRecord } from './records.js';
 import { claimSlot } from './slot-transactions.js';
 import type { ClaimOutcome, SpareGuard } from './slot-transactions.js';
-import { DEFAULT_LOAN_TERM_MS } from './registry-identity.js';
+import { DEFAULT_LOAN_TERM_MS, loanTermOf, readRegistryNow } from './registry-identity.js';
 import { lentTo, readSpareCodesLeniently } from './spare-codes.js';
 import type { SpareCodeEntry } from './spare-codes.js';
 import { renewLoanTerm } from './spare-registry.js';
@@ -178,7 +179,7 @@ export class SlotClaimer {
    */
   tendLoans(s: Session): void {
     const { cfg } = this.host;
-    if (cfg.registry === undefined || !cfg.borrowSpare || ended(s)) return;
+    if (cfg.registry === undefined || ended(s)) return;
     const spare = slotOf(s)?.spare;
     const held = spare === undefined ? undefined : this.loans.get(spare.key);
     const wall = cfg.clock.nowMs();
@@ -202,10 +203,22 @@ export class SlotClaimer {
       });
   }
 
-  /** One round of {@link tendLoans}: confirm each loan, renew the confirmed, give a held slot back on a dead one. */
+  /**
+   * One round of {@link tendLoans}: an adopter keeps its adoption on record (./adoption-record.ts); a borrower confirms
+   * each loan, renews the confirmed, gives a held slot back on a dead one.
+   */
   private async tend(s: Session, held: HeldLoan | undefined): Promise<void> {
+    const { cfg } = this.host;
     const registry = this.registryIo();
     if (registry === undefined) return;
+    this.termMs = loanTermOf((await readRegistryNow(registry)).record);
+    const io = { client: this.host.client(), prefix: cfg.prefix, timeoutMs: cfg.requestTimeoutMs, layout: cfg.layout };
+    if ((await keepAdoptionOnRecord(io, registry, cfg.region, cfg.clock.nowMs())) === 'rewritten')
+      cfg.logger.warn(
+        { code: cfg.region },
+        "lease: the spare-code registry had lost this region's adoption of its code (restored?): written back",
+      );
+    if (!cfg.borrowSpare) return;
     const { loans } = await this.mirroredLoans();
     // A held loan whose mirror moved on (reclaiming) is asked about as claimed: the registry says where it went.
     if (held !== undefined && !loans.some((e) => e.key === held.entry.key)) loans.push(held.entry);

@@ -205,6 +205,12 @@ describe('the deployment simulator', () => {
     expect(r.mintedByCode[5] ?? 0).toBeGreaterThan(1_000);
   }, 180_000);
 
+  test('seed 1207385: an adoption the registry forgot, the code lent again with no deployment file beside a rewound borrower etcd: the adopter writes it back before the first claim', async () => {
+    // Found by the week-long run (README, "Found on main, closed"): before adopters kept their adoption on record
+    // (keepAdoptionOnRecord), "duplicates 6/3" from +55.4 s.
+    expect(await replayClean('seed-1207385-registry-forgot-adoption')).toEqual({ code: 0, runs: 1, violations: [] });
+  }, 180_000);
+
   test('seed 311742731: a lend the registry forgot, lent again with an incomplete deployment file beside a borrower cut off the registry: no claim before the first loan has ended', async () => {
     // On 247f2a2 (a 24 s term, no first-claim wait): "duplicates 5/1" (README, "Found on main, closed"). With the
     // 12 s term since, this schedule replays clean with or without the wait: the fixed schedule above is the one
