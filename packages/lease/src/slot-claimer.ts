@@ -211,13 +211,15 @@ export class SlotClaimer {
     const { cfg } = this.host;
     const registry = this.registryIo();
     if (registry === undefined) return;
-    this.termMs = loanTermOf((await readRegistryNow(registry)).record);
-    const io = { client: this.host.client(), prefix: cfg.prefix, timeoutMs: cfg.requestTimeoutMs, layout: cfg.layout };
-    if ((await keepAdoptionOnRecord(io, registry, cfg.region, cfg.clock.nowMs())) === 'rewritten')
+    const adoption = await keepAdoptionOnRecord(this.regionIo(), registry, cfg.region, cfg.clock.nowMs());
+    if (adoption === 'rewritten')
       cfg.logger.warn(
         { code: cfg.region },
         "lease: the spare-code registry had lost this region's adoption of its code (restored?): written back",
       );
+    if (adoption === 'not-adopted' && !cfg.borrowSpare) return;
+    // The deployment's term sets how often an adopter or a borrower that holds no loan tends (tendLoans).
+    this.termMs = loanTermOf((await readRegistryNow(registry)).record);
     if (!cfg.borrowSpare) return;
     const { loans } = await this.mirroredLoans();
     // A held loan whose mirror moved on (reclaiming) is asked about as claimed: the registry says where it went.
@@ -287,14 +289,14 @@ export class SlotClaimer {
 
   /** The loans this region's etcd mirrors as lent to it, and the spare-code records it could not read (skipped). */
   private async mirroredLoans(): Promise<{ loans: SpareCodeEntry[]; unreadable: readonly unknown[] }> {
+    const { entries, unreadable } = await readSpareCodesLeniently(this.regionIo());
+    return { loans: lentTo(entries, this.host.cfg.region), unreadable };
+  }
+
+  /** This region's etcd, for the spare-code reads (each request with the claim path's deadline). */
+  private regionIo() {
     const { cfg } = this.host;
-    const { entries, unreadable } = await readSpareCodesLeniently({
-      client: this.host.client(),
-      prefix: cfg.prefix,
-      timeoutMs: cfg.requestTimeoutMs,
-      layout: cfg.layout,
-    });
-    return { loans: lentTo(entries, cfg.region), unreadable };
+    return { client: this.host.client(), prefix: cfg.prefix, timeoutMs: cfg.requestTimeoutMs, layout: cfg.layout };
   }
 
   /** The registry's connection (made at first use), for a borrower; `undefined` without one. */
