@@ -12,7 +12,9 @@
  * (raw-h2-server.ts) at idgen's half-load rate is the floor of this harness, printed beside idgen's.
  *
  * `--baseline <dir>` (`--baseline-name <text>`): another checkout's built node, measured last against this one
- * case by case at saturation, the two alternating (builds-compared.ts); without it the report is unchanged.
+ * case by case at saturation, the two alternating (builds-compared.ts), `--rounds N` rounds each (default 2: on a
+ * shared machine, 5 let the median step over a round that another process's load cut short); without it the report
+ * is unchanged.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,7 +23,7 @@ import { createClient } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcTransport } from '@connectrpc/connect-node';
 import { IdGenerator, NextIdsRequestSchema, NextIdsResponseSchema } from '@idgen/proto';
 import { type ProcessHandle, cleanupAll, freePort, makeTestPki, spawnProcess, tempDir } from '@idgen/testing';
-import { compareBuilds, describeCheckout, formatBuildsCompared } from './builds-compared.js';
+import { BUILD_ROUNDS, compareBuilds, describeCheckout, formatBuildsCompared } from './builds-compared.js';
 import { REPO, buildServer, serverMainIn, startIdgenServer } from './idgen-server.js';
 import { describeMachine, parseBenchArgs } from './environment.js';
 import { type H2loadResult, requireH2load, runH2load, runH2loadSpread } from './h2load.js';
@@ -543,7 +545,12 @@ function printTargets(m: Measured): void {
  * node, every `idgen` case of {@link LOAD_CASES} at saturation, alternating (builds-compared.ts); both nodes are
  * checked with real clients before and after. Returns the report section.
  */
-async function measureBuilds(run: BenchRun, baselineMain: string, labels: BuildLabels): Promise<string> {
+async function measureBuilds(
+  run: BenchRun,
+  baselineMain: string,
+  labels: BuildLabels,
+  rounds: number,
+): Promise<string> {
   const port = await freePort();
   run.servers.push(await startIdgenServer(port, [], { main: baselineMain }));
   await verify(`http://127.0.0.1:${port}`);
@@ -554,7 +561,7 @@ async function measureBuilds(run: BenchRun, baselineMain: string, labels: BuildL
     cases,
     { before: { label: labels.before, port }, after: { label: labels.after, port: run.portOf.idgen } },
     (p, c, tag) => saturate(run, p, c.bodyFile, c.headers, tag),
-    { progress: (line) => process.stdout.write(`${line}\n`) },
+    { rounds, progress: (line) => process.stdout.write(`${line}\n`) },
   );
   await verify(`http://127.0.0.1:${port}`);
   await verify(`http://127.0.0.1:${run.portOf.idgen}`);
@@ -579,7 +586,7 @@ const SECTIONS: readonly ((m: Measured) => void)[] = [
 async function main(): Promise<void> {
   const args = parseBenchArgs(
     process.argv.slice(2),
-    { rounds: 1, roundMs: 1, check: 1, seconds: 10 },
+    { rounds: BUILD_ROUNDS, roundMs: 1, check: 1, seconds: 10 },
     { baseline: true },
   );
   let h2load: string;
@@ -636,7 +643,9 @@ async function main(): Promise<void> {
     await startServers(run);
     const measured = await measure(run);
     const builds =
-      baselineMain === undefined || labels === undefined ? undefined : await measureBuilds(run, baselineMain, labels);
+      baselineMain === undefined || labels === undefined
+        ? undefined
+        : await measureBuilds(run, baselineMain, labels, args.rounds);
     for (const section of SECTIONS) section(measured);
     if (builds !== undefined) process.stdout.write(builds);
   } finally {
