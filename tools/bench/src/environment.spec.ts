@@ -63,6 +63,16 @@ describe('parseBenchArgs', () => {
     expect(() => parseBenchArgs(['--baseline', '/tmp/b'], defaults)).toThrow(/baseline/);
   });
 
+  it('reads --builds-only with a --baseline, and rejects it without one or where builds are not compared', () => {
+    expect(parseBenchArgs(['--baseline', '/tmp/b', '--builds-only'], defaults, { baseline: true })).toEqual({
+      ...defaults,
+      baseline: '/tmp/b',
+      buildsOnly: true,
+    });
+    expect(() => parseBenchArgs(['--builds-only'], defaults, { baseline: true })).toThrow(/--baseline/);
+    expect(() => parseBenchArgs(['--baseline', '/tmp/b', '--builds-only'], defaults)).toThrow();
+  });
+
   it('rejects an empty --baseline and a --baseline-name without --baseline', () => {
     expect(() => parseBenchArgs(['--baseline='], defaults, { baseline: true })).toThrow(RangeError);
     expect(() => parseBenchArgs(['--baseline-name', 'x'], defaults, { baseline: true })).toThrow(RangeError);

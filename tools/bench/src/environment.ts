@@ -41,6 +41,8 @@ export interface BenchArgs {
   readonly baseline?: string;
   /** `--baseline-name <text>`: the baseline's label in the report (default: its commit if `git` can read one, else the dir). */
   readonly baselineName?: string;
+  /** `--builds-only` (with `--baseline`): only the builds' comparison, not the report before it. */
+  readonly buildsOnly?: boolean;
 }
 
 /** Which optional knobs a benchmark takes beyond the four every one does. */
@@ -51,7 +53,7 @@ export interface BenchArgsOptions {
 
 /**
  * Parses `--rounds N`, `--round-ms N`, `--check N` and `--seconds N` from `argv` over `defaults` (and, with
- * `options.baseline`, `--baseline <dir>` and `--baseline-name <text>`). A value that is not a positive integer
+ * `options.baseline`, `--baseline <dir>`, `--baseline-name <text>` and `--builds-only`). A value that is not a positive integer
  * throws a `RangeError` naming the flag, as do an empty `--baseline` and a `--baseline-name` without
  * `--baseline`: a benchmark run with a mistyped knob should stop, not print figures measured some other way.
  */
@@ -70,7 +72,11 @@ export function parseBenchArgs(
       // Unknown (so rejected by `strict`) where the benchmark would ignore them: a benchmark that took the flag and
       // compared nothing would print figures that look like a comparison.
       ...(options.baseline === true
-        ? { baseline: { type: 'string' as const }, 'baseline-name': { type: 'string' as const } }
+        ? {
+            baseline: { type: 'string' as const },
+            'baseline-name': { type: 'string' as const },
+            'builds-only': { type: 'boolean' as const },
+          }
         : {}),
     },
     strict: true,
@@ -81,6 +87,9 @@ export function parseBenchArgs(
   if (baseline === '') throw new RangeError('--baseline must name a directory (a checkout with a built apps/server)');
   if (baselineName !== undefined && baseline === undefined)
     throw new RangeError('--baseline-name labels a --baseline: give --baseline <dir> too');
+  const buildsOnly = values['builds-only'] === true;
+  if (buildsOnly && baseline === undefined)
+    throw new RangeError('--builds-only compares two builds: give --baseline <dir> too');
   const positive = (flag: string, raw: string | undefined, fallback: number): number => {
     if (raw === undefined) return fallback;
     const value = Number(raw);
@@ -96,5 +105,6 @@ export function parseBenchArgs(
     seconds: positive('seconds', values.seconds, defaults.seconds),
     ...(baseline === undefined ? {} : { baseline }),
     ...(baselineName === undefined ? {} : { baselineName }),
+    ...(buildsOnly ? { buildsOnly } : {}),
   };
 }

@@ -14,7 +14,7 @@
  * `--baseline <dir>` (`--baseline-name <text>`): another checkout's built node, measured last against this one
  * case by case at saturation, the two alternating (builds-compared.ts), `--rounds N` rounds each (default 2: on a
  * shared machine, 5 let the median step over a round that another process's load cut short); without it the report
- * is unchanged.
+ * is unchanged. `--builds-only`: that comparison alone.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -551,20 +551,28 @@ async function measureBuilds(
   labels: BuildLabels,
   rounds: number,
 ): Promise<string> {
+  // Both nodes start here, side by side, so neither has served the report's earlier cases (a node that has is older
+  // in heap and JIT state than one started fresh, which the ratio would count against it).
   const port = await freePort();
+  const afterPort = await freePort();
   run.servers.push(await startIdgenServer(port, [], { main: baselineMain }));
+  run.servers.push(await startIdgenServer(afterPort));
   await verify(`http://127.0.0.1:${port}`);
+  await verify(`http://127.0.0.1:${afterPort}`);
   const cases = [...LOAD_CASES.entries()]
     .filter(([, c]) => c.target === 'idgen')
-    .map(([index, c]) => ({ name: c.name, bodyFile: bodyFileOf(run, index), headers: c.headers }));
+    .map(([index, c]) => {
+      writeFileSync(bodyFileOf(run, index), c.body);
+      return { name: c.name, bodyFile: bodyFileOf(run, index), headers: c.headers };
+    });
   const compared = await compareBuilds(
     cases,
-    { before: { label: labels.before, port }, after: { label: labels.after, port: run.portOf.idgen } },
+    { before: { label: labels.before, port }, after: { label: labels.after, port: afterPort } },
     (p, c, tag) => saturate(run, p, c.bodyFile, c.headers, tag),
     { rounds, progress: (line) => process.stdout.write(`${line}\n`) },
   );
   await verify(`http://127.0.0.1:${port}`);
-  await verify(`http://127.0.0.1:${run.portOf.idgen}`);
+  await verify(`http://127.0.0.1:${afterPort}`);
   return formatBuildsCompared(compared, run.seconds);
 }
 
@@ -640,14 +648,14 @@ async function main(): Promise<void> {
     servers: [],
   };
   try {
-    await startServers(run);
-    const measured = await measure(run);
-    const builds =
-      baselineMain === undefined || labels === undefined
-        ? undefined
-        : await measureBuilds(run, baselineMain, labels, args.rounds);
-    for (const section of SECTIONS) section(measured);
-    if (builds !== undefined) process.stdout.write(builds);
+    if (args.buildsOnly !== true) {
+      await startServers(run);
+      const measured = await measure(run);
+      for (const section of SECTIONS) section(measured);
+    }
+    if (baselineMain !== undefined && labels !== undefined) {
+      process.stdout.write(await measureBuilds(run, baselineMain, labels, args.rounds));
+    }
   } finally {
     for (const server of run.servers) await server.stop(5000);
     await work.remove();
