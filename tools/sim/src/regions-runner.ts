@@ -96,6 +96,8 @@ const loanGap = fc.integer({ min: 1, max: 24 });
 /** `n` gaps, the one before each step at `afterLend` a {@link loanGap}. */
 const gapsAfterLends = (n: number, afterLend: readonly number[]): fc.Arbitrary<number[]> =>
   fc.tuple(...Array.from({ length: n }, (_, i) => (afterLend.includes(i) ? loanGap : gap)));
+/** `likely` three times in four, else `rarely`. */
+const mostly = <T>(likely: T, rarely: T): fc.Arbitrary<T> => fc.constantFrom(likely, likely, likely, rarely);
 /** Another region than `a` (most of the time: sometimes the same, a wrong argument). */
 const other = (a: number, d: number): number => (d === 0 ? a : a + d);
 
@@ -143,20 +145,36 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
         ]),
       ),
-    // Case 5: two registries during a split (the operator cut off the first names the second).
+    // Case 5: two registries during a split (the operator cut off the first names the second). Placed early and
+    // mostly on the branch that reaches the hole (the init, a file of that site alone, a borrower naming the second):
+    // the second loan's first claims come 15 s after its lend, and the schedule is a minute.
     fc
-      .tuple(at, gapsAfterLends(6, [1]), spare, region, d, fc.boolean(), deployment, seconds, fc.boolean())
-      .map(([t, g, code, a, b, init, dep, cut, viaSecond]) =>
-        spaced(t, g, [
-          s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
-          { kind: 'cut-op', cluster: 100, seconds: cut },
-          { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
-          // Its operator initialises the second registry with a deployment file of that site alone.
-          init ? s('spare-init', { registry: 1, only: other(a, b) }) : s('snapshot', { cluster: 101 }),
-          s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
-          // That site's new borrower names the second registry (or, rightly, the first).
-          { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
-        ]),
+      .tuple(
+        fc.integer({ min: 0, max: 10 }),
+        fc.tuple(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 3 }), gaps(3)),
+        spare,
+        region,
+        d,
+        mostly(true, false),
+        mostly('none' as const, 'all' as const),
+        seconds,
+        mostly(true, false),
+      )
+      .map(([t, [g0, g1, g], code, a, b, init, dep, cut, viaSecond]) =>
+        spaced(
+          t,
+          [0, g0, g1, ...g],
+          [
+            s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+            { kind: 'cut-op', cluster: 100, seconds: cut },
+            { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+            // Its operator initialises the second registry with a deployment file of that site alone.
+            init ? s('spare-init', { registry: 1, only: other(a, b) }) : s('snapshot', { cluster: 101 }),
+            s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
+            // That site's new borrower names the second registry (or, rightly, the first).
+            { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
+          ],
+        ),
       ),
     // Cases 1 and 2 together (the simulator's own find): the registry and a borrower's etcd each restored to while the
     // loan stood, after its reclaim and adoption, each follow-up perhaps skipped.
@@ -205,6 +223,35 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
             { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
             s('restore', { cluster: 100, newCluster: false, then: 'none', ttlSeconds: 6 }),
             s('restore', { cluster: a + b, newCluster: false, then: 'none', ttlSeconds: 6 }),
+            s('lend', { code, to: a + b, etcdOf: a + b, registry: 0, deployment: 'none' }),
+          ],
+        ),
+      ),
+    // The week-long run's find: the registry and another region's etcd both restored to before a loan that was then
+    // reclaimed and adopted, mostly with neither restore's runbook step, and the code lent to that region with no
+    // deployment file: of everything the lend reads, only the adopter remembers the adoption.
+    fc
+      .tuple(
+        fc.integer({ min: 0, max: 8 }),
+        spare,
+        region,
+        fc.integer({ min: 1, max: 4 }),
+        fc.tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 16 })),
+        mostly('none' as const, 'reconcile' as const),
+        mostly('none' as const, 'restored' as const),
+      )
+      .map(([t, code, a, b, [g0, g1, wait], registryAfter, after]) =>
+        spaced(
+          t,
+          [0, 0, 1, g0, g1, wait, 0, 0],
+          [
+            s('snapshot', { cluster: 100 }),
+            s('snapshot', { cluster: a + b }),
+            s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+            s('reclaim', { code, from: a, registry: 0, deployment: 'all' }),
+            s('adopt', { code, registry: 0, deployment: 'all' }),
+            s('restore', { cluster: 100, newCluster: false, then: registryAfter, ttlSeconds: 6 }),
+            s('restore', { cluster: a + b, newCluster: false, then: after, ttlSeconds: 6 }),
             s('lend', { code, to: a + b, etcdOf: a + b, registry: 0, deployment: 'none' }),
           ],
         ),
