@@ -145,9 +145,11 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
         ]),
       ),
-    // Case 5: two registries during a split (the operator cut off the first names the second). Placed early and
-    // mostly on the branch that reaches the hole (the init, a file of that site alone, a borrower naming the second):
-    // the second loan's first claims come 15 s after its lend, and the schedule is a minute.
+    // Case 5: two registries during a split (the operator cut off the first names the second), each site starting a
+    // borrower more. Placed early and mostly on the branch that reaches the hole (the init, a file of that site alone,
+    // borrowers naming the second): the second loan's first claims come 15 s after its lend, and the schedule is a
+    // minute. The site's cut off the registry is short or none: a borrower cut off it for longer than its term gives
+    // its slot back, which is not this case.
     fc
       .tuple(
         fc.integer({ min: 0, max: 10 }),
@@ -157,21 +159,23 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
         d,
         mostly(true, false),
         mostly('none' as const, 'all' as const),
-        seconds,
+        fc.tuple(seconds, fc.integer({ min: 0, max: 10 })),
         mostly(true, false),
       )
-      .map(([t, [g0, g1, g], code, a, b, init, dep, cut, viaSecond]) =>
+      .map(([t, [g0, g1, g], code, a, b, init, dep, [cut, siteCut], viaSecond]) =>
         spaced(
           t,
-          [0, g0, g1, ...g],
+          [0, 0, g0, g1, ...g, 0],
           [
             s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+            { kind: 'borrower', region: a, registry: 0 },
             { kind: 'cut-op', cluster: 100, seconds: cut },
-            { kind: 'cut-region', region: a, cluster: 1, seconds: cut },
+            { kind: 'cut-region', region: a, cluster: 1, seconds: siteCut },
             // Its operator initialises the second registry with a deployment file of that site alone.
             init ? s('spare-init', { registry: 1, only: other(a, b) }) : s('snapshot', { cluster: 101 }),
             s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
-            // That site's new borrower names the second registry (or, rightly, the first).
+            // That site's new borrowers name the second registry (or, rightly, the first).
+            { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
             { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
           ],
         ),
