@@ -101,6 +101,84 @@ const mostly = <T>(likely: T, rarely: T): fc.Arbitrary<T> => fc.constantFrom(lik
 /** Another region than `a` (most of the time: sometimes the same, a wrong argument). */
 const other = (a: number, d: number): number => (d === 0 ? a : a + d);
 
+/** One operator step of a story. */
+const step = (kind: OperatorStep['kind'], rest: object): RegionsEvent => ({ kind, ...rest }) as RegionsEvent;
+
+/**
+ * Case 5: two registries during a split (the operator cut off the first names the second), each site starting a
+ * borrower more. Placed early and mostly on the branch that reaches the hole (the init, a file of that site alone,
+ * borrowers naming the second): the second loan's first claims come 15 s after its lend, and the schedule is a
+ * minute. The site's cut off the registry is short or none: a borrower cut off it for longer than its term gives its
+ * slot back, which is not this case.
+ */
+function twoRegistriesStory(): fc.Arbitrary<TimedRegionsEvent[]> {
+  const d = fc.integer({ min: 0, max: 4 });
+  return fc
+    .tuple(
+      fc.integer({ min: 0, max: 10 }),
+      fc.tuple(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 3 }), gaps(3)),
+      spare,
+      region,
+      d,
+      mostly(true, false),
+      mostly('none' as const, 'all' as const),
+      fc.tuple(seconds, fc.integer({ min: 0, max: 10 })),
+      mostly(true, false),
+    )
+    .map(([t, [g0, g1, g], code, a, b, init, dep, [cut, siteCut], viaSecond]) =>
+      spaced(
+        t,
+        [0, 0, g0, g1, ...g, 0],
+        [
+          step('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          { kind: 'borrower', region: a, registry: 0 },
+          { kind: 'cut-op', cluster: 100, seconds: cut },
+          { kind: 'cut-region', region: a, cluster: 1, seconds: siteCut },
+          // Its operator initialises the second registry with a deployment file of that site alone.
+          init ? step('spare-init', { registry: 1, only: other(a, b) }) : step('snapshot', { cluster: 101 }),
+          step('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
+          // That site's new borrowers name the second registry (or, rightly, the first).
+          { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
+          { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
+        ],
+      ),
+    );
+}
+
+/**
+ * The week-long run's find: the registry and another region's etcd both restored to before a loan that was then
+ * reclaimed and adopted, mostly with neither restore's runbook step, and the code lent to that region with no
+ * deployment file: of everything the lend reads, only the adopter remembers the adoption.
+ */
+function forgottenAdoptionStory(): fc.Arbitrary<TimedRegionsEvent[]> {
+  return fc
+    .tuple(
+      fc.integer({ min: 0, max: 8 }),
+      spare,
+      region,
+      fc.integer({ min: 1, max: 4 }),
+      fc.tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 16 })),
+      mostly('none' as const, 'reconcile' as const),
+      mostly('none' as const, 'restored' as const),
+    )
+    .map(([t, code, a, b, [g0, g1, wait], registryAfter, after]) =>
+      spaced(
+        t,
+        [0, 0, 1, g0, g1, wait, 0, 0],
+        [
+          step('snapshot', { cluster: 100 }),
+          step('snapshot', { cluster: a + b }),
+          step('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
+          step('reclaim', { code, from: a, registry: 0, deployment: 'all' }),
+          step('adopt', { code, registry: 0, deployment: 'all' }),
+          step('restore', { cluster: 100, newCluster: false, then: registryAfter, ttlSeconds: 6 }),
+          step('restore', { cluster: a + b, newCluster: false, then: after, ttlSeconds: 6 }),
+          step('lend', { code, to: a + b, etcdOf: a + b, registry: 0, deployment: 'none' }),
+        ],
+      ),
+    );
+}
+
 /**
  * The disaster-recovery stories of issue 31 and the second review, each a short sequence of operator steps with its
  * arguments drawn (sometimes wrong), placed at a random moment: a random order of steps alone almost never lends,
@@ -145,41 +223,7 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 0, deployment: dep }),
         ]),
       ),
-    // Case 5: two registries during a split (the operator cut off the first names the second), each site starting a
-    // borrower more. Placed early and mostly on the branch that reaches the hole (the init, a file of that site alone,
-    // borrowers naming the second): the second loan's first claims come 15 s after its lend, and the schedule is a
-    // minute. The site's cut off the registry is short or none: a borrower cut off it for longer than its term gives
-    // its slot back, which is not this case.
-    fc
-      .tuple(
-        fc.integer({ min: 0, max: 10 }),
-        fc.tuple(fc.integer({ min: 1, max: 20 }), fc.integer({ min: 0, max: 3 }), gaps(3)),
-        spare,
-        region,
-        d,
-        mostly(true, false),
-        mostly('none' as const, 'all' as const),
-        fc.tuple(seconds, fc.integer({ min: 0, max: 10 })),
-        mostly(true, false),
-      )
-      .map(([t, [g0, g1, g], code, a, b, init, dep, [cut, siteCut], viaSecond]) =>
-        spaced(
-          t,
-          [0, 0, g0, g1, ...g, 0],
-          [
-            s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
-            { kind: 'borrower', region: a, registry: 0 },
-            { kind: 'cut-op', cluster: 100, seconds: cut },
-            { kind: 'cut-region', region: a, cluster: 1, seconds: siteCut },
-            // Its operator initialises the second registry with a deployment file of that site alone.
-            init ? s('spare-init', { registry: 1, only: other(a, b) }) : s('snapshot', { cluster: 101 }),
-            s('lend', { code, to: other(a, b), etcdOf: other(a, b), registry: 1, deployment: dep }),
-            // That site's new borrowers name the second registry (or, rightly, the first).
-            { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
-            { kind: 'borrower', region: other(a, b), registry: viaSecond ? 1 : 0 },
-          ],
-        ),
-      ),
+    twoRegistriesStory(),
     // Cases 1 and 2 together (the simulator's own find): the registry and a borrower's etcd each restored to while the
     // loan stood, after its reclaim and adoption, each follow-up perhaps skipped.
     fc
@@ -231,35 +275,7 @@ export function storyArb(durationMs: number): fc.Arbitrary<TimedRegionsEvent[]> 
           ],
         ),
       ),
-    // The week-long run's find: the registry and another region's etcd both restored to before a loan that was then
-    // reclaimed and adopted, mostly with neither restore's runbook step, and the code lent to that region with no
-    // deployment file: of everything the lend reads, only the adopter remembers the adoption.
-    fc
-      .tuple(
-        fc.integer({ min: 0, max: 8 }),
-        spare,
-        region,
-        fc.integer({ min: 1, max: 4 }),
-        fc.tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 6, max: 16 })),
-        mostly('none' as const, 'reconcile' as const),
-        mostly('none' as const, 'restored' as const),
-      )
-      .map(([t, code, a, b, [g0, g1, wait], registryAfter, after]) =>
-        spaced(
-          t,
-          [0, 0, 1, g0, g1, wait, 0, 0],
-          [
-            s('snapshot', { cluster: 100 }),
-            s('snapshot', { cluster: a + b }),
-            s('lend', { code, to: a, etcdOf: a, registry: 0, deployment: 'all' }),
-            s('reclaim', { code, from: a, registry: 0, deployment: 'all' }),
-            s('adopt', { code, registry: 0, deployment: 'all' }),
-            s('restore', { cluster: 100, newCluster: false, then: registryAfter, ttlSeconds: 6 }),
-            s('restore', { cluster: a + b, newCluster: false, then: after, ttlSeconds: 6 }),
-            s('lend', { code, to: a + b, etcdOf: a + b, registry: 0, deployment: 'none' }),
-          ],
-        ),
-      ),
+    forgottenAdoptionStory(),
     // Case 4: a restore onto a new cluster while the old one still runs.
     fc
       .tuple(at, gaps(1), region, fc.constantFrom('retire' as const, 'stopped' as const, 'none' as const))
