@@ -19,7 +19,9 @@ import { MintLog, askIds, guardTarget, leaseTimings, spinningClock } from './sim
 
 /** A fault the schedule injects at a simulated second. */
 export type Fault =
-  | { readonly kind: 'cut'; readonly node: number; readonly seconds: number }
+  /** A node cut off etcd: every member, or one (`member`: its requests then go to the others, and a write held in the
+   * cut link lands late, after newer ones). */
+  | { readonly kind: 'cut'; readonly node: number; readonly seconds: number; readonly member?: number }
   | { readonly kind: 'lose-answer'; readonly node: number }
   | { readonly kind: 'member-down'; readonly member: number; readonly seconds: number }
   | { readonly kind: 'slow'; readonly node: number; readonly ms: number; readonly seconds: number }
@@ -99,6 +101,8 @@ export interface RunReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** Requests held in a cut link that reached etcd when it healed (sim-transport.ts). */
+  readonly lateDeliveries: number;
   /** A hash (FNV-1a) of every slot taken: when, by which node, which worker. */
   readonly trace?: number;
   /** The run was cut off by the explorer's own deadline before its end (not a finding). */
@@ -265,6 +269,7 @@ class DeploymentRun {
       simulatedMs: elapsed,
       faults: applied,
       lostAnswers: this.net.lostAnswers,
+      lateDeliveries: this.net.lateDeliveries,
       trace: this.trace,
     };
   }
@@ -294,14 +299,15 @@ class DeploymentRun {
     let fi = 0;
     let elapsed = 0;
     const step = 50;
-    let lostAnswers = 0;
+    let netEvents = 0;
     while (elapsed < this.s.durationMs && this.violations.length === 0) {
       while (fi < faults.length && (faults[fi] as TimedFault).atMs <= elapsed) {
         this.heat();
         await this.applyFault((faults[fi++] as TimedFault).fault);
       }
-      if (this.net.lostAnswers !== lostAnswers) {
-        lostAnswers = this.net.lostAnswers;
+      // A lost answer or a late write: the callers hot, so a duplicate it makes shows.
+      if (this.net.lostAnswers + this.net.lateDeliveries !== netEvents) {
+        netEvents = this.net.lostAnswers + this.net.lateDeliveries;
         this.heat();
       }
       await this.ticker.tickAsync(step);
@@ -458,8 +464,11 @@ class DeploymentRun {
     switch (f.kind) {
       case 'cut':
         if (node === undefined) return;
-        this.net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-        this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }));
+        {
+          const member = f.member === undefined ? undefined : f.member % this.s.members;
+          this.net.setLink(node.proc, CLUSTER, { kind: 'cut' }, member);
+          this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }, member));
+        }
         return;
       case 'lose-answer':
         if (node !== undefined) this.net.loseNextWriteAnswer(node.proc);

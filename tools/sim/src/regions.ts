@@ -88,6 +88,8 @@ export interface RegionsReport {
   readonly simulatedMs: number;
   readonly faults: number;
   readonly lostAnswers: number;
+  /** Requests held in a cut link that reached etcd when it healed (sim-transport.ts). */
+  readonly lateDeliveries: number;
   /** Each operator step's outcome, in order: accepted, or refused with its one line. */
   readonly steps: readonly StepOutcome[];
   /** The audit's findings at the end, by kind. */
@@ -250,6 +252,7 @@ class RegionsRun {
       simulatedMs: elapsed,
       faults: ei,
       lostAnswers: this.net.lostAnswers,
+      lateDeliveries: this.net.lateDeliveries,
       steps: this.operator.outcomes,
       auditFindings,
       auditLines: this.auditLines,

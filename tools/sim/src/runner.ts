@@ -95,7 +95,10 @@ const seconds = fc.integer({ min: 1, max: 20 });
 
 /** The fault menu (deployment.ts's {@link Fault}). */
 export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
-  fc.record({ kind: fc.constant('cut' as const), node, seconds }),
+  fc.record(
+    { kind: fc.constant('cut' as const), node, seconds, member: fc.integer({ min: 0, max: 2 }) },
+    { requiredKeys: ['kind', 'node', 'seconds'] },
+  ),
   fc.record({ kind: fc.constant('lose-answer' as const), node }),
   fc.record({ kind: fc.constant('member-down' as const), member: fc.integer({ min: 0, max: 2 }), seconds }),
   fc.record({ kind: fc.constant('slow' as const), node, ms: fc.integer({ min: 10, max: 3000 }), seconds }),

@@ -88,6 +88,7 @@ export class ScheduleRunner {
         simulatedMs: progressMs,
         faults: 0,
         lostAnswers: 0,
+        lateDeliveries: 0,
       });
       const onMessage = (m: { id: number; progressMs?: number; report?: ScheduleReport; error?: string }): void => {
         if (m.id !== id) return;

@@ -14,7 +14,11 @@ import type { EtcdModel, WireEvent } from './etcd-model.js';
  * creates its clients itself; unlike `mock`, the call's deadline is passed on and honoured.
  */
 
-/** How a process reaches a member: answers, refused (down), hanging (cut off), or slow. */
+/**
+ * How a process reaches a member: answers, refused (down), cut off, or slow. A request sent into a cut link is held,
+ * as a live TCP connection holds it, and reaches the member when the link heals (most of the time: the caller's cancel
+ * may get there first), unless the member's process ended meanwhile; its answer comes too late for the caller.
+ */
 export type LinkState =
   | { readonly kind: 'ok' }
   | { readonly kind: 'down' }
@@ -43,6 +47,12 @@ export class SimNet {
   private readonly paused = new Map<string, (() => void)[]>();
   /** Processes whose next write is applied and its answer lost (one-shot each). */
   private readonly loseNextAnswer = new Set<string>();
+  /** Each member's process, counted up when it ends (down, or its cluster restored): what a held request was sent to. */
+  private readonly incarnations = new Map<string, number>();
+  /** Requests held in cut links, woken to look again whenever a link or a member changes. */
+  private readonly held = new Set<() => void>();
+  /** Requests held in a cut link that reached the member when it healed (a count for the report). */
+  lateDeliveries = 0;
   /** Probability in 1/1000 that any answer is lost after the request was applied. */
   lostAnswerPerMille = 0;
   /** Writes applied whose answer was lost (a count for the report). */
@@ -78,6 +88,7 @@ export class SimNet {
     for (const m of members) this.links.set(`${proc}|${cluster}|${m}`, state);
     if (state.kind === 'down')
       this.failStreams((s) => s.proc === proc && s.cluster === cluster && members.includes(s.member));
+    this.wakeHeld();
   }
 
   /** A member stops (or starts again): every process gets refused, its streams end. */
@@ -85,13 +96,42 @@ export class SimNet {
     const k = `${cluster}|${member}`;
     if (isDown) {
       this.down.add(k);
+      this.incarnations.set(k, (this.incarnations.get(k) ?? 0) + 1);
       this.failStreams((s) => s.cluster === cluster && s.member === member);
     } else this.down.delete(k);
+    this.wakeHeld();
   }
 
   /** The cluster restarted (a restore): every stream on it ends, as the members' processes did. */
   restarted(cluster: string): void {
+    for (let m = 0; m < this.cluster(cluster).members; m++) {
+      const k = `${cluster}|${m}`;
+      this.incarnations.set(k, (this.incarnations.get(k) ?? 0) + 1);
+    }
     this.failStreams((s) => s.cluster === cluster);
+    this.wakeHeld();
+  }
+
+  private wakeHeld(): void {
+    const held = [...this.held];
+    this.held.clear();
+    for (const f of held) f();
+  }
+
+  /**
+   * Holds a request sent into a cut link until the link heals; whether it then reaches the member: not when the
+   * member's process ended meanwhile (the connection went with it), and not one time in four (the caller's cancel,
+   * sent after it on the same connection, got there first; the lease's and the library's calls all have deadlines).
+   */
+  private async heldUntilHealed(r: { proc: string; cluster: string; member: number }): Promise<boolean> {
+    const k = `${r.cluster}|${r.member}`;
+    const sentTo = this.incarnations.get(k) ?? 0;
+    while (this.link(r.proc, r.cluster, r.member).kind === 'cut') await new Promise<void>((w) => this.held.add(w));
+    if (this.link(r.proc, r.cluster, r.member).kind === 'down' || (this.incarnations.get(k) ?? 0) !== sentTo)
+      return false;
+    if (this.random.int(4) === 0) return false;
+    this.lateDeliveries++;
+    return true;
   }
 
   pause(proc: string): void {
@@ -157,12 +197,12 @@ export class SimNet {
         const link = this.link(r.proc, r.cluster, r.member);
         await this.hop(r.proc);
         if (link.kind === 'down') continue;
-        if (link.kind === 'cut') return new Promise<never>(() => undefined);
         if (link.kind === 'slow') await new Promise((res) => setTimeout(res, link.ms));
-        // The member may have gone down or been cut while the request travelled.
+        // The member may have gone down or been cut while the request travelled; a cut holds it.
         const now = this.link(r.proc, r.cluster, r.member);
         if (now.kind === 'down') continue;
-        if (now.kind === 'cut') return new Promise<never>(() => undefined);
+        if ((link.kind === 'cut' || now.kind === 'cut') && !(await this.heldUntilHealed(r)))
+          return new Promise<never>(() => undefined);
         const answer = this.apply(this.cluster(r.cluster), r.member, service, method, payload);
         const isWrite =
           method !== 'range' && method !== 'status' && method !== 'memberList' && method !== 'leaseTimeToLive';
