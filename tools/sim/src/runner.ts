@@ -128,23 +128,92 @@ export function withNetSeed<S>(scenario: fc.Arbitrary<S>): fc.Arbitrary<{ scenar
 /** A scenario: a deployment's shape and a schedule of faults over `minutes` of simulated time. */
 export function scenarioArb(durationMs: number): fc.Arbitrary<{ scenario: Scenario; netSeed: number }> {
   return withNetSeed(
-    fc
-      .record({
-        nodes: fc.integer({ min: 2, max: 5 }),
-        workers: fc.integer({ min: 1, max: 3 }),
-        members: fc.integer({ min: 1, max: 3 }),
-        // Each node's TTL (issue 31's case 3: holders on different TTLs); the operator pins the longest as the
-        // deployment's ceiling, so every node runs within it.
-        nodeTtlSeconds: fc.array(fc.constantFrom(2, 3, 6, 10), { minLength: 1, maxLength: 3 }),
-        durationMs: fc.constant(durationMs),
-        lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
-        faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
-          maxLength: 25,
-        }),
-      })
-      .map((r) => {
-        // The default TTL (what the operator types for `region restored`) is the shortest; the ceiling the longest.
-        return { ...r, ttlSeconds: Math.min(...r.nodeTtlSeconds), ttlCeilingSeconds: Math.max(...r.nodeTtlSeconds) };
-      }),
+    fc.oneof(
+      { weight: 4, arbitrary: anyScenarioArb(durationMs) },
+      { weight: 1, arbitrary: aheadHolderStory(durationMs) },
+    ),
   );
+}
+
+/** The random fault menu over a random shape. */
+function anyScenarioArb(durationMs: number): fc.Arbitrary<Scenario> {
+  return fc
+    .record({
+      nodes: fc.integer({ min: 2, max: 5 }),
+      workers: fc.integer({ min: 1, max: 3 }),
+      members: fc.integer({ min: 1, max: 3 }),
+      // Each node's TTL (issue 31's case 3: holders on different TTLs); the operator pins the longest as the
+      // deployment's ceiling, so every node runs within it.
+      nodeTtlSeconds: fc.array(fc.constantFrom(2, 3, 6, 10), { minLength: 1, maxLength: 3 }),
+      durationMs: fc.constant(durationMs),
+      lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
+      faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
+        maxLength: 25,
+      }),
+    })
+    .map(withTtls);
+}
+
+/** The default TTL (what the operator types for `region restored`) is the shortest; the ceiling the longest. */
+function withTtls<R extends { nodeTtlSeconds: number[] }>(r: R): R & { ttlSeconds: number; ttlCeilingSeconds: number } {
+  return { ...r, ttlSeconds: Math.min(...r.nodeTtlSeconds), ttlCeilingSeconds: Math.max(...r.nodeTtlSeconds) };
+}
+
+/**
+ * A story: a holder's wall clock steps ahead by more than a successor's start hold (TTL + margin + bound, on a short
+ * TTL), and then the successor reads a `last-ms` older than what the holder minted on: a write of the holder's from
+ * before the step, held in a cut link to one member, lands after its newer ones and the holder is paused past its
+ * lease (the first review's unordered writes); or etcd is rewound by a quick snapshot restore (the second review's).
+ * Only the holder's own `last-ms` then vouches for its range; the start hold alone does not reach it. The holder is
+ * one node (`h`) of one worker; the rest of the schedule is random.
+ */
+function aheadHolderStory(durationMs: number): fc.Arbitrary<Scenario> {
+  const shape = fc.record({
+    nodes: fc.integer({ min: 2, max: 3 }),
+    members: fc.integer({ min: 2, max: 3 }),
+    ttl: fc.constantFrom(2, 3),
+    h: fc.integer({ min: 0, max: 2 }),
+    stepAtMs: fc.integer({ min: 3000, max: Math.max(3000, durationMs / 3) }),
+    aheadMs: fc.integer({ min: 3500, max: 5000 }),
+    late: fc.boolean(),
+    member: fc.integer({ min: 0, max: 2 }),
+    cutLeadMs: fc.integer({ min: 0, max: 1500 }),
+    cutSeconds: fc.integer({ min: 2, max: 6 }),
+    pauseLeadMs: fc.integer({ min: 0, max: 1000 }),
+    pauseSeconds: fc.integer({ min: 6, max: 15 }),
+    rewindAfterMs: fc.integer({ min: -2000, max: 3000 }),
+    rewindSeconds: fc.integer({ min: 1, max: 3 }),
+    newCluster: fc.boolean(),
+    rest: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), { maxLength: 4 }),
+  });
+  return shape.map((x) => {
+    const at = (ms: number): number => Math.min(durationMs, Math.max(0, ms));
+    const h = x.h % x.nodes;
+    const story: { atMs: number; fault: Fault }[] = [
+      { atMs: x.stepAtMs, fault: { kind: 'clock-step', node: h, ms: x.aheadMs } },
+    ];
+    if (x.late) {
+      const cutAt = x.stepAtMs - x.cutLeadMs;
+      story.push(
+        { atMs: at(cutAt), fault: { kind: 'cut', node: h, seconds: x.cutSeconds, member: x.member } },
+        {
+          atMs: at(cutAt + x.cutSeconds * 1000 - x.pauseLeadMs),
+          fault: { kind: 'pause', node: h, seconds: x.pauseSeconds },
+        },
+      );
+    } else
+      story.push({
+        atMs: at(x.stepAtMs + x.rewindAfterMs),
+        fault: { kind: 'rewind', seconds: x.rewindSeconds, newCluster: x.newCluster, operator: false },
+      });
+    return withTtls({
+      nodes: x.nodes,
+      workers: 1,
+      members: x.members,
+      nodeTtlSeconds: [x.ttl],
+      durationMs,
+      lostAnswerPerMille: 0,
+      faults: [...story, ...x.rest],
+    });
+  });
 }
