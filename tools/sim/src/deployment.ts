@@ -24,7 +24,14 @@ export type Fault =
   | { readonly kind: 'cut'; readonly node: number; readonly seconds: number; readonly member?: number }
   | { readonly kind: 'lose-answer'; readonly node: number }
   | { readonly kind: 'member-down'; readonly member: number; readonly seconds: number }
-  | { readonly kind: 'slow'; readonly node: number; readonly ms: number; readonly seconds: number }
+  /** A node's requests delayed `ms` on their way to etcd: every member, or one (`member`). */
+  | {
+      readonly kind: 'slow';
+      readonly node: number;
+      readonly ms: number;
+      readonly seconds: number;
+      readonly member?: number;
+    }
   | { readonly kind: 'clock-step'; readonly node: number; readonly ms: number }
   | { readonly kind: 'pause'; readonly node: number; readonly seconds: number }
   | { readonly kind: 'snapshot' }
@@ -479,8 +486,11 @@ class DeploymentRun {
         return;
       case 'slow':
         if (node === undefined) return;
-        this.net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms });
-        this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }));
+        {
+          const member = f.member === undefined ? undefined : f.member % this.s.members;
+          this.net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms }, member);
+          this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }, member));
+        }
         return;
       case 'clock-step':
         if (node !== undefined) node.clock.wallOffset += f.ms;

@@ -101,7 +101,16 @@ export const faultArb: fc.Arbitrary<Fault> = fc.oneof(
   ),
   fc.record({ kind: fc.constant('lose-answer' as const), node }),
   fc.record({ kind: fc.constant('member-down' as const), member: fc.integer({ min: 0, max: 2 }), seconds }),
-  fc.record({ kind: fc.constant('slow' as const), node, ms: fc.integer({ min: 10, max: 3000 }), seconds }),
+  fc.record(
+    {
+      kind: fc.constant('slow' as const),
+      node,
+      ms: fc.integer({ min: 10, max: 3000 }),
+      seconds,
+      member: fc.integer({ min: 0, max: 2 }),
+    },
+    { requiredKeys: ['kind', 'node', 'ms', 'seconds'] },
+  ),
   fc.record({ kind: fc.constant('clock-step' as const), node, ms: fc.integer({ min: -5000, max: 5000 }) }),
   fc.record({ kind: fc.constant('pause' as const), node, seconds }),
   fc.record({ kind: fc.constant('snapshot' as const) }),
@@ -161,11 +170,12 @@ function withTtls<R extends { nodeTtlSeconds: number[] }>(r: R): R & { ttlSecond
 
 /**
  * A story: a holder's wall clock steps ahead by more than a successor's start hold (TTL + margin + bound, on a short
- * TTL), and then the successor reads a `last-ms` older than what the holder minted on: a write of the holder's from
- * before the step, held in a cut link to one member, lands after its newer ones and the holder is paused past its
- * lease (the first review's unordered writes); or etcd is rewound by a quick snapshot restore (the second review's).
- * Only the holder's own `last-ms` then vouches for its range; the start hold alone does not reach it. The holder is
- * one node (`h`) of one worker; the rest of the schedule is random.
+ * TTL), and then the successor reads a `last-ms` older than what the holder minted on. Either the link to the member
+ * the holder writes to turns slow past the write's deadline: a write from before the step lands there after the
+ * newer ones the holder asked again of the next member, and the holder is paused past its lease (the first review's
+ * unordered writes); or etcd is rewound by a quick snapshot restore (the second review's). Only the holder's own
+ * `last-ms` then vouches for its range: the start hold alone does not reach it. The holder is one node (`h`) of one
+ * worker; the rest of the schedule is random.
  */
 function aheadHolderStory(durationMs: number): fc.Arbitrary<Scenario> {
   const shape = fc.record({
@@ -173,13 +183,13 @@ function aheadHolderStory(durationMs: number): fc.Arbitrary<Scenario> {
     members: fc.integer({ min: 2, max: 3 }),
     ttl: fc.constantFrom(2, 3),
     h: fc.integer({ min: 0, max: 2 }),
-    stepAtMs: fc.integer({ min: 3000, max: Math.max(3000, durationMs / 3) }),
+    atMs: fc.integer({ min: 3000, max: Math.max(3000, durationMs / 3) }),
     aheadMs: fc.integer({ min: 3500, max: 5000 }),
     late: fc.boolean(),
     member: fc.integer({ min: 0, max: 2 }),
-    cutLeadMs: fc.integer({ min: 0, max: 1500 }),
-    cutSeconds: fc.integer({ min: 2, max: 6 }),
-    pauseLeadMs: fc.integer({ min: 0, max: 1000 }),
+    slowMs: fc.integer({ min: 1600, max: 3000 }),
+    stepAfterMs: fc.integer({ min: 0, max: 1500 }),
+    pauseAfterMs: fc.integer({ min: 1500, max: 4500 }),
     pauseSeconds: fc.integer({ min: 6, max: 15 }),
     rewindAfterMs: fc.integer({ min: -2000, max: 3000 }),
     rewindSeconds: fc.integer({ min: 1, max: 3 }),
@@ -189,23 +199,19 @@ function aheadHolderStory(durationMs: number): fc.Arbitrary<Scenario> {
   return shape.map((x) => {
     const at = (ms: number): number => Math.min(durationMs, Math.max(0, ms));
     const h = x.h % x.nodes;
-    const story: { atMs: number; fault: Fault }[] = [
-      { atMs: x.stepAtMs, fault: { kind: 'clock-step', node: h, ms: x.aheadMs } },
-    ];
-    if (x.late) {
-      const cutAt = x.stepAtMs - x.cutLeadMs;
-      story.push(
-        { atMs: at(cutAt), fault: { kind: 'cut', node: h, seconds: x.cutSeconds, member: x.member } },
-        {
-          atMs: at(cutAt + x.cutSeconds * 1000 - x.pauseLeadMs),
-          fault: { kind: 'pause', node: h, seconds: x.pauseSeconds },
-        },
-      );
-    } else
-      story.push({
-        atMs: at(x.stepAtMs + x.rewindAfterMs),
-        fault: { kind: 'rewind', seconds: x.rewindSeconds, newCluster: x.newCluster, operator: false },
-      });
+    const story: { atMs: number; fault: Fault }[] = x.late
+      ? [
+          { atMs: x.atMs, fault: { kind: 'slow', node: h, ms: x.slowMs, seconds: 5, member: x.member } },
+          { atMs: at(x.atMs + x.stepAfterMs), fault: { kind: 'clock-step', node: h, ms: x.aheadMs } },
+          { atMs: at(x.atMs + x.pauseAfterMs), fault: { kind: 'pause', node: h, seconds: x.pauseSeconds } },
+        ]
+      : [
+          { atMs: x.atMs, fault: { kind: 'clock-step', node: h, ms: x.aheadMs } },
+          {
+            atMs: at(x.atMs + x.rewindAfterMs),
+            fault: { kind: 'rewind', seconds: x.rewindSeconds, newCluster: x.newCluster, operator: false },
+          },
+        ];
     return withTtls({
       nodes: x.nodes,
       workers: 1,
