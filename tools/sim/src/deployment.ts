@@ -1,6 +1,7 @@
 import { createEtcdClient, createEtcdLease, type ClockSource, type LeaseTarget, type WorkerLease } from '@idgen/lease';
 import { initRegion, markRegionRestored } from '@idgen/lease/operator';
 import { GuardedMinter } from '@idgen/clock-guard';
+import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
 import type { WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
@@ -9,7 +10,8 @@ import { MintLog, askIds, guardTarget, leaseTimings, spinningClock } from './sim
 
 /**
  * One simulated deployment: a region's etcd model, nodes running the real `@idgen/lease` etcd lease and the real
- * `@idgen/clock-guard` guard (which wraps `@idgen/core`'s minter), callers minting, an operator (the real
+ * `@idgen/clock-guard` guard (which wraps `@idgen/core`'s minter), embedded sources (the real `@idgen/embedded`, which
+ * composes the same two inside a caller) sharing the nodes' slots, callers minting, an operator (the real
  * `initRegion` and `markRegionRestored` behind `idgen region init|restored`), and a schedule of faults. All on the
  * process's fake clock (`@sinonjs/fake-timers`, installed by the runner), so a seed replays exactly.
  *
@@ -88,6 +90,11 @@ export interface Scenario {
   readonly faults: readonly TimedFault[];
   /** Probability in 1/1000 that any write's answer is lost after etcd applied it. */
   readonly lostAnswerPerMille: number;
+  /**
+   * Embedded sources (`createEmbeddedIdSource`) beside the nodes, claiming from the same slots; default none. A fault's
+   * `node` counts the nodes first, then these (a crashed source's replacement is a source).
+   */
+  readonly embedded?: number;
 }
 
 /** A broken invariant. */
@@ -133,17 +140,26 @@ const COLD_ASK_MS = 50;
 /** How long a host lost in a restore's disaster stays cut off etcd (longer than any TTL the menu draws). */
 const LOST_HOST_MS = 30_000;
 
-interface SimNode {
+/** What every simulated process has: its name on the network, its clocks, and whether it crashed. */
+interface SimProc {
   readonly index: number;
   readonly proc: string;
   readonly clock: ClockSource & { wallOffset: number };
+  crashed: boolean;
+}
+
+/** An embedded source in a caller's process: its guard and lease are its own (the checker reads its status). */
+interface SimEmbedded extends SimProc {
+  readonly source: EmbeddedIdSource;
+}
+
+interface SimNode extends SimProc {
   readonly guard: GuardedMinter;
   readonly lease: WorkerLease;
   ceiling: number;
   /** The monotonic deadline the lease last gave the guard. */
   deadline: number;
   assignment: WorkerAssignment | undefined;
-  crashed: boolean;
 }
 
 /** FNV-1a over a string, continuing from `h`. */
@@ -245,6 +261,7 @@ class DeploymentRun {
   private snapshot: ModelSnapshot | undefined;
   private newClusters = 0;
   private readonly nodes: SimNode[] = [];
+  private readonly embedded: SimEmbedded[] = [];
   private nextIndex: number;
   private readonly operatorClient: ReturnType<typeof createEtcdClient>;
   private readonly io: OperatorIo;
@@ -297,6 +314,7 @@ class DeploymentRun {
     // a newer one (issue 31's case 3: a backup older than the tenure of the holder the disaster lost).
     this.snapshot = this.model.snapshot();
     for (let i = 0; i < this.s.nodes; i++) this.nodes.push(this.startNode(i));
+    for (let i = 0; i < (this.s.embedded ?? 0); i++) this.embedded.push(this.startEmbedded(this.nextIndex++));
     this.askIn(0);
   }
 
@@ -335,6 +353,14 @@ class DeploymentRun {
           10_000,
         );
     for (const n of this.nodes) n.guard.close();
+    // A source's close releases its slot and ends its guard (bounded, as every close is).
+    for (const e of this.embedded)
+      if (!e.crashed)
+        await settle(
+          this.ticker,
+          e.source.close().catch(() => undefined),
+          10_000,
+        );
     this.operatorClient.close();
   }
 
@@ -374,6 +400,28 @@ class DeploymentRun {
     (node as { lease: WorkerLease }).lease = lease;
     lease.start().catch(() => undefined);
     return node;
+  }
+
+  /**
+   * An embedded source `index` (process `e<index>`) on its own clocks, as a caller configures it: the region's etcd,
+   * the nodes' slots, the node's lease timings for its TTL, no time-source check (the simulated clocks have none), and
+   * a start that waits for a free slot as long as the run lasts.
+   */
+  private startEmbedded(index: number): SimEmbedded {
+    const proc = `e${index}`;
+    const clock = spinningClock();
+    const source = createEmbeddedIdSource({
+      etcd: { endpoints: this.net.endpoints(proc, CLUSTER) },
+      region: REGION,
+      workers: { first: 0, last: this.s.workers - 1 },
+      nodeId: proc,
+      ...leaseTimings(this.ttlOf(index)),
+      timeSource: 'none',
+      slotWaitMs: 24 * 3_600_000,
+      clock,
+    });
+    source.ready().catch(() => undefined);
+    return { index, proc, clock, source, crashed: false };
   }
 
   /** The lease drives the real guard; the callers ask hot while a slot is taken or lost, and the trace hashes it. */
@@ -429,6 +477,17 @@ class DeploymentRun {
       });
       if (last !== undefined) this.check(n, last, atMs);
     }
+    for (const e of this.embedded) {
+      if (e.crashed || this.net.isPaused(e.proc)) continue;
+      for (let k = 0; k < 3; k++) {
+        const id = e.source.tryNextId();
+        if (id === undefined) break;
+        this.minted++;
+        const duplicate = this.ids.duplicate(id, e.proc, describeId);
+        if (duplicate !== undefined) this.violations.push({ kind: 'duplicate', atMs, message: duplicate });
+        if (k === 2) this.checkLease(e.proc, e.source.status().lease.leaseId, id, atMs);
+      }
+    }
   }
 
   /** The per-holder checks of an ask's highest ID: within the wall ceiling, before the deadline, on a live lease. */
@@ -448,12 +507,16 @@ class DeploymentRun {
         atMs,
         message: `${n.proc} minted ${describeId(id)} after its holder's deadline (${n.deadline - mono} ms)`,
       });
-    const leaseId = n.lease.snapshot().leaseId;
+    this.checkLease(n.proc, n.lease.snapshot().leaseId, id, atMs);
+  }
+
+  /** Nothing minted on a lease etcd ended (a source's ceiling and deadline are its guard's, which the nodes prove). */
+  private checkLease(proc: string, leaseId: string | undefined, id: bigint, atMs: number): void {
     if (leaseId !== undefined && this.model.leaseEnded(leaseId))
       this.violations.push({
         kind: 'after-lease',
         atMs,
-        message: `${n.proc} minted ${describeId(id)} after etcd ended its lease ${leaseId}`,
+        message: `${proc} minted ${describeId(id)} after etcd ended its lease ${leaseId}`,
       });
   }
 
@@ -467,7 +530,8 @@ class DeploymentRun {
 
   /** Injects one fault of the schedule. */
   private async applyFault(f: Fault): Promise<void> {
-    const node = 'node' in f ? this.nodes[f.node % this.nodes.length] : undefined;
+    const all: SimProc[] = [...this.nodes, ...this.embedded];
+    const node = 'node' in f ? all[f.node % all.length] : undefined;
     switch (f.kind) {
       case 'cut':
         if (node === undefined) return;
@@ -554,11 +618,13 @@ class DeploymentRun {
   }
 
   /** The process is gone: it mints nothing more and never speaks to etcd again; a new process takes its place. */
-  private crash(node: SimNode | undefined): void {
-    if (node === undefined || node.crashed) return;
-    node.crashed = true;
-    this.net.setLink(node.proc, CLUSTER, { kind: 'cut' });
-    this.nodes[this.nodes.indexOf(node)] = this.startNode(this.nextIndex++);
+  private crash(proc: SimProc | undefined): void {
+    if (proc === undefined || proc.crashed) return;
+    proc.crashed = true;
+    this.net.setLink(proc.proc, CLUSTER, { kind: 'cut' });
+    const e = this.embedded.indexOf(proc as SimEmbedded);
+    if (e >= 0) this.embedded[e] = this.startEmbedded(this.nextIndex++);
+    else this.nodes[this.nodes.indexOf(proc as SimNode)] = this.startNode(this.nextIndex++);
   }
 
   /**

@@ -74,7 +74,7 @@ async function runMutant(
         stdio: 'pipe',
       },
     );
-    for (const p of ['core', 'clock-guard', 'lease'])
+    for (const p of ['core', 'clock-guard', 'lease', 'embedded'])
       writeFileSync(join(tree, 'packages', p, 'dist', 'cjs', 'package.json'), '{"type":"commonjs"}\n');
     const out = await run(
       process.execPath,

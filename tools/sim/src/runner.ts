@@ -156,6 +156,8 @@ function anyScenarioArb(durationMs: number): fc.Arbitrary<Scenario> {
       nodeTtlSeconds: fc.array(fc.constantFrom(2, 3, 6, 10), { minLength: 1, maxLength: 3 }),
       durationMs: fc.constant(durationMs),
       lostAnswerPerMille: fc.constantFrom(0, 0, 5, 50),
+      // Embedded sources beside the nodes, on the same slots (`@idgen/embedded`).
+      embedded: fc.constantFrom(0, 0, 1, 2),
       faults: fc.array(fc.record({ atMs: fc.integer({ min: 0, max: durationMs }), fault: faultArb }), {
         maxLength: 25,
       }),
