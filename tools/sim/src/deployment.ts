@@ -5,7 +5,7 @@ import { createEmbeddedIdSource, type EmbeddedIdSource } from '@idgen/embedded';
 import { DEFAULT_LAYOUT, decodeId } from '@idgen/core';
 import type { WorkerAssignment } from '@idgen/core';
 import { EtcdModel, type ModelSnapshot } from './etcd-model.js';
-import { SimNet, installSimNet, type NetRandom } from './sim-transport.js';
+import { SimNet, installSimNet, type LinkState, type NetRandom } from './sim-transport.js';
 import { MintLog, askIds, guardTarget, leaseTimings, spinningClock } from './sim-node.js';
 
 /**
@@ -345,22 +345,16 @@ class DeploymentRun {
   private async teardown(): Promise<void> {
     this.asking = false;
     this.askIn(0);
-    for (const n of this.nodes)
-      if (!n.crashed)
-        await settle(
-          this.ticker,
-          n.lease.release().catch(() => undefined),
-          10_000,
-        );
+    const settleQuietly = (p: Promise<unknown>): Promise<unknown> =>
+      settle(
+        this.ticker,
+        p.catch(() => undefined),
+        10_000,
+      );
+    for (const n of this.nodes) if (!n.crashed) await settleQuietly(n.lease.release());
     for (const n of this.nodes) n.guard.close();
     // A source's close releases its slot and ends its guard (bounded, as every close is).
-    for (const e of this.embedded)
-      if (!e.crashed)
-        await settle(
-          this.ticker,
-          e.source.close().catch(() => undefined),
-          10_000,
-        );
+    for (const e of this.embedded) if (!e.crashed) await settleQuietly(e.source.close());
     this.operatorClient.close();
   }
 
@@ -528,18 +522,20 @@ class DeploymentRun {
     }, ms);
   }
 
+  /** `proc`'s link to every member (or to `member`) is `state` for `seconds`, then answers again. */
+  private linkFor(proc: SimProc, state: LinkState, seconds: number, member: number | undefined): void {
+    const m = member === undefined ? undefined : member % this.s.members;
+    this.net.setLink(proc.proc, CLUSTER, state, m);
+    this.undoAfter(seconds * 1000, () => this.net.setLink(proc.proc, CLUSTER, { kind: 'ok' }, m));
+  }
+
   /** Injects one fault of the schedule. */
   private async applyFault(f: Fault): Promise<void> {
     const all: SimProc[] = [...this.nodes, ...this.embedded];
     const node = 'node' in f ? all[f.node % all.length] : undefined;
     switch (f.kind) {
       case 'cut':
-        if (node === undefined) return;
-        {
-          const member = f.member === undefined ? undefined : f.member % this.s.members;
-          this.net.setLink(node.proc, CLUSTER, { kind: 'cut' }, member);
-          this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }, member));
-        }
+        if (node !== undefined) this.linkFor(node, { kind: 'cut' }, f.seconds, f.member);
         return;
       case 'lose-answer':
         if (node !== undefined) this.net.loseNextWriteAnswer(node.proc);
@@ -549,12 +545,7 @@ class DeploymentRun {
         this.undoAfter(f.seconds * 1000, () => this.net.setMemberDown(CLUSTER, f.member % this.s.members, false));
         return;
       case 'slow':
-        if (node === undefined) return;
-        {
-          const member = f.member === undefined ? undefined : f.member % this.s.members;
-          this.net.setLink(node.proc, CLUSTER, { kind: 'slow', ms: f.ms }, member);
-          this.undoAfter(f.seconds * 1000, () => this.net.setLink(node.proc, CLUSTER, { kind: 'ok' }, member));
-        }
+        if (node !== undefined) this.linkFor(node, { kind: 'slow', ms: f.ms }, f.seconds, f.member);
         return;
       case 'clock-step':
         if (node !== undefined) node.clock.wallOffset += f.ms;
